@@ -1,0 +1,41 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-deps lint bench clean
+
+$(STAMP): setup.cfg pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $@
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/sharecrawl demo --workdir demo-lan
+
+# Samba (smbd for the test servers, smbclient as the benchmark's reference) and Java (for
+# mrjob's Spark runner) come from Debian's packages when we are root; without them the tests
+# that need them skip with a reason.
+test-deps: $(STAMP)
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	    { ! command -v smbd >/dev/null || ! command -v smbclient >/dev/null; }; then \
+	  echo "installing samba and smbclient from Debian's packages"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends samba smbclient >/dev/null; \
+	fi
+
+test: test-deps
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+bench: $(STAMP)
+	for b in bench/*.py; do $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) demo-lan .pytest_cache

@@ -1,0 +1,78 @@
+"""B*-subtree partitions (thesis §3.1): keys, ids and the one membership rule.
+
+A partition `(host, share, root, lo, hi)` holds the subtrees of those subfolders of `root`
+whose names lie in [lo, hi) (None = unbounded). The share root partition `('', None, None)`
+also holds the share root's files and whatever no range claims. A folder belongs to the
+range partition of its parent folder that covers its name if there is one, else to its
+parent's partition; a file belongs to its folder's partition.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, order=True)
+class PartitionKey:
+    host: str
+    share: str
+    root: str
+    lo: str | None
+    hi: str | None
+
+    @property
+    def is_share_root(self) -> bool:
+        return self.root == "" and self.lo is None and self.hi is None
+
+    @property
+    def id(self) -> str:
+        return partition_id(self.host, self.share, self.root, self.lo, self.hi)
+
+    def covers(self, name: str) -> bool:
+        """Does this range claim the subfolder `name` of its root?"""
+        if self.is_share_root:
+            return False
+        return (self.lo is None or self.lo <= name) and (self.hi is None or name < self.hi)
+
+
+def partition_id(host: str, share: str, root: str, lo: str | None, hi: str | None) -> str:
+    text = "\0".join(
+        [host, share, root, "" if lo is None else "=" + lo, "" if hi is None else "=" + hi]
+    )
+    return hashlib.md5(text.encode()).hexdigest()[:16]
+
+
+def share_root(host: str, share: str) -> PartitionKey:
+    return PartitionKey(host, share, "", None, None)
+
+
+class Ranges:
+    """The range partitions of one share, indexed by root folder, for membership tests."""
+
+    def __init__(self, keys: Iterable[PartitionKey]) -> None:
+        self._by_root: dict[str, list[PartitionKey]] = {}
+        for key in keys:
+            if not key.is_share_root:
+                self._by_root.setdefault(key.root, []).append(key)
+
+    def claiming(self, folder: str, name: str) -> PartitionKey | None:
+        """The range partition that claims subfolder `name` of `folder`, if any."""
+        for key in self._by_root.get(folder, ()):
+            if key.covers(name):
+                return key
+        return None
+
+    def owner(self, path: str, is_dir: bool, default: PartitionKey) -> PartitionKey:
+        """The partition holding `path`, the share root partition being `default`."""
+        parts = path.split("/") if path else []
+        owner = default
+        folder = ""
+        depth = len(parts) if is_dir else len(parts) - 1
+        for name in parts[:depth]:
+            claim = self.claiming(folder, name)
+            if claim is not None:
+                owner = claim
+            folder = f"{folder}/{name}" if folder else name
+        return owner

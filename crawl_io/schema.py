@@ -1,0 +1,168 @@
+"""Arrow schemas of the crawldb tables and the segment files: the project's data contract.
+
+Paths inside a share use '/' and no leading slash; the share root is ''. Times are UTC
+timestamps with microsecond precision.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+TS = pa.timestamp("us", tz="UTC")
+
+HOSTS = pa.schema(
+    [
+        ("host", pa.string()),
+        ("url", pa.string()),  # the hosts-file URL without any password
+        ("online", pa.bool_()),
+        ("last_seen", TS),
+        ("last_error", pa.string()),
+        ("list_s_per_folder", pa.float64()),
+        ("tag_s_per_file", pa.float64()),
+        ("first_seen", TS),
+        ("last_check", TS),
+    ]
+)
+
+SCAN_EVENT = pa.struct([("t", TS), ("changed", pa.bool_())])
+
+PARTITIONS = pa.schema(
+    [
+        ("partition_id", pa.string()),
+        ("host", pa.string()),
+        ("share", pa.string()),
+        ("root", pa.string()),
+        ("lo", pa.string()),
+        ("hi", pa.string()),
+        ("parent_id", pa.string()),
+        ("hash", pa.string()),
+        ("n_folders", pa.int64()),
+        ("n_files", pa.int64()),
+        ("n_media", pa.int64()),
+        ("bytes", pa.int64()),
+        ("est_scan_s", pa.float64()),
+        ("last_scan", TS),
+        ("last_change", TS),
+        ("n_scans", pa.int64()),
+        ("n_changes", pa.int64()),
+        ("rate_per_h", pa.float64()),
+        ("status", pa.string()),
+        ("first_seen", TS),
+        ("history", pa.list_(SCAN_EVENT)),  # scans over the rate window, oldest first
+    ]
+)
+
+# One row per file or folder seen by a scan (a segment's listing/ parts).
+LISTING = pa.schema(
+    [
+        ("host", pa.string()),
+        ("share", pa.string()),
+        ("path", pa.string()),
+        ("name", pa.string()),
+        ("is_dir", pa.bool_()),
+        ("size", pa.int64()),
+        ("mtime", TS),
+        ("partition_id", pa.string()),
+    ]
+)
+
+FILES = pa.schema([*LISTING, ("first_seen", TS), ("last_seen", TS)])
+
+MEDIA = pa.schema(
+    [
+        ("host", pa.string()),
+        ("share", pa.string()),
+        ("path", pa.string()),
+        ("size", pa.int64()),
+        ("mtime", TS),
+        ("kind", pa.string()),
+        ("format", pa.string()),
+        ("artist", pa.string()),
+        ("title", pa.string()),
+        ("album", pa.string()),
+        ("albumartist", pa.string()),
+        ("track", pa.int32()),
+        ("disc", pa.int32()),
+        ("year", pa.int32()),
+        ("genre", pa.string()),
+        ("duration_s", pa.float64()),
+        ("bitrate_kbps", pa.int32()),
+        ("samplerate", pa.int32()),
+        ("channels", pa.int32()),
+        ("series", pa.string()),
+        ("season", pa.int32()),
+        ("episode", pa.int32()),
+        ("tag_error", pa.string()),
+        ("partition_id", pa.string()),
+        ("tagged_at", TS),
+    ]
+)
+
+PREFIX_STATS = pa.schema(
+    [
+        ("host", pa.string()),
+        ("share", pa.string()),
+        ("prefix", pa.string()),
+        ("depth", pa.int32()),
+        ("n_files", pa.int64()),
+        ("n_folders", pa.int64()),
+        ("n_media", pa.int64()),
+        ("bytes", pa.int64()),
+        ("media_bytes", pa.int64()),
+        ("n_new", pa.int64()),
+        ("n_changed", pa.int64()),
+        ("n_deleted", pa.int64()),
+        ("n_errors", pa.int64()),
+    ]
+)
+
+FETCH_STATUSES = ("unchanged", "changed", "new", "gone", "unreachable", "timeout", "error")
+
+FETCHLOG = pa.schema(
+    [
+        ("round", pa.int32()),
+        ("partition_id", pa.string()),
+        ("host", pa.string()),
+        ("share", pa.string()),
+        ("started", TS),
+        ("duration_s", pa.float64()),
+        ("status", pa.string()),
+        ("hash", pa.string()),
+        ("n_entries", pa.int64()),
+        ("n_tags_read", pa.int64()),
+        ("bytes_read", pa.int64()),
+        ("error", pa.string()),
+        ("listing_s", pa.float64()),
+        ("tags_s", pa.float64()),
+        ("n_folders", pa.int64()),
+    ]
+)
+
+# What Generate hands to Fetch: the partitions to scan this round, with what is stored.
+FETCHLIST = pa.schema(
+    [
+        ("host", pa.string()),
+        ("url", pa.string()),
+        ("partition_id", pa.string()),
+        ("share", pa.string()),
+        ("root", pa.string()),
+        ("lo", pa.string()),
+        ("hi", pa.string()),
+        ("hash", pa.string()),
+        ("score", pa.float64()),
+        ("reason", pa.string()),
+    ]
+)
+
+TABLES: dict[str, pa.Schema] = {
+    "hosts": HOSTS,
+    "partitions": PARTITIONS,
+    "files": FILES,
+    "media": MEDIA,
+    "prefix_stats": PREFIX_STATS,
+    "fetchlog": FETCHLOG,
+}
+
+
+def empty(schema: pa.Schema) -> pa.Table:
+    return schema.empty_table()
