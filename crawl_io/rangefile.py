@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 from collections import OrderedDict
 
-from crawl_io.sources import Source
+from crawl_io.sources import Source, SourceError
 
 BLOCK = 64 * 1024
 MAX_BLOCKS = 16
@@ -22,6 +22,7 @@ class RangeFile(io.RawIOBase):
         self._blocks: OrderedDict[int, bytes] = OrderedDict()
         self.requests = 0
         self.bytes_read = 0
+        self.error: SourceError | None = None  # the last source error, kept for the caller
         self.name = path  # mutagen shows it in messages
 
     def readable(self) -> bool:
@@ -45,7 +46,11 @@ class RangeFile(io.RawIOBase):
         block = self._blocks.get(index)
         if block is None:
             offset = index * BLOCK
-            block = self._source.read(self._share, self._path, offset, BLOCK)
+            try:
+                block = self._source.read(self._share, self._path, offset, BLOCK)
+            except SourceError as e:
+                self.error = e
+                raise
             self.requests += 1
             self.bytes_read += len(block)
             self._blocks[index] = block

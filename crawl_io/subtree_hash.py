@@ -1,7 +1,7 @@
 """The one definition of partition and folder hashes (thesis §3.4.1).
 
 A partition's hash is md5 over its entries in canonical order (children sorted by name, depth
-first), each as (path relative to the partition root, is_dir, size, mtime). The fetcher
+first), each as (path relative to the share, is_dir, size, mtime). The fetcher
 feeds it while streaming a walk; the jobs feed it from stored listings; both must agree.
 A folder's Merkle hash covers its child folders' hashes and its files' names, sizes and
 mtimes; the content hash leaves times out so equal folders on different hosts match.
@@ -19,33 +19,28 @@ def canonical_key(path: str) -> tuple[str, ...]:
     return tuple(path.split("/")) if path else ()
 
 
-def relative_path(path: str, root: str) -> str:
-    return path[len(root) + 1 :] if root else path
-
-
-def _record(relpath: str, is_dir: bool, size: int, mtime_us: int) -> bytes:
-    return f"{relpath}\0{'d' if is_dir else 'f'}\0{size}\0{mtime_us}\n".encode()
+def _record(path: str, is_dir: bool, size: int, mtime_us: int) -> bytes:
+    return f"{path}\0{'d' if is_dir else 'f'}\0{size}\0{mtime_us}\n".encode()
 
 
 class PartitionHasher:
     """Streaming hash of a partition's entries, fed in canonical order."""
 
-    def __init__(self, root: str) -> None:
-        self._root = root
+    def __init__(self) -> None:
         self._md5 = hashlib.md5()
         self.n_entries = 0
 
     def update(self, path: str, is_dir: bool, size: int, mtime_us: int) -> None:
-        self._md5.update(_record(relative_path(path, self._root), is_dir, size, mtime_us))
+        self._md5.update(_record(path, is_dir, size, mtime_us))
         self.n_entries += 1
 
     def hexdigest(self) -> str:
         return self._md5.hexdigest()
 
 
-def partition_hash(root: str, entries: Iterable[tuple[str, bool, int, int]]) -> str:
+def partition_hash(entries: Iterable[tuple[str, bool, int, int]]) -> str:
     """Hash of (path, is_dir, size, mtime_us) rows in any order."""
-    hasher = PartitionHasher(root)
+    hasher = PartitionHasher()
     for path, is_dir, size, mtime_us in sorted(entries, key=lambda e: canonical_key(e[0])):
         hasher.update(path, is_dir, size, mtime_us)
     return hasher.hexdigest()

@@ -1,0 +1,64 @@
+"""Walk one partition of a share in canonical order (children by name, depth first).
+
+The walk stops where child partitions begin, so every entry is yielded by exactly one
+partition's walk. A folder that cannot be opened (access denied, deleted mid-walk) is
+yielded with no children; losing the host (unreachable, timed out) ends the walk with the
+error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from crawl_io.partitioning import PartitionKey, Ranges
+from crawl_io.sources import AccessDenied, Entry, NotFound, Source
+
+
+@dataclass
+class WalkStats:
+    folders_listed: int = 0
+    folders_unreadable: int = 0
+
+
+def walk_partition(
+    source: Source, key: PartitionKey, ranges: Ranges, stats: WalkStats | None = None
+) -> Iterator[tuple[str, Entry]]:
+    """Yield (share-relative path, entry) for every file and folder of the partition.
+
+    Raises NotFound when the partition's root folder itself is gone."""
+    stats = stats if stats is not None else WalkStats()
+    share, root = key.share, key.root
+
+    def children(folder: str) -> list[Entry]:
+        try:
+            listing = source.listdir(share, folder)
+        except (AccessDenied, NotFound):
+            stats.folders_unreadable += 1
+            return []
+        finally:
+            stats.folders_listed += 1
+        return listing
+
+    def members(folder: str, entries: list[Entry]) -> list[Entry]:
+        return [e for e in entries if not (e.is_dir and ranges.claiming(folder, e.name))]
+
+    top = source.listdir(share, root)  # NotFound here: the partition's root is gone
+    stats.folders_listed += 1
+    if key.is_share_root:
+        first = members(root, top)
+    else:
+        first = [e for e in top if e.is_dir and key.covers(e.name)]
+
+    # An explicit stack instead of recursion: shares can be thousands of folders deep.
+    stack: list[tuple[str, Iterator[Entry]]] = [(root, iter(first))]
+    while stack:
+        folder, pending = stack[-1]
+        entry = next(pending, None)
+        if entry is None:
+            stack.pop()
+            continue
+        path = f"{folder}/{entry.name}" if folder else entry.name
+        yield path, entry
+        if entry.is_dir:
+            stack.append((path, iter(members(path, children(path)))))

@@ -1,0 +1,23 @@
+"""Helpers every job uses: write a manifest of Parquet parts, run a job, collect its output."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from mrjob.job import MRJob
+
+
+def write_manifest(parts: Iterable[Path], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{p.resolve()}\n" for p in parts))
+    return path
+
+
+def run_job(job_class: type[MRJob], manifest: Path, runner: str, *args: str) -> Iterator[Any]:
+    """Run `job_class` over a manifest with an mrjob runner; yield its (key, value) pairs."""
+    job = job_class(["-r", runner, "--no-conf", *args, str(manifest)])
+    with job.make_runner() as job_runner:
+        job_runner.run()
+        yield from job.parse_output(job_runner.cat_output())

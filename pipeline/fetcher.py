@@ -1,0 +1,296 @@
+"""Fetch one host: walk its due partitions, hash them on the fly, read tags of what changed.
+
+Runs in a worker process per host (smbprotocol's parsing is CPU-bound; processes keep hosts
+from serialising on the GIL). Writes the host's segment parts: listing/, media/ and, last,
+fetchlog/ -- so a host whose fetchlog part exists is done and a rerun skips it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from crawl_io.crawldir import CrawlDir, host_file, write_parquet
+from crawl_io.mediatypes import media_kind
+from crawl_io.partitioning import PartitionKey, Ranges, share_root
+from crawl_io.rangefile import RangeFile
+from crawl_io.schema import FETCHLOG, LISTING, MEDIA
+from crawl_io.sources import (
+    Entry,
+    HostUnreachable,
+    NotFound,
+    Source,
+    SourceError,
+    SourceTimeout,
+    open_source,
+    parse_host_url,
+)
+from crawl_io.subtree_hash import PartitionHasher
+from crawl_io.walk import WalkStats, walk_partition
+
+
+@dataclass
+class HostJob:
+    """What one worker needs: the host, its due partitions and all its known partitions."""
+
+    crawl_dir: str
+    round: int
+    version: int  # the crawldb version this round reads
+    host: str  # the host's key in tables
+    url: str  # host URL without share or password
+    shares: list[str]  # the shares to crawl; empty: every share the host offers
+    due: list[dict]  # fetchlist rows of this host (partition_id None: discover shares)
+    known: list[dict]  # every partition of the host: partition_id, share, root, lo, hi, hash
+    timeout_s: float = 30.0
+
+
+@dataclass
+class HostResult:
+    host: str
+    partitions: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    entries: int = 0
+    tags_read: int = 0
+    error: str | None = None
+
+
+def _key(host: str, row: dict) -> PartitionKey:
+    return PartitionKey(host, row["share"], row["root"], row["lo"], row["hi"])
+
+
+def _ts(us: int) -> datetime:
+    return datetime.fromtimestamp(us / 1e6, UTC)
+
+
+class _HostFetch:
+    def __init__(self, job: HostJob) -> None:
+        self.job = job
+        self.host = parse_host_url(job.url)
+        self.crawl = CrawlDir(job.crawl_dir)
+        self.listing: list[dict] = []
+        self.media: list[dict] = []
+        self.log: list[dict] = []
+        self._old_files: pa.Table | None = None
+        self._old_media: dict[tuple, dict] | None = None
+
+    # -- stored state of the host, loaded only when a partition changed --------------------
+    def old_entries(self, partition_id: str) -> dict[tuple[str, str], tuple[int, int]]:
+        if self._old_files is None:
+            self._old_files = self.crawl.read_host(self.job.version, "files", self.host.host)
+        t = self._old_files
+        rows = t.filter(pc.equal(t["partition_id"], partition_id)).select(
+            ["share", "path", "size", "mtime"]
+        )
+        return {
+            (s, p): (size, int(m.timestamp() * 1e6) if m else 0)
+            for s, p, size, m in zip(*(rows[c].to_pylist() for c in rows.column_names), strict=True)
+        }
+
+    def old_tags(self) -> dict[tuple, dict]:
+        """Stored tags by (name, size, mtime): a file moved within the host keeps them."""
+        if self._old_media is None:
+            media = self.crawl.read_host(self.job.version, "media", self.host.host)
+            self._old_media = {}
+            for row in media.to_pylist():
+                if row["tag_error"] is None:
+                    name = row["path"].rsplit("/", 1)[-1]
+                    self._old_media[(name, row["size"], row["mtime"])] = row
+        return self._old_media
+
+    # -- one partition ----------------------------------------------------------------------
+    def scan(
+        self, source: Source, key: PartitionKey, stored_hash: str | None, ranges: Ranges
+    ) -> None:
+        started = time.time()
+        stats = WalkStats()
+        hasher = PartitionHasher()
+        rows: list[dict] = []
+        log = {
+            "round": self.job.round,
+            "partition_id": key.id,
+            "host": key.host,
+            "share": key.share,
+            "started": _ts(int(started * 1e6)),
+            "hash": None,
+            "n_entries": 0,
+            "n_tags_read": 0,
+            "bytes_read": 0,
+            "error": None,
+            "listing_s": 0.0,
+            "tags_s": 0.0,
+            "n_folders": 0,
+        }
+        try:
+            for path, entry in walk_partition(source, key, ranges, stats):
+                hasher.update(path, entry.is_dir, entry.size, entry.mtime_us)
+                rows.append(self._listing_row(key, path, entry))
+        except NotFound:
+            log.update(status="gone", error=f"{key.share}/{key.root}: no longer there")
+        except SourceError as e:
+            log.update(status=_status(e), error=str(e))
+            self._finish(log, started, stats)
+            raise
+        else:
+            digest = hasher.hexdigest()
+            log.update(hash=digest, n_entries=len(rows))
+            if digest == stored_hash:
+                log["status"] = "unchanged"
+            else:
+                log["status"] = "new" if stored_hash is None else "changed"
+                listed = time.time()
+                log["listing_s"] = listed - started
+                self.listing.extend(rows)
+                self._read_new_tags(source, key, rows, log)
+                log["tags_s"] = time.time() - listed
+        self._finish(log, started, stats)
+
+    def _finish(self, log: dict, started: float, stats: WalkStats) -> None:
+        log["duration_s"] = time.time() - started
+        if not log["listing_s"]:
+            log["listing_s"] = log["duration_s"]
+        log["n_folders"] = stats.folders_listed
+        self.log.append(log)
+
+    def _listing_row(self, key: PartitionKey, path: str, entry: Entry) -> dict:
+        return {
+            "host": key.host,
+            "share": key.share,
+            "path": path,
+            "name": entry.name,
+            "is_dir": entry.is_dir,
+            "size": entry.size,
+            "mtime": _ts(entry.mtime_us),
+            "partition_id": key.id,
+        }
+
+    def _read_new_tags(
+        self, source: Source, key: PartitionKey, rows: list[dict], log: dict
+    ) -> None:
+        from crawl_io.tags import read_tags  # mutagen loads only in fetch workers
+
+        old = self.old_entries(key.id)
+        for row in rows:
+            if row["is_dir"] or not media_kind(row["name"]):
+                continue
+            mtime_us = int(row["mtime"].timestamp() * 1e6)
+            if old.get((row["share"], row["path"])) == (row["size"], mtime_us):
+                continue  # unchanged file: its stored tags stay
+            moved = self.old_tags().get((row["name"], row["size"], row["mtime"]))
+            if moved is not None:
+                tags = {k: v for k, v in moved.items() if k in MEDIA.names}
+            else:
+                f = RangeFile(source, row["share"], row["path"], row["size"])
+                tags = read_tags(f, row["name"])
+                log["n_tags_read"] += 1
+                log["bytes_read"] += f.bytes_read
+                if isinstance(f.error, HostUnreachable | SourceTimeout):
+                    raise f.error  # read_tags never raises, but a lost host ends the host
+            tags.update(
+                host=key.host,
+                share=row["share"],
+                path=row["path"],
+                size=row["size"],
+                mtime=row["mtime"],
+                partition_id=key.id,
+                tagged_at=datetime.now(UTC),
+            )
+            self.media.append(tags)
+
+    # -- the host ---------------------------------------------------------------------------
+    def run(self) -> HostResult:
+        job, host = self.job, self.host
+        known = {row["partition_id"]: _key(host.host, row) for row in job.known}
+        stored = {row["partition_id"]: row["hash"] for row in job.known}
+        due = [known.get(r["partition_id"]) for r in job.due if r["partition_id"] in known]
+        result = HostResult(host.host)
+        try:
+            source = open_source(host, timeout_s=job.timeout_s)
+        except SourceError as e:
+            self._all_failed(due, e)
+            result.error = str(e)
+            return self._write(result)
+        try:
+            due = self._discover(source, known, due)
+            ranges_by_share: dict[str, Ranges] = {}
+            for i, key in enumerate(due):
+                ranges = ranges_by_share.setdefault(
+                    key.share, Ranges(k for k in known.values() if k.share == key.share)
+                )
+                try:
+                    self.scan(source, key, stored.get(key.id), ranges)
+                except SourceError as e:
+                    if isinstance(e, HostUnreachable | SourceTimeout):
+                        self._all_failed(due[i + 1 :], e)
+                        result.error = str(e)
+                        break
+        finally:
+            source.close()
+        return self._write(result)
+
+    def _discover(
+        self, source: Source, known: dict[str, PartitionKey], due: list[PartitionKey]
+    ) -> list[PartitionKey]:
+        """Shares of the host now; a new one gets a root partition, scanned at once. (A due
+        partition of a vanished share finds its root gone when scanned.)"""
+        shares = self.job.shares or source.shares()
+        roots = {k.share for k in known.values() if k.is_share_root}
+        new = [share_root(self.host.host, s) for s in shares if s not in roots]
+        known.update((key.id, key) for key in new)
+        return new + due
+
+    def _all_failed(self, keys: list[PartitionKey], error: SourceError) -> None:
+        now = datetime.now(UTC)
+        for key in keys:
+            self.log.append(
+                {
+                    "round": self.job.round,
+                    "partition_id": key.id,
+                    "host": key.host,
+                    "share": key.share,
+                    "started": now,
+                    "duration_s": 0.0,
+                    "status": _status(error),
+                    "hash": None,
+                    "n_entries": 0,
+                    "n_tags_read": 0,
+                    "bytes_read": 0,
+                    "error": str(error),
+                    "listing_s": 0.0,
+                    "tags_s": 0.0,
+                    "n_folders": 0,
+                }
+            )
+
+    def _write(self, result: HostResult) -> HostResult:
+        seg = self.crawl.segment_dir(self.job.round)
+        name = host_file(self.host.host)
+        write_parquet(pa.Table.from_pylist(self.listing, LISTING), seg / "listing" / name)
+        write_parquet(pa.Table.from_pylist(self.media, MEDIA), seg / "media" / name)
+        write_parquet(pa.Table.from_pylist(self.log, FETCHLOG), seg / "fetchlog" / name)
+        for row in self.log:
+            result.statuses[row["status"]] = result.statuses.get(row["status"], 0) + 1
+        result.partitions = len(self.log)
+        result.entries = sum(r["n_entries"] for r in self.log)
+        result.tags_read = sum(r["n_tags_read"] for r in self.log)
+        return result
+
+
+def _status(error: SourceError) -> str:
+    if isinstance(error, SourceTimeout):
+        return "timeout"
+    if isinstance(error, HostUnreachable):
+        return "unreachable"
+    return "error"
+
+
+def fetch_host(job: HostJob) -> HostResult:
+    return _HostFetch(job).run()
+
+
+def host_done(crawl_dir: str | Path, round_: int, host: str) -> bool:
+    return (CrawlDir(crawl_dir).segment_dir(round_) / "fetchlog" / host_file(host)).exists()

@@ -1,0 +1,88 @@
+"""Generate: score every partition with the scheduling policy and choose the round's fetch list.
+
+Output: the round's `fetchlist.parquet`: the partitions to scan, with their stored hashes, and
+one 'discover' row for each online host that has no partition yet.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import luigi
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from crawl_io.crawldir import CrawlDir, write_parquet
+from crawl_io.schema import FETCHLIST
+from pipeline.inject import Inject
+from pipeline.policies import Budget, PartitionState, get_policy
+from pipeline.settings import sharecrawl
+
+
+def partition_states(
+    partitions: pa.Table, online: dict[str, bool], default_cost_s: float
+) -> list[PartitionState]:
+    states = []
+    for p in partitions.to_pylist():
+        if p["host"] not in online:
+            continue  # retired host
+        history = [(e["t"].timestamp(), e["changed"]) for e in p["history"] or ()]
+        last = p["last_scan"].timestamp() if p["last_scan"] else None
+        states.append(
+            PartitionState(
+                partition_id=p["partition_id"],
+                host=p["host"],
+                cost_s=p["est_scan_s"] or default_cost_s,
+                last_scan=last,
+                history=history,
+                rate_per_h=p["rate_per_h"],
+                online=online[p["host"]],
+            )
+        )
+    return states
+
+
+class Generate(luigi.Task):
+    crawl_dir = luigi.Parameter()
+    round = luigi.IntParameter()
+
+    def requires(self) -> Inject:
+        return Inject(crawl_dir=self.crawl_dir, round=self.round)
+
+    def output(self) -> luigi.LocalTarget:
+        seg = CrawlDir(self.crawl_dir).segment_dir(self.round)
+        return luigi.LocalTarget(seg / "fetchlist.parquet")
+
+    def run(self) -> None:
+        settings = sharecrawl()
+        crawl = CrawlDir(self.crawl_dir)
+        hosts = pq.read_table(self.input().path).to_pylist()
+        online = {h["host"]: h["online"] for h in hosts}
+        urls = {h["host"]: h["url"] for h in hosts}
+        partitions = crawl.read(self.round - 1, "partitions")
+        states = partition_states(partitions, online, settings.partition_max_seconds)
+        policy = get_policy(settings.policy)
+        budget = Budget(crawlers=settings.crawlers, round_seconds=settings.round_seconds)
+        chosen = policy.choose(states, time.time(), budget)
+        by_id = {p["partition_id"]: p for p in partitions.to_pylist()}
+        score = {pid: float(len(chosen) - i) for i, pid in enumerate(chosen)}
+        rows = [
+            {
+                **{
+                    k: by_id[pid][k]
+                    for k in ("host", "partition_id", "share", "root", "lo", "hi", "hash")
+                },
+                "url": urls[by_id[pid]["host"]],
+                "score": score[pid],
+                "reason": policy.name,
+            }
+            for pid in chosen
+        ]
+        with_partitions = {p["host"] for p in by_id.values()}
+        rows += [
+            {"host": h["host"], "url": h["url"], "reason": "discover", "score": 0.0}
+            for h in hosts
+            if h["online"] and h["host"] not in with_partitions
+        ]
+        write_parquet(pa.Table.from_pylist(rows, FETCHLIST), Path(self.output().path))

@@ -1,0 +1,77 @@
+"""Inject: read the hosts file (again every round) and check every host is alive.
+
+Output: the round's `inject.parquet`, one row per listed host with its liveness. Hosts new to
+the file start being crawled this round; hosts no longer listed are retired by Update.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+
+import luigi
+import pyarrow as pa
+
+from crawl_io.crawldir import CrawlDir, write_parquet
+from crawl_io.liveness import check_host
+from crawl_io.sources import HostURL, read_hosts_file
+from pipeline.settings import sharecrawl
+
+INJECT = pa.schema(
+    [
+        ("host", pa.string()),
+        ("url", pa.string()),
+        ("shares", pa.list_(pa.string())),  # empty: every share of the host
+        ("online", pa.bool_()),
+        ("error", pa.string()),
+        ("checked_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+
+def host_rows(hosts: list[HostURL], timeout_s: float) -> list[dict]:
+    """One row per host key, merging lines that name shares of the same host."""
+    by_key: dict[str, list[HostURL]] = {}
+    for h in hosts:
+        by_key.setdefault(h.host, []).append(h)
+    firsts = [lines[0] for lines in by_key.values()]
+    with ThreadPoolExecutor(max_workers=32) as pool:  # connects wait on the network, not CPU
+        errors = list(pool.map(lambda h: check_host(h, timeout_s), firsts))
+    now = datetime.now(UTC)
+    rows = []
+    for (key, lines), error in zip(by_key.items(), errors, strict=True):
+        every = any(h.share is None for h in lines)
+        shares = [] if every else sorted({h.share for h in lines if h.share})
+        rows.append(
+            {
+                "host": key,
+                "url": lines[0].url,
+                "shares": shares,
+                "online": error is None,
+                "error": error,
+                "checked_at": now,
+            }
+        )
+    return rows
+
+
+class Inject(luigi.Task):
+    crawl_dir = luigi.Parameter()
+    round = luigi.IntParameter()
+
+    def requires(self) -> list[luigi.Task]:
+        from pipeline.update import Update  # rounds chain: this round reads the last one's
+
+        return [Update(crawl_dir=self.crawl_dir, round=self.round - 1)] if self.round > 1 else []
+
+    def output(self) -> luigi.LocalTarget:
+        return luigi.LocalTarget(
+            CrawlDir(self.crawl_dir).segment_dir(self.round) / "inject.parquet"
+        )
+
+    def run(self) -> None:
+        settings = sharecrawl()
+        hosts = read_hosts_file(settings.hosts_file)
+        rows = host_rows(hosts, settings.liveness_timeout_s)
+        write_parquet(pa.Table.from_pylist(rows, INJECT), Path(self.output().path))

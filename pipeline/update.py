@@ -1,0 +1,256 @@
+"""Update: fold a fetched segment into crawldb version N-1 and publish version N.
+
+Runs the subtree-hash mrjob job over the segment's listings (its hashes must equal the ones
+the fetchers streamed), rewrites the files and media of the hosts the round touched,
+hard-links the others' parts unchanged, updates partitions (scan history, rate) and hosts,
+and publishes by renaming the finished version folder and moving CURRENT.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import luigi
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir, host_file, read_parquet, write_parquet
+from crawl_io.partitioning import share_root
+from crawl_io.schema import FETCHLOG, FILES, HOSTS, LISTING, MEDIA, PARTITIONS, PREFIX_STATS
+from jobs.manifest import run_job, write_manifest
+from jobs.subtree_hash import MRSubtreeHash
+from pipeline.fetch import Fetch
+from pipeline.inject import Inject
+from pipeline.prefix_stats import host_prefix_stats
+from pipeline.rates import estimate_rate
+from pipeline.settings import sharecrawl
+from pipeline.targets import PublishedVersion
+
+RATE_WINDOW_S = 30 * 86400
+REPLACED = ("changed", "new")
+LOST = ("unreachable", "timeout")
+EWMA = 0.3  # weight of this round's measurement in a host's cost estimates
+
+
+def _ts(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def subtree_summaries(seg: Path, runner: str) -> dict[str, dict]:
+    parts = [p for p in sorted((seg / "listing").glob("*.parquet")) if pq.read_metadata(p).num_rows]
+    if not parts:
+        return {}
+    manifest = write_manifest(parts, seg / "jobs" / "subtree_hash.manifest")
+    return dict(run_job(MRSubtreeHash, manifest, runner))
+
+
+def merged_files(old: pa.Table, listing: pa.Table, log: pa.Table, drop: set[str]) -> pa.Table:
+    """The host's rows now: stored rows of partitions not rescanned, plus the new listings
+    (first_seen kept from the stored row of the same path)."""
+    con = duckdb.connect()
+    con.register("old", old)
+    con.register("listing", listing)
+    con.register("log", log)
+    sql = """
+        SELECT l.*, coalesce(o.first_seen, f.started) AS first_seen, f.started AS last_seen
+        FROM listing l JOIN log f USING (partition_id)
+        LEFT JOIN old o ON o.share = l.share AND o.path = l.path AND o.is_dir = l.is_dir
+        UNION ALL BY NAME
+        SELECT * FROM old WHERE NOT list_contains($drop, partition_id)
+        ORDER BY share, path
+    """
+    table = con.sql(sql, params={"drop": sorted(drop)}).to_arrow_table()
+    con.close()
+    return table.select(FILES.names).cast(FILES)
+
+
+def merged_media(old: pa.Table, fetched: pa.Table, files: pa.Table) -> pa.Table:
+    """Stored tags of files still present unchanged, plus the tags read this round."""
+    con = duckdb.connect()
+    for name, table in (("old", old), ("fetched", fetched), ("files", files)):
+        con.register(name, table)
+    sql = """
+        SELECT o.* REPLACE (f.partition_id AS partition_id) FROM old o
+        JOIN files f ON f.share = o.share AND f.path = o.path AND f.size = o.size
+                    AND f.mtime = o.mtime AND NOT f.is_dir
+        ANTI JOIN fetched n ON n.share = o.share AND n.path = o.path
+        UNION ALL BY NAME
+        SELECT * FROM fetched
+        ORDER BY share, path
+    """
+    table = con.sql(sql).to_arrow_table()
+    con.close()
+    return table.select(MEDIA.names).cast(MEDIA)
+
+
+def updated_partitions(
+    old: pa.Table, log: list[dict], summaries: dict[str, dict], listed_hosts: set[str],
+    cost: dict[str, float], now: float,
+) -> tuple[list[dict], set[str]]:  # fmt: skip
+    """Partitions after the round, and the ids of those removed (gone or retired)."""
+    parts = {p["partition_id"]: p for p in old.to_pylist() if p["host"] in listed_hosts}
+    removed = {p["partition_id"] for p in old.to_pylist()} - set(parts)
+    for row in log:
+        pid, status, t = row["partition_id"], row["status"], row["started"]
+        part = parts.get(pid)
+        if part is None:
+            key = share_root(row["host"], row["share"])
+            if key.id != pid or status not in REPLACED:
+                continue
+            part = parts[pid] = {
+                **dict.fromkeys(PARTITIONS.names), "partition_id": pid, "host": key.host,
+                "share": key.share, "root": key.root, "first_seen": t, "n_scans": 0,
+                "n_changes": 0, "history": [],
+            }  # fmt: skip
+        if status == "gone":
+            removed.add(pid)
+            continue
+        part["status"] = "ok" if status in ("unchanged", *REPLACED) else status
+        if status in LOST or status == "error":
+            continue
+        if part["n_scans"]:
+            part["history"] = [*part["history"], {"t": t, "changed": status == "changed"}]
+        part["n_scans"] += 1
+        part["last_scan"] = t
+        if status in REPLACED:
+            summary = summaries.get(pid, {"n_folders": 0, "n_files": 0, "n_media": 0, "bytes": 0,
+                                          "hash": row["hash"]})  # fmt: skip
+            if summary["hash"] != row["hash"]:
+                raise RuntimeError(f"partition {pid}: job hash differs from the fetcher's")
+            part.update(
+                {k: summary[k] for k in ("hash", "n_folders", "n_files", "n_media", "bytes")}
+            )
+            part["last_change"] = t
+            part["n_changes"] += status == "changed"
+    # a removed partition takes the partitions under it along
+    children: dict[str | None, list[str]] = {}
+    for pid, part in parts.items():
+        children.setdefault(part["parent_id"], []).append(pid)
+    stack = [pid for pid in removed]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in removed:
+                removed.add(child)
+                stack.append(child)
+    kept = []
+    for pid, part in parts.items():
+        if pid in removed:
+            continue
+        window = [e for e in part["history"] if e["t"].timestamp() >= now - RATE_WINDOW_S]
+        part["history"] = window
+        part["rate_per_h"] = 3600 * estimate_rate(
+            [(e["t"].timestamp(), e["changed"]) for e in window], now
+        )
+        part["est_scan_s"] = (part["n_folders"] or 1) * cost[part["host"]]
+        kept.append(part)
+    return kept, removed
+
+
+def updated_hosts(
+    old: pa.Table, inject: list[dict], log: list[dict], defaults: tuple[float, float]
+) -> list[dict]:
+    previous = {h["host"]: h for h in old.to_pylist()}
+    rows = []
+    for h in inject:
+        mine = [r for r in log if r["host"] == h["host"]]
+        lost = next((r for r in mine if r["status"] in LOST), None)
+        prev = previous.get(h["host"], {})
+        online = h["online"] and lost is None
+        error = h["error"] if not h["online"] else (lost["error"] if lost else None)
+        row = {
+            "host": h["host"], "url": h["url"], "online": online, "last_error": error,
+            "last_seen": h["checked_at"] if online else prev.get("last_seen"),
+            "first_seen": prev.get("first_seen") or h["checked_at"],
+            "last_check": h["checked_at"],
+        }  # fmt: skip
+        for column, spent, count, default in (
+            ("list_s_per_folder", "listing_s", "n_folders", defaults[0]),
+            ("tag_s_per_file", "tags_s", "n_tags_read", defaults[1]),
+        ):
+            n = sum(r[count] for r in mine)
+            before = prev.get(column) or default
+            row[column] = (
+                before if not n else (1 - EWMA) * before + EWMA * sum(r[spent] for r in mine) / n
+            )
+        rows.append(row)
+    return rows
+
+
+class Update(luigi.Task):
+    crawl_dir = luigi.Parameter()
+    round = luigi.IntParameter()
+
+    def requires(self) -> dict[str, luigi.Task]:
+        return {
+            "fetch": Fetch(crawl_dir=self.crawl_dir, round=self.round),
+            "inject": Inject(crawl_dir=self.crawl_dir, round=self.round),
+        }
+
+    def output(self) -> PublishedVersion:
+        return PublishedVersion(self.crawl_dir, self.round)
+
+    def run(self) -> None:
+        settings = sharecrawl()
+        crawl = CrawlDir(self.crawl_dir)
+        crawl.drop_unpublished()
+        prev, seg = self.round - 1, crawl.segment_dir(self.round)
+        now = time.time()
+        inject = pq.read_table(self.input()["inject"].path).to_pylist()
+        log_table = pq.read_table(self.input()["fetch"].path, schema=FETCHLOG)
+        log = log_table.to_pylist()
+        summaries = subtree_summaries(seg, settings.runner)
+
+        hosts = updated_hosts(crawl.read(prev, "hosts"), inject, log,
+                              (settings.list_s_per_folder, settings.tag_s_per_file))  # fmt: skip
+        cost = {h["host"]: h["list_s_per_folder"] for h in hosts}
+        partitions, removed = updated_partitions(
+            crawl.read(prev, "partitions"), log, summaries, set(cost), cost, now
+        )
+        replaced = {r["partition_id"] for r in log if r["status"] in REPLACED}
+        touched = {r["host"] for r in log if r["partition_id"] in replaced | removed}
+
+        out = crawl.crawldb / f".v{self.round:06d}.tmp"
+        shutil.rmtree(out, ignore_errors=True)
+        for name in PER_HOST_TABLES:
+            (out / name).mkdir(parents=True)
+        old_stats = crawl.read(prev, "prefix_stats")
+        stats = [
+            old_stats.filter(
+                pc.is_in(old_stats["host"], pa.array(sorted(set(cost) - touched), pa.string()))
+            )
+        ]
+        for host in sorted(cost):
+            if host not in touched:
+                self._link_host(crawl, prev, host, out)
+                continue
+            part = host_file(host)
+            old_files = crawl.read_host(prev, "files", host)
+            files = merged_files(
+                old_files, read_parquet(seg / "listing" / part, LISTING),
+                log_table.filter(pc.equal(log_table["host"], host)), replaced | removed,
+            )  # fmt: skip
+            media = merged_media(crawl.read_host(prev, "media", host),
+                                 read_parquet(seg / "media" / part, MEDIA), files)  # fmt: skip
+            write_parquet(files, out / "files" / part)
+            write_parquet(media, out / "media" / part)
+            stats.append(host_prefix_stats(host, files, old_files, media, settings.stats_depth,
+                                           settings.stats_min_entries))  # fmt: skip
+        write_parquet(pa.Table.from_pylist(hosts, HOSTS), out / "hosts.parquet")
+        write_parquet(pa.Table.from_pylist(partitions, PARTITIONS), out / "partitions.parquet")
+        write_parquet(pa.concat_tables(stats).cast(PREFIX_STATS), out / "prefix_stats.parquet")
+        os.replace(out, crawl.version_dir(self.round))
+        crawl.publish(self.round)
+
+    @staticmethod
+    def _link_host(crawl: CrawlDir, prev: int, host: str, out: Path) -> None:
+        """An untouched host's parts are shared with the previous version, not copied."""
+        for name in PER_HOST_TABLES:
+            src = crawl.table_path(prev, name) / host_file(host)
+            if src.exists():
+                os.link(src, out / name / host_file(host))

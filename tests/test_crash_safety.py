@@ -1,0 +1,77 @@
+"""A round killed after fetch and before publish leaves the previous version whole and
+readable; running again completes the round."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import luigi
+
+from crawl_io.crawldir import CrawlDir
+from pipeline import settings as config
+from pipeline.fetch import Fetch
+from tests.conftest import LAN
+from tests.test_pipeline import build
+
+
+def snapshot(crawl: CrawlDir, version: int) -> dict[str, int]:
+    return {name: crawl.read(version, name).num_rows for name in ("files", "media", "partitions")}
+
+
+def test_round_stopped_before_publish_is_finished_by_the_next_run(lan: LAN, run_json) -> None:
+    build(lan)
+    lan.crawl()
+    crawl = CrawlDir(lan.crawl_dir)
+    before = snapshot(crawl, 1)
+    lan.media("alpha", "music/new/track09.mp3", artist="Nautilus Pompilius", title="Skovannye")
+
+    # Round 2 fetched, then the process "died" while writing version 2: a half-written
+    # temporary folder and even a finished but unpublished v000002.
+    config.override(hosts_file=lan.hosts_file, crawl_dir=lan.crawl_dir, runner="inline")
+    assert luigi.build([Fetch(crawl_dir=str(lan.crawl_dir), round=2)], local_scheduler=True,
+                       log_level="WARNING")  # fmt: skip
+    (crawl.crawldb / ".v000002.tmp" / "files").mkdir(parents=True)
+    (crawl.crawldb / ".v000002.tmp" / "files" / "alpha.parquet").write_bytes(b"PAR1 half")
+    (crawl.version_dir(2) / "files").mkdir(parents=True)
+
+    assert crawl.current() == 1
+    assert snapshot(crawl, 1) == before
+    assert run_json(lan, "search", "skovannye") == []
+    assert run_json(lan, "status")["round"] == 1
+
+    fetched = os.path.getmtime(crawl.segment_dir(2) / "fetchlog.parquet")
+    lan.crawl()
+    assert crawl.current() == 2
+    assert os.path.getmtime(crawl.segment_dir(2) / "fetchlog.parquet") == fetched  # not refetched
+    assert [r["title"] for r in run_json(lan, "search", "skovannye")] == ["Skovannye"]
+    assert snapshot(crawl, 2)["media"] == before["media"] + 1
+    assert not (crawl.crawldb / ".v000002.tmp").exists()
+
+
+def test_killed_crawl_process_leaves_a_whole_version(lan: LAN, run_json) -> None:
+    """SIGKILL a real `sharecrawl crawl` as soon as round 2's fetch is done: whatever moment
+    it hits, the live version is whole and the next run completes round 2."""
+    build(lan)
+    lan.crawl()
+    crawl = CrawlDir(lan.crawl_dir)
+    lan.media("beta", "share/late/track10.mp3", artist="Kino", title="Gruppa krovi")
+    cmd = [sys.executable, "-m", "pipeline.cli", "crawl", "--crawl-dir", str(lan.crawl_dir),
+           "--hosts-file", str(lan.hosts_file), "--runner", "inline"]  # fmt: skip
+    proc = subprocess.Popen(cmd, start_new_session=True, stderr=subprocess.DEVNULL)
+    fetchlog = crawl.segment_dir(2) / "fetchlog.parquet"
+    deadline = time.monotonic() + 120
+    while not fetchlog.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    live = crawl.current()
+    assert live in (1, 2)
+    assert crawl.read(live, "files").num_rows > 0
+    assert run_json(lan, "status")["round"] == live
+    lan.crawl()
+    assert crawl.current() >= 2
+    assert [r["title"] for r in run_json(lan, "search", "gruppa", "krovi")] == ["Gruppa krovi"]
