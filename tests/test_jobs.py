@@ -1,0 +1,77 @@
+"""The subtree-hash job agrees with the one hash definition, on every mrjob runner we use."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crawl_io.crawldir import write_parquet
+from crawl_io.schema import LISTING
+from crawl_io.subtree_hash import partition_hash
+from jobs.manifest import run_job, write_manifest
+from jobs.subtree_hash import MRSubtreeHash, partition_summaries
+
+names = st.text(st.characters(blacklist_characters="/\0", blacklist_categories=("Cs",)),
+                min_size=1, max_size=8)  # fmt: skip
+trees = st.dictionaries(
+    st.lists(names, min_size=1, max_size=4).map("/".join),
+    st.tuples(st.integers(0, 10**9), st.integers(0, 2 * 10**15)),
+    min_size=1,
+    max_size=40,
+)
+
+
+def listing(host: str, pid: str, files: dict[str, tuple[int, int]]) -> pa.Table:
+    rows, folders = [], set()
+    for path, (size, mtime) in files.items():
+        parts = path.split("/")
+        folders.update("/".join(parts[:i]) for i in range(1, len(parts)))
+        rows.append((path, False, size, mtime))
+    rows = [r for r in rows if r[0] not in folders]  # a path cannot be a file and a folder
+    rows += [(f, True, 0, 0) for f in folders]
+    return pa.Table.from_pylist(
+        [{"host": host, "share": "s", "path": p, "name": p.rsplit("/", 1)[-1], "is_dir": d,
+          "size": size, "mtime": datetime.fromtimestamp(m / 1e6, UTC), "partition_id": pid}
+         for p, d, size, m in rows],
+        LISTING,
+    )  # fmt: skip
+
+
+def expected(table: pa.Table) -> str:
+    mtimes = table["mtime"].cast("int64").to_pylist()
+    return partition_hash(
+        zip(table["path"].to_pylist(), table["is_dir"].to_pylist(), table["size"].to_pylist(),
+            mtimes, strict=True)
+    )  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None)
+@given(trees)
+def test_mapper_hash_is_the_hash_definition(tmp_path_factory, files) -> None:
+    path = tmp_path_factory.mktemp("l") / "h.parquet"
+    table = listing("h", "p1", files)
+    write_parquet(table, path)
+    ((pid, summary),) = partition_summaries(str(path))
+    assert pid == "p1" and summary["hash"] == expected(table)
+    assert summary["n_files"] + summary["n_folders"] == table.num_rows
+
+
+@pytest.mark.parametrize("runner", ["inline", "local"])
+def test_job_runs_on_mrjob_runners(tmp_path: Path, runner: str) -> None:
+    a = listing("a", "pa", {"x/1.mp3": (5, 1), "x/2.txt": (7, 2), "y.flac": (9, 3)})
+    b1 = listing("b", "pb1", {"q/r.ogg": (11, 4)})
+    b2 = listing("b", "pb2", {"z/w.mp4": (13, 5)})
+    write_parquet(a, tmp_path / "a.parquet")
+    write_parquet(pa.concat_tables([b1, b2]), tmp_path / "b.parquet")
+    manifest = write_manifest([tmp_path / "a.parquet", tmp_path / "b.parquet"], tmp_path / "m")
+    out = dict(run_job(MRSubtreeHash, manifest, runner))
+    assert out == {
+        "pa": {"hash": expected(a), "n_folders": 1, "n_files": 3, "n_media": 2, "bytes": 21},
+        "pb1": {"hash": expected(b1), "n_folders": 1, "n_files": 1, "n_media": 1, "bytes": 11},
+        "pb2": {"hash": expected(b2), "n_folders": 1, "n_files": 1, "n_media": 1, "bytes": 13},
+    }
