@@ -165,6 +165,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    for chatty in ("luigi", "luigi-interface"):  # their progress is ours to tell
+        logging.getLogger(chatty).setLevel(logging.WARNING)
+    logging.getLogger("mrjob").setLevel(logging.ERROR)  # it warns that no mrjob.conf exists
     args = parser().parse_args(argv)
     try:
         return args.func(args)

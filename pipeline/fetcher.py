@@ -185,7 +185,7 @@ class _HostFetch:
                 tags = {k: v for k, v in moved.items() if k in MEDIA.names}
             else:
                 f = RangeFile(source, row["share"], row["path"], row["size"])
-                tags = read_tags(f, row["name"])
+                tags = read_tags(f, row["path"])  # folders help parse video names
                 log["n_tags_read"] += 1
                 log["bytes_read"] += f.bytes_read
                 if isinstance(f.error, HostUnreachable | SourceTimeout):

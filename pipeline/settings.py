@@ -19,7 +19,9 @@ def load_defaults() -> None:
 
 
 def override(**values: object) -> None:
-    """Set [sharecrawl] options for this process (what CLI flags do)."""
+    """Set [sharecrawl] options for this process (what CLI flags do), on top of the config
+    files as they are now: options set by an earlier call do not linger."""
+    LuigiConfigParser.reload()
     config = luigi.configuration.get_config()
     for name, value in values.items():
         if value is not None:

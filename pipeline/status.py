@@ -18,7 +18,7 @@ def round_report(crawl: CrawlDir) -> dict:
         """SELECT coalesce(sum(n_tags_read), 0), coalesce(sum(bytes_read), 0),
                   coalesce(sum(listing_s), 0), coalesce(sum(tags_s), 0),
                   coalesce(sum(n_entries), 0),
-                  min(started), max(epoch(started) + duration_s) - epoch(min(started))
+                  max(epoch(started) + duration_s) - min(epoch(started))
            FROM log"""
     ).fetchone()
     errors = con.execute(
@@ -46,7 +46,7 @@ def round_report(crawl: CrawlDir) -> dict:
         "bytes_read": int(totals[1]),
         "listing_s": round(float(totals[2]), 3),
         "tags_s": round(float(totals[3]), 3),
-        "round_s": round(float(totals[6] or 0), 3),
+        "round_s": round(float(totals[5] or 0), 3),
         "errors": [{"host": h, "share": s, "status": st, "error": e} for h, s, st, e in errors],
         "hosts": {"total": hosts.num_rows, "online": sum(hosts["online"].to_pylist())},
         "change_share": round(changes / scans, 4) if scans else None,

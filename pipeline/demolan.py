@@ -1,0 +1,516 @@
+"""The demo LAN: four hosts as local folders full of real, tagged media files.
+
+`build_lan` writes root/hosts/<host>/<share>/... and root/hosts.txt (file:// URLs); the files
+are copies of the templates in crawl_io/templates with tags written by mutagen, so the crawl
+reads real tags. Many names say nothing (`song_01.mp3`, `track07.flac`): only their tags name
+the song. `change_lan` applies what happens on the network between the demo's rounds.
+
+Every file and folder gets an explicit, distinct mtime, so a change is never hidden behind an
+equal timestamp and a LAN built twice with one seed is the same byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import mutagen
+
+from crawl_io.tags import read_tags, write_tagged
+
+HOSTS = ("vasya-pc", "dorm5-srv", "lab-nas", "katya-laptop")
+OFFLINE_AT_STEP_3 = "katya-laptop"  # its folder moves to root/offline/ before round 3
+BUILD_TIME = 1_700_000_000  # 2023-11-14 UTC: the built files' mtimes count up from here
+STEP_TIME = {2: BUILD_TIME + 10_000_000, 3: BUILD_TIME + 20_000_000}
+
+# The copies of one song the demo searches for ("madonna music"), as (host, share, path,
+# template): different hosts, formats and qualities, and names that do not mention it.
+MADONNA_MUSIC_COPIES = (
+    ("vasya-pc", "incoming", "song_01.mp3", "mp3"),
+    ("dorm5-srv", "music", "misc/song_01.mp3", "mp3-320"),
+    ("katya-laptop", "music", "unsorted/song_01.flac", "flac"),
+)
+MADONNA_MUSIC_TAGS = {
+    "artist": "Madonna",
+    "title": "Music",
+    "album": "Music",
+    "albumartist": "Madonna",
+    "track": 1,
+    "year": 2000,
+    "genre": "Pop",
+}
+
+
+@dataclass(frozen=True)
+class Album:
+    artist: str
+    title: str
+    year: int
+    genre: str
+    tracks: tuple[str, ...]
+    various: tuple[str, ...] = ()  # per-track artists of a compilation
+
+
+CURATED = (
+    Album(
+        "Madonna",
+        "Music",
+        2000,
+        "Pop",
+        (
+            "Music",
+            "Impressive Instant",
+            "Runaway Lover",
+            "I Deserve It",
+            "Amazing",
+            "Nobody's Perfect",
+            "Don't Tell Me",
+            "What It Feels Like for a Girl",
+            "Paradise (Not for Me)",
+            "Gone",
+        ),
+    ),
+    Album(
+        "Мумий Тролль",
+        "Морская",
+        1997,
+        "Rock",
+        (
+            "Новая луна апреля",
+            "Делай меня точно",
+            "Утекай",
+            "Забавы",
+            "Скорость",
+            "Владивосток 2000",
+            "Девочка",
+            "Кот кота",
+            "Роза Люксембург",
+            "Всецело всем",
+        ),
+    ),
+    Album(
+        "Кино",
+        "Группа крови",
+        1988,
+        "Rock",
+        (
+            "Группа крови",
+            "Закрой за мной дверь, я ухожу",
+            "Война",
+            "Спокойная ночь",
+            "Мама, мы все сошли с ума",
+            "Бошетунмай",
+            "Прохожий",
+            "Попробуй спеть вместе со мной",
+            "Песня без слов",
+            "Следи за собой",
+        ),
+    ),
+    Album(
+        "Земфира",
+        "Земфира",
+        1999,
+        "Rock",
+        ("Снег", "Ромашки", "Аривидерчи", "СПИД", "Почему", "Ракеты", "Минус 140", "Синоптики"),
+    ),
+    Album(
+        "Daft Punk",
+        "Discovery",
+        2001,
+        "Electronic",
+        (
+            "One More Time",
+            "Aerodynamic",
+            "Digital Love",
+            "Harder, Better, Faster, Stronger",
+            "Crescendolls",
+            "Nightvision",
+            "Superheroes",
+            "High Life",
+            "Something About Us",
+            "Voyager",
+        ),
+    ),
+    Album(
+        "Radiohead",
+        "OK Computer",
+        1997,
+        "Alternative",
+        (
+            "Airbag",
+            "Paranoid Android",
+            "Subterranean Homesick Alien",
+            "Exit Music (For a Film)",
+            "Let Down",
+            "Karma Police",
+            "Fitter Happier",
+            "Electioneering",
+            "No Surprises",
+            "Lucky",
+        ),
+    ),
+    Album(
+        "Nirvana",
+        "Nevermind",
+        1991,
+        "Grunge",
+        (
+            "Smells Like Teen Spirit",
+            "In Bloom",
+            "Come as You Are",
+            "Breed",
+            "Lithium",
+            "Polly",
+            "Drain You",
+            "Lounge Act",
+            "On a Plain",
+            "Something in the Way",
+        ),
+    ),
+    Album(
+        "Miles Davis",
+        "Kind of Blue",
+        1959,
+        "Jazz",
+        ("So What", "Freddie Freeloader", "Blue in Green", "All Blues", "Flamenco Sketches"),
+    ),
+    Album(
+        "Various Artists",
+        "Дискотека 90-х",
+        1999,
+        "Dance",
+        (
+            "What Is Love",
+            "It's My Life",
+            "All That She Wants",
+            "No Limit",
+            "Крошка моя",
+            "Тучи",
+            "How Much Is the Fish?",
+            "Rhythm Is a Dancer",
+        ),
+        various=(
+            "Haddaway",
+            "Dr. Alban",
+            "Ace of Base",
+            "2 Unlimited",
+            "Руки Вверх!",
+            "Иванушки International",
+            "Scooter",
+            "Snap!",
+        ),
+    ),
+)
+CURATED_BY_ARTIST = {album.artist: album for album in CURATED}
+
+# Fictional bands and songs fill the LAN up to a few hundred files.
+WORDS_A = (
+    "Velvet Silver Northern Hollow Electric Paper Quiet Crimson Wild Glass Midnight Golden "
+    "Broken Lonely Neon Amber Frozen Distant"
+).split()
+WORDS_B = (
+    "Harbor Lanterns Foxes Engines Rivers Orchard Pilots Comets Wolves Gardens Signals "
+    "Tides Ravens Highways Mirrors Satellites Meadows Echoes"
+).split()
+GENRES = ("Rock", "Indie", "Pop", "Electronic", "Folk", "Metal", "Jazz", "Ambient")
+RUSSIAN_WORDS = "Ветер Город Ночь Дорога Море Звезда Осень Река Огни Небо".split()
+
+VIDEOS = (
+    ("dorm5-srv", "video", "Lost/Season 6/Lost.S06E01.720p.mp4"),
+    ("dorm5-srv", "video", "Lost/Season 6/Lost.S06E02.720p.mp4"),
+    ("dorm5-srv", "video", "Films/The.Matrix.1999.1080p.mp4"),
+    ("dorm5-srv", "video", "Films/Brat.1997.DVDRip.mp4"),
+    ("katya-laptop", "video", "Friends.S01E01.The.One.Where.Monica.Gets.a.Roommate.mp4"),
+    ("lab-nas", "media", "Lectures/Lost.S06E01.720p.mp4"),
+)
+OTHER_FILES = (
+    ("vasya-pc", "docs", "readme.txt", b"Music for the dorm. Ask Vasya before deleting.\n"),
+    ("vasya-pc", "docs", "Курсовая.doc", b"\xd0\xcf\x11\xe0 not really a document\n"),
+    ("lab-nas", "media", "playlist.m3u", b"#EXTM3U\nNirvana/Nevermind/01.ogg\n"),
+    ("dorm5-srv", "music", "desktop.ini", b"[.ShellClassInfo]\r\n"),
+)
+
+
+class _Clock:
+    """Distinct, increasing mtimes for everything written."""
+
+    def __init__(self, start: int) -> None:
+        self.now = start
+
+    def tick(self) -> int:
+        self.now += 61
+        return self.now
+
+
+class _Writer:
+    def __init__(self, hosts_dir: Path, clock: _Clock) -> None:
+        self.hosts_dir, self.clock = hosts_dir, clock
+        self.n_media = 0
+
+    def media(self, host: str, share: str, path: str, fmt: str, tags: dict) -> Path:
+        dest = self.hosts_dir / host / share / path
+        write_tagged(fmt, dest, tags)
+        self._stamp(dest)
+        self.n_media += 1
+        return dest
+
+    def other(self, host: str, share: str, path: str, data: bytes) -> Path:
+        dest = self.hosts_dir / host / share / path
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+        self._stamp(dest)
+        return dest
+
+    def _stamp(self, path: Path) -> None:
+        t = self.clock.tick()
+        os.utime(path, (t, t))
+
+
+def _album_tags(album: Album, number: int) -> dict:
+    artist = album.various[number - 1] if album.various else album.artist
+    return {
+        "artist": artist,
+        "title": album.tracks[number - 1],
+        "album": album.title,
+        "albumartist": album.artist,
+        "track": number,
+        "disc": 1,
+        "year": album.year,
+        "genre": album.genre,
+    }
+
+
+def _fictional_albums(rng: random.Random, count: int) -> list[Album]:
+    albums = []
+    bands = rng.sample([f"{a} {b}" for a in WORDS_A for b in WORDS_B], count)
+    for i, band in enumerate(bands):
+        if i % 5 == 4:  # some Russian-named bands too
+            band = f"{rng.choice(RUSSIAN_WORDS)} {rng.choice(RUSSIAN_WORDS).lower()}"
+        n_tracks = rng.randint(8, 12)
+        titles = tuple(
+            f"{rng.choice(WORDS_A)} {rng.choice(WORDS_B)}"
+            + (" (Live)" if rng.random() < 0.1 else "")
+            for _ in range(n_tracks)
+        )
+        album_title = f"{rng.choice(WORDS_A)} {rng.choice(WORDS_B)}"
+        albums.append(Album(band, album_title, rng.randint(1975, 2023), rng.choice(GENRES), titles))
+    return albums
+
+
+def _safe(name: str) -> str:
+    return "".join("_" if c in '/\\:*?"<>|' else c for c in name).strip(". ")
+
+
+# How each host names its albums: a realistic mix of descriptive and generic names.
+def _album_path(style: str, album: Album, number: int, ext: str) -> str:
+    artist, title = _safe(album.artist), _safe(album.title)
+    song = _safe(album.tracks[number - 1])
+    if style == "artist/album/NN - title":
+        return f"{artist}/{title}/{number:02d} - {song}.{ext}"
+    if style == "artist - album (year)/trackNN":
+        return f"{artist} - {title} ({album.year})/track{number:02d}.{ext}"
+    if style == "artist/year - album/NN":
+        return f"{artist}/{album.year} - {title}/{number:02d}.{ext}"
+    return f"{artist}/{title}/{number:02d} {song}.{ext}"  # 'artist/album/NN title'
+
+
+# host -> (share, naming style, template formats to draw from, curated artists placed there)
+HOST_PLAN = {
+    "vasya-pc": ("music", "artist/album/NN - title", ("mp3",), ("Nirvana", "Кино", "Madonna")),
+    "dorm5-srv": (
+        "music",
+        "artist - album (year)/trackNN",
+        ("flac", "mp3-320"),
+        ("Мумий Тролль", "Daft Punk", "Various Artists"),
+    ),
+    "lab-nas": (
+        "media",
+        "artist/year - album/NN",
+        ("ogg", "opus", "mp3"),
+        ("Radiohead", "Miles Davis", "Мумий Тролль"),
+    ),
+    "katya-laptop": (
+        "music",
+        "artist/album/NN title",
+        ("m4a", "wma", "aiff", "wav"),
+        ("Земфира", "Madonna"),
+    ),
+}
+FICTIONAL_PER_HOST = 5
+GENERIC_PER_HOST = 8  # song_NN / trackNN files in each host's incoming share
+
+
+def build_lan(root: Path, seed: int = 0) -> Path:
+    """Write the demo LAN under `root` and return the path of its hosts file."""
+    root = Path(root)
+    hosts_dir = root / "hosts"
+    for stale in (hosts_dir, root / "offline"):
+        shutil.rmtree(stale, ignore_errors=True)
+    rng = random.Random(seed)
+    writer = _Writer(hosts_dir, _Clock(BUILD_TIME))
+    fictional = _fictional_albums(rng, FICTIONAL_PER_HOST * len(HOSTS))
+    every_song: list[dict] = []
+    for index, host in enumerate(HOSTS):
+        share, style, formats, curated = HOST_PLAN[host]
+        albums = [CURATED_BY_ARTIST[a] for a in curated]
+        albums += fictional[index * FICTIONAL_PER_HOST : (index + 1) * FICTIONAL_PER_HOST]
+        for album in albums:
+            fmt = rng.choice(formats)
+            ext = _extension(fmt)
+            for number in range(1, len(album.tracks) + 1):
+                tags = _album_tags(album, number)
+                writer.media(host, share, _album_path(style, album, number, ext), fmt, tags)
+                every_song.append(tags)
+            if rng.random() < 0.5:
+                writer.other(
+                    host,
+                    share,
+                    str(Path(_album_path(style, album, 1, ext)).parent) + "/cover.jpg",
+                    b"\xff\xd8\xff\xe0 cover art",
+                )
+    # Generic names whose song only the tags tell, some of them tags-poor (no album).
+    for host in HOSTS:
+        share, _, formats, _ = HOST_PLAN[host]
+        for k in range(2, GENERIC_PER_HOST + 2):
+            tags = dict(rng.choice(every_song))
+            if rng.random() < 0.3:
+                tags = {"artist": tags["artist"], "title": tags["title"]}
+            fmt = rng.choice(formats)
+            name = f"song_{k:02d}" if k % 2 else f"track{k:02d}"
+            writer.media(host, "incoming", f"{name}.{_extension(fmt)}", fmt, tags)
+    for host, share, path, fmt in MADONNA_MUSIC_COPIES:
+        writer.media(host, share, path, fmt, MADONNA_MUSIC_TAGS)
+    for host, share, path in VIDEOS:
+        writer.media(host, share, path, "mp4", {})
+    for host, share, path, data in OTHER_FILES:
+        writer.other(host, share, path, data)
+    # The same album folder on two hosts, byte for byte (identical subtrees).
+    nevermind = hosts_dir / "vasya-pc" / "music" / "Nirvana"
+    shutil.copytree(nevermind, hosts_dir / "lab-nas" / "media" / "Nirvana", copy_function=_copy)
+    _stamp_folders(hosts_dir, BUILD_TIME - 86_400)
+    hosts_file = root / "hosts.txt"
+    lines = ["# the demo LAN: one folder per host, its subfolders are its shares"]
+    lines += [(hosts_dir / host).resolve().as_uri() for host in HOSTS]
+    hosts_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return hosts_file
+
+
+def _copy(src: str, dst: str) -> str:
+    shutil.copy2(src, dst)  # keeps the mtime: the copy is identical
+    return dst
+
+
+def _extension(fmt: str) -> str:
+    return fmt.split("-")[0]  # 'mp3-320' is an mp3
+
+
+def _stamp_folders(top: Path, start: int) -> None:
+    """Give every folder a fixed mtime (deterministic; older than any file in it)."""
+    folders = sorted(p for p in top.rglob("*") if p.is_dir())
+    for i, folder in enumerate([top, *folders]):
+        os.utime(folder, (start + i, start + i))
+
+
+def change_lan(root: Path, step: int) -> list[str]:
+    """Apply the changes made before round `step` (2 or 3; others change nothing) and say
+    what changed. Step 2 adds files, retags one, deletes one; step 3 takes a host offline and
+    adds a file elsewhere."""
+    root = Path(root)
+    hosts_dir = root / "hosts"
+    if step not in STEP_TIME:
+        return []
+    clock = _Clock(STEP_TIME[step])
+    writer = _Writer(hosts_dir, clock)
+    changes: list[str] = []
+
+    def added(host: str, share: str, path: str, fmt: str, tags: dict) -> None:
+        dest = writer.media(host, share, path, fmt, tags)
+        _touch_folder(dest.parent, clock)
+        what = f" ({tags['artist']} – {tags['title']})" if tags else ""
+        changes.append(f"added {host}/{share}/{path}{what}")
+
+    if step == 2:
+        added(
+            "vasya-pc",
+            "incoming",
+            "song_90.mp3",
+            "mp3",
+            {
+                "artist": "Земфира",
+                "title": "Хочешь?",
+                "album": "Прости меня моя любовь",
+                "year": 2000,
+                "genre": "Rock",
+            },
+        )
+        added("dorm5-srv", "video", "Lost/Season 6/Lost.S06E03.720p.mp4", "mp4", {})
+        added(
+            "lab-nas",
+            "media",
+            "Massive Attack/1998 - Mezzanine/01.ogg",
+            "ogg",
+            {
+                "artist": "Massive Attack",
+                "title": "Angel",
+                "album": "Mezzanine",
+                "track": 1,
+                "year": 1998,
+                "genre": "Trip Hop",
+            },
+        )
+        changes.append(_retag(writer, clock))
+        gone = hosts_dir / "vasya-pc" / "music" / "Кино" / "Группа крови" / "03 - Война.mp3"
+        if gone.exists():
+            gone.unlink()
+            _touch_folder(gone.parent, clock)
+            changes.append("deleted vasya-pc/music/Кино/Группа крови/03 - Война.mp3")
+    elif step == 3:
+        host_dir = hosts_dir / OFFLINE_AT_STEP_3
+        if host_dir.exists():
+            offline = root / "offline" / OFFLINE_AT_STEP_3
+            offline.parent.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(offline, ignore_errors=True)
+            host_dir.rename(offline)
+            changes.append(f"host {OFFLINE_AT_STEP_3} went offline")
+        added(
+            "dorm5-srv",
+            "music",
+            "misc/song_02.mp3",
+            "mp3-320",
+            {
+                "artist": "Madonna",
+                "title": "Frozen",
+                "album": "Ray of Light",
+                "year": 1998,
+                "genre": "Pop",
+            },
+        )
+    return changes
+
+
+RETAG_PATH = ("dorm5-srv", "music", "Мумий Тролль - Морская (1997)/track06")
+RETAG_TITLE = "Владивосток 2000 (live)"
+
+
+def _retag(writer: _Writer, clock: _Clock) -> str:
+    """Give one song a different title in place, keeping its audio and other tags."""
+    host, share, stem = RETAG_PATH
+    folder = writer.hosts_dir / host / share / Path(stem).parent
+    target = next(folder.glob(Path(stem).name + ".*"))  # flac or mp3, as the seed chose
+    with target.open("rb") as f:
+        old_title = read_tags(f, target.name)["title"]
+    audio = mutagen.File(target, easy=True)  # FLAC or EasyMP3: both take a 'title' key
+    audio["title"] = [RETAG_TITLE]
+    audio.save()
+    t = clock.tick()
+    os.utime(target, (t, t))
+    relative = target.relative_to(writer.hosts_dir / host / share)
+    return f"retagged {host}/{share}/{relative}: title {old_title!r} -> {RETAG_TITLE!r}"
+
+
+def _touch_folder(folder: Path, clock: _Clock) -> None:
+    t = clock.tick()
+    os.utime(folder, (t, t))
