@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
+from queue import Empty
 
 import luigi
 import pyarrow.parquet as pq
 
 from crawl_io.crawldir import CrawlDir, read_parquet, write_parquet
 from crawl_io.schema import FETCHLOG
-from pipeline.fetcher import HostJob, HostResult, fetch_host, host_done
+from pipeline.fetcher import HostJob, fetch_host, host_done, set_progress_queue
 from pipeline.generate import Generate
 from pipeline.inject import Inject
+from pipeline.progress import FetchProgress, HostProgress
 from pipeline.settings import sharecrawl
 
 log = logging.getLogger("sharecrawl.fetch")
@@ -51,18 +53,33 @@ def host_jobs(
     return list(jobs.values())
 
 
-def report(result: HostResult) -> None:
-    counts = ", ".join(f"{n} {status}" for status, n in sorted(result.statuses.items()))
-    error = f" -- {result.error}" if result.error else ""
-    log.info(
-        "%s: %d partitions (%s), %d entries, %d tags read%s",
-        result.host,
-        result.partitions,
-        counts or "none",
-        result.entries,
-        result.tags_read,
-        error,
-    )
+def fetch_hosts(jobs: list[HostJob], crawlers: int) -> None:
+    """Fetch hosts in worker processes, `crawlers` at once, showing progress."""
+    # spawn, not fork: the parent holds threads (Luigi, DuckDB) that fork would copy
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    progress = FetchProgress({job.host: HostProgress(due=len(job.due)) for job in jobs})
+    workers = max(1, min(crawlers, len(jobs)))
+    with (
+        progress,
+        ProcessPoolExecutor(workers, context, set_progress_queue, (queue,)) as pool,
+    ):
+        pending = {pool.submit(fetch_host, job) for job in jobs}
+        while pending:
+            finished, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+            _drain(queue, progress)
+            for future in finished:
+                result = future.result()
+                progress.event(result.host, "done", summary=result.summary())
+
+
+def _drain(queue: multiprocessing.Queue, progress: FetchProgress) -> None:
+    while True:
+        try:
+            host, entries, tags = queue.get_nowait()
+        except Empty:
+            return
+        progress.event(host, "partition", entries=entries, tags=tags)
 
 
 class Fetch(luigi.Task):
@@ -90,12 +107,6 @@ class Fetch(luigi.Task):
             if not host_done(crawl.root, self.round, job.host)
         ]
         if jobs:
-            workers = max(1, min(settings.crawlers, len(jobs)))
-            # spawn, not fork: the parent holds threads (Luigi, DuckDB) that fork would copy
-            context = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-                futures = [pool.submit(fetch_host, job) for job in jobs]
-                for future in as_completed(futures):
-                    report(future.result())
+            fetch_hosts(jobs, settings.crawlers)
         seg = crawl.segment_dir(self.round)
         write_parquet(read_parquet(seg / "fetchlog", FETCHLOG), Path(self.output().path))

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,6 +33,13 @@ from crawl_io.sources import (
 )
 from crawl_io.subtree_hash import PartitionHasher
 from crawl_io.walk import WalkStats, walk_partition
+
+_progress: Any = None  # a multiprocessing queue for progress events, set in each worker
+
+
+def set_progress_queue(queue: Any) -> None:
+    global _progress
+    _progress = queue
 
 
 @dataclass
@@ -57,6 +65,12 @@ class HostResult:
     entries: int = 0
     tags_read: int = 0
     error: str | None = None
+
+    def summary(self) -> str:
+        counts = ", ".join(f"{n} {status}" for status, n in sorted(self.statuses.items()))
+        error = f" -- {self.error}" if self.error else ""
+        return (f"{self.partitions} partitions ({counts or 'none'}), {self.entries} entries, "
+                f"{self.tags_read} tags read{error}")  # fmt: skip
 
 
 def _key(host: str, row: dict) -> PartitionKey:
@@ -155,6 +169,8 @@ class _HostFetch:
             log["listing_s"] = log["duration_s"]
         log["n_folders"] = stats.folders_listed
         self.log.append(log)
+        if _progress is not None:
+            _progress.put((self.host.host, log["n_entries"], log["n_tags_read"]))
 
     def _listing_row(self, key: PartitionKey, path: str, entry: Entry) -> dict:
         return {

@@ -47,7 +47,8 @@ def round_report(crawl: CrawlDir) -> dict:
         "listing_s": round(float(totals[2]), 3),
         "tags_s": round(float(totals[3]), 3),
         "round_s": round(float(totals[5] or 0), 3),
-        "errors": [{"host": h, "share": s, "status": st, "error": e} for h, s, st, e in errors],
+        "errors": len(errors),
+        "error_list": [{"host": h, "share": s, "status": st, "error": e} for h, s, st, e in errors],
         "hosts": {"total": hosts.num_rows, "online": sum(hosts["online"].to_pylist())},
         "change_share": round(changes / scans, 4) if scans else None,
     }
@@ -66,5 +67,7 @@ def format_report(report: dict) -> str:
     ]
     if report["change_share"] is not None:
         lines.append(f"  scans that found a change, all rounds: {report['change_share']:.1%}")
-    lines += [f"  {e['host']}/{e['share']}: {e['status']}: {e['error']}" for e in report["errors"]]
+    lines += [
+        f"  {e['host']}/{e['share']}: {e['status']}: {e['error']}" for e in report["error_list"]
+    ]
     return "\n".join(lines)
