@@ -55,8 +55,10 @@ def host_jobs(
 
 def fetch_hosts(jobs: list[HostJob], crawlers: int) -> None:
     """Fetch hosts in worker processes, `crawlers` at once, showing progress."""
-    # spawn, not fork: the parent holds threads (Luigi, DuckDB) that fork would copy
-    context = multiprocessing.get_context("spawn")
+    # forkserver, not fork: the parent holds threads (Luigi, DuckDB) that fork would copy;
+    # the server imports the fetcher once, so each worker starts as a cheap fork of it
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["pipeline.fetcher", "crawl_io.tags", "crawl_io.smb"])
     queue = context.Queue()
     progress = FetchProgress({job.host: HostProgress(due=len(job.due)) for job in jobs})
     workers = max(1, min(crawlers, len(jobs)))

@@ -227,11 +227,17 @@ class _HostFetch:
         try:
             source = open_source(host, timeout_s=job.timeout_s)
         except SourceError as e:
-            self._all_failed(due, e)
+            self._host_failed(due, e)
             result.error = str(e)
             return self._write(result)
         try:
             due = self._discover(source, known, due)
+        except SourceError as e:
+            source.close()
+            self._host_failed(due, e)
+            result.error = str(e)
+            return self._write(result)
+        try:
             ranges_by_share: dict[str, Ranges] = {}
             for i, key in enumerate(due):
                 ranges = ranges_by_share.setdefault(
@@ -259,28 +265,25 @@ class _HostFetch:
         known.update((key.id, key) for key in new)
         return new + due
 
+    def _host_failed(self, due: list[PartitionKey], error: SourceError) -> None:
+        """The host could not be opened: a host row (no partition) says why, for `hosts`."""
+        self._failed(None, None, error)
+        self._all_failed(due, error)
+
     def _all_failed(self, keys: list[PartitionKey], error: SourceError) -> None:
-        now = datetime.now(UTC)
         for key in keys:
-            self.log.append(
-                {
-                    "round": self.job.round,
-                    "partition_id": key.id,
-                    "host": key.host,
-                    "share": key.share,
-                    "started": now,
-                    "duration_s": 0.0,
-                    "status": _status(error),
-                    "hash": None,
-                    "n_entries": 0,
-                    "n_tags_read": 0,
-                    "bytes_read": 0,
-                    "error": str(error),
-                    "listing_s": 0.0,
-                    "tags_s": 0.0,
-                    "n_folders": 0,
-                }
-            )
+            self._failed(key.id, key.share, error)
+
+    def _failed(self, partition_id: str | None, share: str | None, error: SourceError) -> None:
+        self.log.append(
+            {
+                "round": self.job.round, "partition_id": partition_id, "host": self.host.host,
+                "share": share, "started": datetime.now(UTC), "duration_s": 0.0,
+                "status": _status(error), "hash": None, "n_entries": 0, "n_tags_read": 0,
+                "bytes_read": 0, "error": str(error), "listing_s": 0.0, "tags_s": 0.0,
+                "n_folders": 0,
+            }
+        )  # fmt: skip
 
     def _write(self, result: HostResult) -> HostResult:
         seg = self.crawl.segment_dir(self.job.round)

@@ -13,7 +13,11 @@ def round_report(crawl: CrawlDir) -> dict:
     log = read_parquet(crawl.segment_dir(last) / "fetchlog.parquet", FETCHLOG)
     con = duckdb.connect()
     con.register("log", log)
-    counts = dict(con.execute("SELECT status, count(*) FROM log GROUP BY status").fetchall())
+    counts = dict(
+        con.execute(  # host rows (no partition) say a host could not be opened at all
+            "SELECT status, count(*) FROM log WHERE partition_id IS NOT NULL GROUP BY status"
+        ).fetchall()
+    )
     totals = con.execute(
         """SELECT coalesce(sum(n_tags_read), 0), coalesce(sum(bytes_read), 0),
                   coalesce(sum(listing_s), 0), coalesce(sum(tags_s), 0),

@@ -98,6 +98,8 @@ def updated_partitions(
     removed = {p["partition_id"] for p in old.to_pylist()} - set(parts)
     for row in log:
         pid, status, t = row["partition_id"], row["status"], row["started"]
+        if pid is None:
+            continue  # a host row: the host could not be opened (see updated_hosts)
         part = parts.get(pid)
         if part is None:
             key = share_root(row["host"], row["share"])
@@ -159,7 +161,12 @@ def updated_hosts(
     rows = []
     for h in inject:
         mine = [r for r in log if r["host"] == h["host"]]
-        lost = next((r for r in mine if r["status"] in LOST), None)
+        # a host fails when it is lost mid-round, cannot be opened (a host row without a
+        # partition), or every scan of it failed (a wrong password, a share refused)
+        failed = [r for r in mine if r["status"] in (*LOST, "error")]
+        lost = next((r for r in failed if r["status"] in LOST or r["partition_id"] is None), None)
+        if lost is None and failed and len(failed) == len(mine):
+            lost = failed[0]
         prev = previous.get(h["host"], {})
         online = h["online"] and lost is None
         error = h["error"] if not h["online"] else (lost["error"] if lost else None)

@@ -91,3 +91,27 @@ def test_untouched_hosts_parts_are_shared_not_copied(lan: LAN) -> None:
     v1, v2 = (lan.crawl_dir / "crawldb" / f"v00000{n}" / "files" for n in (1, 2))
     assert (v1 / "alpha.parquet").stat().st_ino == (v2 / "alpha.parquet").stat().st_ino
     assert (v1 / "beta.parquet").stat().st_ino != (v2 / "beta.parquet").stat().st_ino
+
+
+def index_meta(lan: LAN) -> dict[str, str]:
+    import duckdb
+
+    con = duckdb.connect(str(lan.crawl_dir / "index" / "search.duckdb"), read_only=True)
+    try:
+        return dict(con.execute("SELECT key, value FROM meta").fetchall())
+    finally:
+        con.close()
+
+
+def test_index_is_rebuilt_only_when_the_round_changed_something(lan: LAN, run_json) -> None:
+    build(lan)
+    lan.crawl()
+    first = index_meta(lan)
+    lan.crawl()  # nothing changed: the index is relabelled, not rebuilt
+    second = index_meta(lan)
+    assert second["version"] == "v000002" and second["built_at"] == first["built_at"]
+    shutil.move(lan.host("beta"), lan.root / "away")
+    lan.crawl()  # a host went offline: its copies must be hidden, so the index is rebuilt
+    third = index_meta(lan)
+    assert third["version"] == "v000003" and third["built_at"] != first["built_at"]
+    assert run_json(lan, "search", "kukushka") == []

@@ -1,0 +1,200 @@
+"""Benchmark: incremental rounds (issue 5).
+
+A LAN of file:// hosts with >= 200 000 files: a full first crawl, an unchanged round, a round
+after 1 % of partitions changed -- each round's time and tag reads, against listing alone
+(a plain os.scandir walk of the same folders in the same run). Then publish (Update) time
+with a crawldb of 100 k and of 1 M files for the same change. Goals: the unchanged round
+reads 0 tags and takes no longer than listing alone; publish with a 10x crawldb <= 1.2x.
+
+    python bench/incremental.py [--files 200000] [--workdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pyarrow as pa
+
+from crawl_io.crawldir import CrawlDir, host_file, write_parquet
+from crawl_io.partitioning import share_root
+from crawl_io.schema import FETCHLOG, FILES, HOSTS, LISTING, MEDIA, PARTITIONS
+from crawl_io.tags import write_tagged
+from pipeline import settings as config
+from pipeline.inject import INJECT
+from pipeline.rounds import run_round
+from pipeline.status import round_report
+
+SHARES_PER_HOST = 10
+FOLDERS_PER_SHARE = 50
+MEDIA_EVERY = 10  # one file in ten is a tagged mp3
+
+
+def build_lan(root: Path, files: int) -> tuple[Path, list[Path]]:
+    per_share = FOLDERS_PER_SHARE * max(1, files // (FOLDERS_PER_SHARE * 200))
+    hosts = max(1, files // (per_share * SHARES_PER_HOST))
+    template = root / "template.mp3"
+    write_tagged("mp3", template, {"artist": "Bench", "title": "Tone", "album": "Bench"})
+    shares: list[Path] = []
+    for h in range(hosts):
+        for s in range(SHARES_PER_HOST):
+            share = root / "hosts" / f"host{h:03d}" / f"share{s}"
+            shares.append(share)
+            for f in range(per_share):
+                folder = share / f"folder{f % FOLDERS_PER_SHARE:03d}"
+                folder.mkdir(parents=True, exist_ok=True)
+                if f % MEDIA_EVERY == 0:
+                    shutil.copyfile(template, folder / f"track{f:05d}.mp3")
+                else:
+                    (folder / f"file{f:05d}.dat").touch()
+    hosts_file = root / "hosts.txt"
+    hosts_file.write_text("".join(f"file://{root / 'hosts' / f'host{h:03d}'}\n"
+                                  for h in range(hosts)))  # fmt: skip
+    return hosts_file, shares
+
+
+def listing_alone(top: Path) -> tuple[float, int]:
+    """The reference: list every folder with sizes and mtimes, nothing else."""
+    started, n = time.perf_counter(), 0
+    stack = [str(top)]
+    while stack:
+        with os.scandir(stack.pop()) as it:
+            for e in it:
+                e.stat(follow_symlinks=False)
+                n += 1
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(e.path)
+    return time.perf_counter() - started, n
+
+
+def timed_round(crawl: CrawlDir, n: int) -> dict:
+    started = time.perf_counter()
+    run_round(str(crawl.root), n)
+    report = round_report(crawl)
+    report["wall_s"] = time.perf_counter() - started
+    return report
+
+
+def synthetic_crawldb(crawl: CrawlDir, hosts: int, files_per_host: int) -> None:
+    """Version 1 of a crawldb with hosts x files_per_host files, and round 2's segment in
+    which one partition of one host changed (one file added)."""
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    crawl.crawldb.mkdir(parents=True)
+    v1 = crawl.version_dir(1)
+    part_rows, host_rows, inject_rows = [], [], []
+    for h in range(hosts):
+        name = f"h{h:04d}"
+        key = share_root(name, "share")
+        paths = [f"d{i // 100:04d}/f{i:06d}.mp3" for i in range(files_per_host)]
+        rows = {"host": [name] * len(paths), "share": ["share"] * len(paths), "path": paths,
+                "name": [p.rsplit("/", 1)[1] for p in paths], "is_dir": [False] * len(paths),
+                "size": [1000] * len(paths), "mtime": [t] * len(paths),
+                "partition_id": [key.id] * len(paths), "first_seen": [t] * len(paths),
+                "last_seen": [t] * len(paths)}  # fmt: skip
+        write_parquet(pa.table(rows, FILES), v1 / "files" / host_file(name))
+        media = {c: rows[c] for c in ("host", "share", "path", "size", "mtime", "partition_id")}
+        media |= {"kind": ["audio"] * len(paths), "title": paths}
+        write_parquet(pa.Table.from_pydict(media).cast(
+            pa.schema([MEDIA.field(c) for c in media])), v1 / "media" / host_file(name))  # fmt: skip
+        part_rows.append({**dict.fromkeys(PARTITIONS.names), "partition_id": key.id,
+                          "host": name, "share": "share", "root": "", "hash": "old",
+                          "n_scans": 1, "n_changes": 0, "history": [], "n_folders": 1,
+                          "last_scan": t})  # fmt: skip
+        host_rows.append({"host": name, "url": f"file:///nowhere/{name}", "online": True})
+        inject_rows.append({"host": name, "url": f"file:///nowhere/{name}", "shares": [],
+                            "online": True, "checked_at": t})  # fmt: skip
+    write_parquet(pa.Table.from_pylist(part_rows, PARTITIONS), v1 / "partitions.parquet")
+    write_parquet(pa.Table.from_pylist(host_rows, HOSTS), v1 / "hosts.parquet")
+    crawl.publish(1)
+    seg = crawl.segment_dir(2)
+    write_parquet(pa.Table.from_pylist(inject_rows, INJECT), seg / "inject.parquet")
+    changed = share_root("h0000", "share")
+    listing = pa.concat_tables([
+        pa.table({c: rows_of(crawl, 1, "h0000")[c] for c in LISTING.names}, LISTING),
+        pa.Table.from_pylist([{"host": "h0000", "share": "share", "path": "new.mp3",
+                               "name": "new.mp3", "is_dir": False, "size": 5, "mtime": t,
+                               "partition_id": changed.id}], LISTING),
+    ])  # fmt: skip
+    write_parquet(listing, seg / "listing" / host_file("h0000"))
+    write_parquet(MEDIA.empty_table(), seg / "media" / host_file("h0000"))
+    log = [{"round": 2, "partition_id": changed.id, "host": "h0000", "share": "share",
+            "started": t, "duration_s": 1.0, "status": "changed", "n_entries": listing.num_rows,
+            "n_tags_read": 0, "bytes_read": 0, "listing_s": 1.0, "tags_s": 0.0,
+            "n_folders": 1, "hash": None}]  # fmt: skip
+    from crawl_io.subtree_hash import partition_hash
+
+    mt = listing["mtime"].cast("int64").to_pylist()
+    log[0]["hash"] = partition_hash(zip(listing["path"].to_pylist(), listing["is_dir"].to_pylist(),
+                                        listing["size"].to_pylist(), mt, strict=True))  # fmt: skip
+    table = pa.Table.from_pylist(log, FETCHLOG)
+    write_parquet(table, seg / "fetchlog" / host_file("h0000"))
+    write_parquet(table, seg / "fetchlog.parquet")
+    write_parquet(pa.Table.from_pylist([], pa.schema([("host", pa.string())])),
+                  seg / "fetchlist.parquet")  # fmt: skip
+
+
+def rows_of(crawl: CrawlDir, version: int, host: str) -> pa.Table:
+    return crawl.read_host(version, "files", host)
+
+
+def publish_time(root: Path, hosts: int, files_per_host: int) -> float:
+    from pipeline.update import Update
+
+    crawl = CrawlDir(root)
+    synthetic_crawldb(crawl, hosts, files_per_host)
+    task = Update(crawl_dir=str(root), round=2)
+    started = time.perf_counter()
+    task.run()
+    elapsed = time.perf_counter() - started
+    assert crawl.current() == 2 and crawl.read(2, "files").num_rows == hosts * files_per_host + 1
+    return elapsed
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--files", type=int, default=200_000)
+    ap.add_argument("--workdir")
+    args = ap.parse_args()
+    root = Path(args.workdir or tempfile.mkdtemp(prefix="sharecrawl-bench-"))
+    try:
+        t0 = time.perf_counter()
+        hosts_file, shares = build_lan(root, args.files)
+        crawl = CrawlDir(root / "crawl")
+        crawl.crawldb.mkdir(parents=True)
+        config.override(hosts_file=hosts_file, crawl_dir=crawl.root, runner="local")
+        print(f"LAN: {len(shares)} shares, built in {time.perf_counter() - t0:.1f} s")
+        list_s, entries = listing_alone(root / "hosts")
+        print(f"listing alone (os.scandir walk, 1 process): {entries} entries in {list_s:.2f} s")
+        full = timed_round(crawl, 1)
+        unchanged = timed_round(crawl, 2)
+        for share in shares[::100]:  # 1 % of partitions: one new media file in each
+            shutil.copyfile(root / "template.mp3", share / "folder000" / "added.mp3")
+        changed = timed_round(crawl, 3)
+        for name, r in (("full", full), ("unchanged", unchanged), ("1% changed", changed)):
+            p = r["partitions"]
+            print(f"round {name:>10}: {r['wall_s']:7.2f} s, {r['entries_listed']:>7} entries "
+                  f"listed, {r['tags_read']:>6} tags read, {p['changed'] + p['new']} "
+                  f"partitions changed/new of {p['scanned']}")  # fmt: skip
+        small = publish_time(root / "pub-small", 5, 20_000)
+        large = publish_time(root / "pub-large", 50, 20_000)
+        print(f"publish with 100 k files: {small:.2f} s; with 1 M files: {large:.2f} s "
+              f"(same change: one partition of one host)")  # fmt: skip
+        print(f"unchanged round tags read: {unchanged['tags_read']} (goal 0)")
+        print(f"publish ratio 1 M / 100 k: {large / small:.2f} (goal <= 1.2)")
+        print(f"unchanged round / listing alone: {unchanged['wall_s'] / list_s:.2f} (goal <= 1.0)")
+    finally:
+        if not args.workdir:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,495 @@
+"""Build the search index (a DuckDB file) from one crawldb version.
+
+Tables in the index:
+- `works`: copies grouped into works (same normalised artist + title; same series, season
+  and episode; same film title + year; else the same name stem), with counts, the best copy
+  (online first, then quality) and a static prior from the number of copies;
+- `copies`: every media file with its work_id (for analysts and for listing copies);
+- `terms`: term dictionary (term, term_id, df), sorted by term;
+- `postings`: (term_id, work_id, impact, fields, visible) sorted by term_id: the BM25F score
+  of the term in the work is precomputed, so a query only sums impacts;
+- `hosts`: host, url, online (to build URLs of copies);
+- `meta`: key/value pairs, among them the crawldb version the index was built from.
+
+Text is tokenised in Python (queries.text, the same code the queries use) once per distinct
+string; everything per row is done by DuckDB.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+import duckdb
+import guessit
+import pyarrow as pa
+
+from crawl_io import schema
+from queries import text
+from queries.querylang import FIELD_BITS, FIELD_WEIGHTS
+
+BM25_K1 = 1.2
+BM25_B = 0.5  # names and tags are short; length matters less than in prose
+PRIOR_WEIGHT = 0.3  # score bonus per ln(1 + copies): popular works win ties
+LOSSLESS_FORMATS = ("flac", "ape", "wav", "wv", "alac", "aiff", "aif", "dsf", "dff", "tta")
+
+
+_connections: dict[str, tuple[tuple[int, int], duckdb.DuckDBPyConnection]] = {}
+_host_urls: dict[str, tuple[tuple[int, int], dict[str, str]]] = {}
+_connections_lock = threading.Lock()
+
+
+def open_index(index_path: Path) -> duckdb.DuckDBPyConnection:
+    """A cursor on a cached read-only connection to the index, reopened when the file was
+    swapped (DuckDB caches open databases by path, so a fresh connect would see the old one
+    while any connection to it is open). Close the cursor when done."""
+    key = str(Path(index_path).resolve())
+    try:
+        stat = os.stat(key)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no search index at {index_path}: run a crawl first") from None
+    identity = (stat.st_ino, stat.st_mtime_ns)
+    with _connections_lock:
+        cached = _connections.get(key)
+        if cached is None or cached[0] != identity:
+            if cached is not None:
+                cached[1].close()
+            _connections[key] = (identity, duckdb.connect(key, read_only=True))
+        return _connections[key][1].cursor()
+
+
+def host_urls(index_path: Path) -> dict[str, str]:
+    """host -> URL from the index's hosts table, cached until the index file is swapped."""
+    key = str(Path(index_path).resolve())
+    con = open_index(index_path)
+    try:
+        identity = _connections[key][0]
+        cached = _host_urls.get(key)
+        if cached is None or cached[0] != identity:
+            urls = dict(con.execute("SELECT host, url FROM hosts").fetchall())
+            _host_urls[key] = cached = (identity, urls)
+        return cached[1]
+    finally:
+        con.close()
+
+
+def index_version(index_path: Path) -> str | None:
+    """The crawldb version the index at `index_path` was built from, or None."""
+    try:
+        con = open_index(index_path)
+    except (FileNotFoundError, duckdb.Error):
+        return None
+    try:
+        row = con.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+    except duckdb.Error:
+        return None
+    finally:
+        con.close()
+    return row[0] if row else None
+
+
+def build_index(version_dir: Path, out_path: Path) -> None:
+    """Build the index of `version_dir` into `out_path`, replacing it atomically."""
+    version_dir, out_path = Path(version_dir), Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp_path = out_path.with_name(f".{out_path.name}.tmp-{os.getpid()}")
+    tmp_path.unlink(missing_ok=True)
+    try:
+        with duckdb.connect(str(tmp_path)) as con:
+            _build(con, version_dir)
+        os.replace(tmp_path, out_path)
+    finally:
+        tmp_path.unlink(missing_ok=True)
+        Path(f"{tmp_path}.wal").unlink(missing_ok=True)
+
+
+def relabel_index(index_path: Path, version_dir: Path) -> None:
+    """Record that the index also serves `version_dir` (whose media and hosts are unchanged):
+    a copy with a new version label replaces it atomically, at the cost of a file copy."""
+    index_path = Path(index_path)
+    tmp_path = index_path.with_name(f".{index_path.name}.tmp-{os.getpid()}")
+    try:
+        shutil.copyfile(index_path, tmp_path)
+        with duckdb.connect(str(tmp_path)) as con:
+            con.execute("UPDATE meta SET value = ? WHERE key = 'version'", [version_dir.name])
+            con.execute("CHECKPOINT")
+        os.replace(tmp_path, index_path)
+    finally:
+        tmp_path.unlink(missing_ok=True)
+        Path(f"{tmp_path}.wal").unlink(missing_ok=True)
+
+
+def _build(con: duckdb.DuckDBPyConnection, version_dir: Path) -> None:
+    _load_sources(con, version_dir)
+    _tokenise_strings(con)
+    _parse_video_names(con)
+    _group_works(con)
+    _build_postings(con)
+    con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    n_works = con.execute("SELECT count(*) FROM works").fetchone()[0]
+    n_media = con.execute("SELECT count(*) FROM copies").fetchone()[0]
+    con.executemany(
+        "INSERT INTO meta VALUES (?, ?)",
+        [
+            ("version", version_dir.name),
+            ("works", str(n_works)),
+            ("media", str(n_media)),
+            ("built_at", con.execute("SELECT now()::VARCHAR").fetchone()[0]),
+        ],
+    )
+    con.execute("CHECKPOINT")
+
+
+def _parquet_files(directory: Path) -> list[str]:
+    return sorted(str(p) for p in directory.glob("*.parquet")) if directory.is_dir() else []
+
+
+def _load_sources(con: duckdb.DuckDBPyConnection, version_dir: Path) -> None:
+    """Temp table `m` (one row per media file, path split up) and table `hosts`."""
+    media_files = _parquet_files(version_dir / "media")
+    if media_files:
+        con.execute(
+            "CREATE TEMP TABLE media_src AS SELECT * FROM read_parquet(?, union_by_name = true)",
+            [media_files],
+        )
+    else:
+        _create_from_arrow(con, "media_src", schema.empty(schema.MEDIA), temp=True)
+    hosts_file = version_dir / "hosts.parquet"
+    if hosts_file.exists():
+        con.execute(
+            "CREATE TEMP TABLE hosts_src AS SELECT * FROM read_parquet(?)", [str(hosts_file)]
+        )
+    else:
+        _create_from_arrow(con, "hosts_src", schema.empty(schema.HOSTS), temp=True)
+    con.execute(
+        """
+        CREATE TABLE hosts AS
+        SELECT host, any_value(url) AS url, coalesce(bool_or(online), false) AS online
+        FROM hosts_src GROUP BY host ORDER BY host
+        """
+    )
+    lossless = ", ".join(f"'{f}'" for f in LOSSLESS_FORMATS)
+    con.execute(
+        f"""
+        CREATE TEMP TABLE m AS
+        SELECT
+            row_number() OVER () AS media_id,
+            s.host, s.share, s.path, s.size, s.mtime,
+            lower(coalesce(s.kind, 'audio')) AS kind,
+            lower(s.format) AS format,
+            nullif(trim(s.artist), '') AS artist,
+            nullif(trim(s.title), '') AS title,
+            nullif(trim(s.album), '') AS album,
+            nullif(trim(s.albumartist), '') AS albumartist,
+            nullif(trim(s.genre), '') AS genre,
+            s.year, s.bitrate_kbps,
+            nullif(trim(s.series), '') AS series, s.season, s.episode,
+            regexp_extract(s.path, '^(.*)/[^/]*$', 1) AS folder,
+            regexp_replace(regexp_extract(s.path, '[^/]*$'), '\\.[^./]{{1,5}}$', '') AS stem,
+            regexp_extract(s.path, '[^/]*$') AS filename,
+            coalesce(h.online, false) AS online,
+            lower(s.format) IN ({lossless}) AS lossless,
+            try_cast(regexp_extract(lower(s.path), '(?:^|[^0-9])(\\d{{3,4}})[pi](?:[^a-z]|$)', 1)
+                     AS INTEGER) AS resolution
+        FROM media_src s LEFT JOIN hosts h USING (host)
+        """
+    )
+
+
+def _create_from_arrow(
+    con: duckdb.DuckDBPyConnection, name: str, table: pa.Table, *, temp: bool = False
+) -> None:
+    """CREATE TABLE `name` from an Arrow table (names here are ours, never user text)."""
+    con.register("_arrow_source", table)
+    try:
+        kind = "TEMP TABLE" if temp else "TABLE"
+        con.execute(f"CREATE {kind} {name} AS SELECT * FROM _arrow_source")
+    finally:
+        con.unregister("_arrow_source")
+
+
+def _arrow_strings(rows: Iterable[tuple[str, ...]], names: list[str]) -> pa.Table:
+    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in names]
+    arrays = []
+    for name, values in zip(names, columns, strict=True):
+        if name.endswith("terms"):
+            arrays.append(pa.array(values, pa.list_(pa.string())))
+        elif name == "generic":
+            arrays.append(pa.array(values, pa.bool_()))
+        else:
+            arrays.append(pa.array(values, pa.string()))
+    return pa.table(dict(zip(names, arrays, strict=True)))
+
+
+def _tokenise_strings(con: duckdb.DuckDBPyConnection) -> None:
+    """Temp tables of distinct strings with their normalised form and index terms."""
+    values = con.execute(
+        """
+        SELECT DISTINCT v FROM (
+            SELECT artist AS v FROM m UNION ALL SELECT title FROM m UNION ALL
+            SELECT album FROM m UNION ALL SELECT albumartist FROM m UNION ALL
+            SELECT genre FROM m UNION ALL SELECT series FROM m
+        ) WHERE v IS NOT NULL
+        """
+    ).fetchall()
+    rows = [(v, text.normalised(v), text.terms(v)) for (v,) in values]
+    _create_from_arrow(con, "tag_strings", _arrow_strings(rows, ["v", "norm", "terms"]), temp=True)
+
+    folders = con.execute("SELECT DISTINCT folder FROM m").fetchall()
+    rows = [(f, text.normalised(f.rpartition("/")[2]), text.terms(f)) for (f,) in folders]
+    table = _arrow_strings(rows, ["folder", "last_norm", "terms"])
+    _create_from_arrow(con, "folder_strings", table, temp=True)
+
+    stems = con.execute("SELECT DISTINCT stem FROM m").fetchall()
+    rows = [(s, text.normalised(s), text.terms(s), text.is_generic_name(s)) for (s,) in stems]
+    table = _arrow_strings(rows, ["stem", "norm", "terms", "generic"])
+    _create_from_arrow(con, "stem_strings", table, temp=True)
+
+
+def _guess(filename: str) -> tuple[object, ...]:
+    try:
+        guess = guessit.guessit(filename)
+    except Exception:  # guessit may fail on odd names; the name stem still identifies it
+        return (filename, None, None, None, None, None, None)
+    title = guess.get("title")
+    is_episode = guess.get("type") == "episode" and guess.get("episode") is not None
+    episode = guess.get("episode")
+    season = guess.get("season")
+    if isinstance(episode, list):  # multi-episode files: keep the first
+        episode = episode[0]
+    if isinstance(season, list):
+        season = season[0]
+    size = str(guess.get("screen_size") or "")
+    resolution = int(m.group(1)) if (m := re.match(r"(\d{3,4})[pi]", size)) else None
+    year = guess.get("year")
+    return (
+        filename,
+        None if is_episode else (str(title) if title else None),
+        str(title) if is_episode and title else None,
+        int(season) if is_episode and isinstance(season, int) else None,
+        int(episode) if is_episode and isinstance(episode, int) else None,
+        int(year) if isinstance(year, int) else None,
+        resolution,
+    )
+
+
+def _parse_video_names(con: duckdb.DuckDBPyConnection) -> None:
+    """Fill series/season/episode (or film title/year) of videos the crawler left blank.
+
+    guessit is slow (milliseconds a name), so it runs once per distinct file name and only
+    for videos that have neither a series nor a title.
+    """
+    names = con.execute(
+        """
+        SELECT DISTINCT filename FROM m
+        WHERE kind = 'video' AND series IS NULL AND title IS NULL
+        """
+    ).fetchall()
+    rows = [_guess(name) for (name,) in names]
+    table = pa.table(
+        {
+            "filename": pa.array([r[0] for r in rows], pa.string()),
+            "g_title": pa.array([r[1] for r in rows], pa.string()),
+            "g_series": pa.array([r[2] for r in rows], pa.string()),
+            "g_season": pa.array([r[3] for r in rows], pa.int32()),
+            "g_episode": pa.array([r[4] for r in rows], pa.int32()),
+            "g_year": pa.array([r[5] for r in rows], pa.int32()),
+            "g_resolution": pa.array([r[6] for r in rows], pa.int32()),
+        }
+    )
+    if not rows:
+        return
+    _create_from_arrow(con, "guesses", table, temp=True)
+    con.execute(
+        """
+        UPDATE m SET
+            title = g.g_title, series = g.g_series,
+            season = coalesce(m.season, g.g_season), episode = coalesce(m.episode, g.g_episode),
+            year = coalesce(m.year, g.g_year), resolution = coalesce(m.resolution, g.g_resolution)
+        FROM guesses g
+        WHERE m.filename = g.filename AND m.kind = 'video'
+          AND m.series IS NULL AND m.title IS NULL
+        """
+    )
+    # Titles and series names found by guessit need their terms too.
+    new_values = con.execute(
+        """
+        SELECT DISTINCT v FROM (SELECT g_title AS v FROM guesses UNION ALL
+                                SELECT g_series FROM guesses)
+        WHERE v IS NOT NULL AND v NOT IN (SELECT v FROM tag_strings)
+        """
+    ).fetchall()
+    rows = [(v, text.normalised(v), text.terms(v)) for (v,) in new_values]
+    if rows:
+        con.register("_new_strings", _arrow_strings(rows, ["v", "norm", "terms"]))
+        try:
+            con.execute("INSERT INTO tag_strings SELECT * FROM _new_strings")
+        finally:
+            con.unregister("_new_strings")
+
+
+def _group_works(con: duckdb.DuckDBPyConnection) -> None:
+    """Tables `works` and `copies`; temp table `mw` (media rows with their work_id)."""
+    con.execute(
+        """
+        CREATE TEMP TABLE mk AS
+        SELECT m.*,
+            CASE
+                WHEN m.kind = 'video' AND sr.norm <> '' AND m.episode IS NOT NULL THEN
+                    'e|' || sr.norm || '|' || coalesce(m.season, 0) || '|' || m.episode
+                WHEN m.kind = 'video' AND ti.norm <> '' THEN
+                    'f|' || ti.norm || '|' || coalesce(m.year::VARCHAR, '')
+                WHEN ar.norm <> '' AND ti.norm <> '' THEN
+                    'a|' || m.kind || '|' || ar.norm || '|' || ti.norm
+                WHEN st.generic THEN
+                    'g|' || m.kind || '|' || fo.last_norm || '|' || st.norm
+                ELSE 'n|' || m.kind || '|' || st.norm
+            END AS work_key
+        FROM m
+        LEFT JOIN tag_strings ar ON ar.v = m.artist
+        LEFT JOIN tag_strings ti ON ti.v = m.title
+        LEFT JOIN tag_strings sr ON sr.v = m.series
+        LEFT JOIN stem_strings st ON st.stem = m.stem
+        LEFT JOIN folder_strings fo ON fo.folder = m.folder
+        """
+    )
+    con.execute(
+        f"""
+        CREATE TABLE works AS
+        WITH grouped AS (
+            SELECT
+                work_key,
+                count(*) AS copies,
+                count(DISTINCT host) AS hosts,
+                count(*) FILTER (WHERE online) AS online_copies,
+                count(DISTINCT host) FILTER (WHERE online) AS online_hosts,
+                mode(artist) AS artist, mode(title) AS title, mode(album) AS album,
+                mode(year) AS year,
+                arg_max(
+                    {{'kind': kind, 'series': series, 'season': season, 'episode': episode,
+                      'name': stem, 'host': host, 'share': share, 'path': path,
+                      'format': format, 'bitrate_kbps': bitrate_kbps, 'size': size,
+                      'online': online, 'resolution': resolution}},
+                    (online, lossless, coalesce(resolution, 0), coalesce(bitrate_kbps, 0),
+                     coalesce(size, 0), host, share, path)
+                ) AS b,
+                max(mtime) AS newest_mtime
+            FROM mk GROUP BY work_key
+        )
+        SELECT
+            (row_number() OVER (ORDER BY work_key))::INTEGER AS work_id,
+            work_key,
+            b.kind AS kind, artist,
+            coalesce(title, CASE WHEN b.series IS NULL THEN b.name END) AS title,
+            album, year, b.series AS series, b.season AS season,
+            b.episode AS episode,
+            copies, hosts, online_copies, online_hosts,
+            b.host AS best_host, b.share AS best_share, b.path AS best_path,
+            b.format AS best_format, b.bitrate_kbps AS best_bitrate_kbps, b.size AS best_size,
+            b.online AS best_online, b.resolution AS best_resolution,
+            newest_mtime,
+            ({PRIOR_WEIGHT} * ln(1 + copies))::FLOAT AS prior
+        FROM grouped
+        ORDER BY work_id
+        """
+    )
+    con.execute(
+        """
+        CREATE TEMP TABLE mw AS
+        SELECT w.work_id, mk.* EXCLUDE (work_key)
+        FROM mk JOIN works w USING (work_key)
+        """
+    )
+    con.execute("DROP TABLE mk")
+    con.execute(
+        """
+        CREATE TABLE copies AS
+        SELECT work_id, host, share, path, kind, format, bitrate_kbps, size, mtime, online
+        FROM mw ORDER BY work_id, host, share, path
+        """
+    )
+
+
+def _build_postings(con: duckdb.DuckDBPyConnection) -> None:
+    """Tables `terms` and `postings` with BM25F impacts (field-weighted, length-normalised)."""
+    bit = FIELD_BITS
+    con.execute(
+        f"""
+        CREATE TEMP TABLE wf AS
+        SELECT DISTINCT work_id, field, term FROM (
+            SELECT work_id, {bit["artist"]} AS field, unnest(s.terms) AS term
+            FROM (SELECT DISTINCT work_id, artist AS v FROM mw) x JOIN tag_strings s USING (v)
+            UNION ALL
+            SELECT work_id, {bit["title"]}, unnest(s.terms)
+            FROM (SELECT DISTINCT work_id, title AS v FROM mw) x JOIN tag_strings s USING (v)
+            UNION ALL
+            SELECT work_id, {bit["album"]}, unnest(s.terms)
+            FROM (SELECT DISTINCT work_id, album AS v FROM mw) x JOIN tag_strings s USING (v)
+            UNION ALL
+            SELECT work_id, {bit["albumartist"]}, unnest(s.terms)
+            FROM (SELECT DISTINCT work_id, albumartist AS v FROM mw) x
+            JOIN tag_strings s USING (v)
+            UNION ALL
+            SELECT work_id, {bit["genre"]}, unnest(s.terms)
+            FROM (SELECT DISTINCT work_id, genre AS v FROM mw) x JOIN tag_strings s USING (v)
+            UNION ALL
+            SELECT work_id, {bit["series"]}, unnest(s.terms)
+            FROM (SELECT DISTINCT work_id, series AS v FROM mw) x JOIN tag_strings s USING (v)
+            UNION ALL
+            SELECT work_id, {bit["folder"]}, unnest(s.terms)
+            FROM (SELECT DISTINCT work_id, folder FROM mw) x JOIN folder_strings s USING (folder)
+            UNION ALL
+            SELECT work_id, {bit["name"]}, unnest(s.terms)
+            FROM (SELECT DISTINCT work_id, stem FROM mw) x JOIN stem_strings s USING (stem)
+        )
+        """
+    )
+    weights = ", ".join(f"({bit[name]}, {weight})" for name, weight in FIELD_WEIGHTS.items())
+    n_works = max(con.execute("SELECT count(*) FROM works").fetchone()[0], 1)
+    con.execute(
+        f"""
+        CREATE TEMP TABLE tf AS
+        WITH field_len AS (
+            SELECT work_id, field, count(*) AS len FROM wf GROUP BY work_id, field
+        ),
+        avg_len AS (SELECT field, avg(len) AS avg_len FROM field_len GROUP BY field),
+        weight(field, weight) AS (VALUES {weights})
+        SELECT
+            wf.work_id, wf.term,
+            sum(weight.weight / (1 - {BM25_B} + {BM25_B} * fl.len / al.avg_len)) AS tfw,
+            bit_or(wf.field)::UTINYINT AS fields
+        FROM wf
+        JOIN field_len fl USING (work_id, field)
+        JOIN avg_len al USING (field)
+        JOIN weight USING (field)
+        GROUP BY wf.work_id, wf.term
+        """
+    )
+    con.execute("DROP TABLE wf")
+    con.execute(
+        """
+        CREATE TABLE terms AS
+        SELECT (row_number() OVER (ORDER BY term))::INTEGER AS term_id, term, df
+        FROM (SELECT term, count(*) AS df FROM tf GROUP BY term)
+        ORDER BY term
+        """
+    )
+    # Lucene's idf, always positive, so that tiny collections still rank.
+    con.execute(
+        f"""
+        CREATE TABLE postings AS
+        SELECT
+            t.term_id, tf.work_id,
+            (ln(1 + ({n_works} - t.df + 0.5) / (t.df + 0.5))
+             * tf.tfw * ({BM25_K1} + 1) / (tf.tfw + {BM25_K1}))::FLOAT AS impact,
+            tf.fields,
+            w.online_copies > 0 AS visible
+        FROM tf JOIN terms t USING (term) JOIN works w USING (work_id)
+        ORDER BY t.term_id, tf.work_id
+        """
+    )
+    con.execute("DROP TABLE tf")

@@ -1,0 +1,286 @@
+"""Search index and ranked search over a small crawldb version written as real Parquet."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from crawl_io import schema
+from queries.index import build_index, index_version
+from queries.search import QueryError, copy_url, format_results, search
+
+NOW = datetime(2024, 5, 1, tzinfo=UTC)
+
+HOSTS = [
+    ("alpha", "smb://alpha", True),
+    ("beta", "smb://beta", True),
+    ("gamma", "smb://gamma", True),
+    ("delta", "smb://delta", False),
+    ("local", "file:///srv/lan/local", True),
+]
+
+
+def media(host: str, path: str, **tags: object) -> dict:
+    """One media row; kind and format follow the extension unless given."""
+    ext = path.rsplit(".", 1)[-1].lower()
+    row = {name: None for name in schema.MEDIA.names}
+    row.update(
+        host=host,
+        share="share",
+        path=path,
+        size=5_000_000,
+        mtime=NOW,
+        kind="video" if ext in ("mkv", "avi", "mp4") else "audio",
+        format=ext,
+        partition_id="p",
+        tagged_at=NOW,
+    )
+    row.update(tags)
+    return row
+
+
+MEDIA_ROWS = [
+    # One work, three hosts, two qualities, an ID3-tagged file with a meaningless name.
+    media("alpha", "Music/misc/song_01.mp3", artist="Madonna", title="Music", album="Music",
+          year=2000, bitrate_kbps=128, size=4_000_000),
+    media("beta", "incoming/song_01.flac", artist="MADONNA", title="Music", album="Music",
+          year=2000, bitrate_kbps=900, size=30_000_000),
+    media("gamma", "Music/song_01.mp3", artist="Madonna", title="Music ", album="Music",
+          year=2000, bitrate_kbps=128, size=4_000_000),
+    # Lossless copy on an offline host must not be "best" while an online copy exists.
+    media("delta", "Music/Madonna/Frozen.flac", artist="Madonna", title="Frozen",
+          album="Ray of Light", year=1998, bitrate_kbps=1000, size=40_000_000),
+    media("alpha", "Music/Madonna/Frozen.mp3", artist="Madonna", title="Frozen",
+          album="Ray of Light", year=1998, bitrate_kbps=192),
+    media("alpha", "Music/Madonna/Hung Up.mp3", artist="Madonna", title="Hung Up",
+          album="Confessions on a Dance Floor", year=2005, bitrate_kbps=320),
+    media("beta", "Music/Andrew Lloyd Webber/The Music of the Night.mp3",
+          artist="Andrew Lloyd Webber", title="The Music of the Night", year=1986),
+    media("gamma", "Музыка/Мумий Тролль/Владивосток 2000.mp3", artist="Мумий Тролль",
+          title="Владивосток 2000", album="Морская", year=1997, bitrate_kbps=256),
+    media("local", "Музыка/Мадонна/Мадонна - Холидей.mp3", artist="Мадонна", title="Холидей",
+          year=1983, bitrate_kbps=160),
+    # Only on an offline host.
+    media("delta", "Music/Secret Band/Hidden Track.mp3", artist="Secret Band",
+          title="Hidden Track", year=2010),
+    # Generic untagged names: same name in two albums are two works.
+    media("alpha", "Music/Album A/track01.mp3"),
+    media("beta", "Backup/Album A/track01.mp3"),
+    media("gamma", "Music/Album B/track01.mp3"),
+    # A series: parsed fields given by the crawler, and one name left for guessit.
+    media("alpha", "Video/Lost/Season 6/Lost.S06E01.720p.mkv", series="Lost", season=6,
+          episode=1),
+    media("beta", "Video/Lost/Lost.S06E03.720p.mkv", series="Lost", season=6, episode=3,
+          size=700_000_000),
+    media("gamma", "TV/Lost.S06E03.1080p.mkv", series="Lost", season=6, episode=3,
+          size=1_400_000_000),
+    media("alpha", "Video/Lost/Season 6/Lost.S06E02.720p.mkv", series="Lost", season=6,
+          episode=2),
+    media("alpha", "Video/Lost/Lost.S05E10.720p.HDTV.mkv"),
+    # A film named only by its file name.
+    media("beta", "Films/The Matrix (1999) 1080p.mkv"),
+    # Names with quotes and SQL in them are just text too.
+    media("alpha", "Music/Bobby Tables/Robert'); DROP TABLE works;--.mp3",
+          artist="Bobby \"Tables\"", title="Robert'); DROP TABLE works;--"),
+]  # fmt: skip
+
+
+def write_version(root: Path, rows: list[dict], hosts=HOSTS, name: str = "v000003") -> Path:
+    version = root / "crawldb" / name
+    (version / "media").mkdir(parents=True)
+    (version / "files").mkdir()
+    host_rows = [
+        {n: None for n in schema.HOSTS.names} | {"host": h, "url": u, "online": on}
+        for h, u, on in hosts
+    ]
+    pq.write_table(pa.Table.from_pylist(host_rows, schema.HOSTS), version / "hosts.parquet")
+    pq.write_table(schema.empty(schema.PARTITIONS), version / "partitions.parquet")
+    pq.write_table(schema.empty(schema.PREFIX_STATS), version / "prefix_stats.parquet")
+    pq.write_table(schema.empty(schema.FILES), version / "files" / "part-0.parquet")
+    half = len(rows) // 2  # two part files, as the crawler writes them
+    for i, part in enumerate((rows[:half], rows[half:])):
+        table = pa.Table.from_pylist(part, schema.MEDIA)
+        pq.write_table(table, version / "media" / f"part-{i}.parquet")
+    return version
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("crawl")
+    version = write_version(root, MEDIA_ROWS)
+    out = root / "index" / "search.duckdb"
+    build_index(version, out)
+    return out
+
+
+def titles(results: list[dict]) -> list[str | None]:
+    return [r["title"] for r in results]
+
+
+def test_madonna_music_is_one_work_ranked_first(index: Path) -> None:
+    results = search(index, "madonna music")
+    first = results[0]
+    assert (first["artist"].casefold(), first["title"].strip()) == ("madonna", "Music")
+    assert first["copies"] == 3 and first["hosts"] == 3 and first["online_copies"] == 3
+    assert first["best"]["format"] == "flac" and first["best"]["host"] == "beta"
+    assert first["best"]["online"] is True
+    assert first["best"]["url"] == "smb://beta/share/incoming/song_01.flac"
+    assert sum(1 for r in results if r["title"] and r["title"].strip() == "Music") == 1
+    assert first["score"] > results[1]["score"]
+    expected_keys = {
+        "rank", "score", "kind", "artist", "title", "album", "year", "series", "season",
+        "episode", "copies", "hosts", "online_copies", "best",
+    }  # fmt: skip
+    assert expected_keys <= first.keys()
+    assert {"url", "host", "path", "format", "bitrate_kbps", "size", "online"} <= set(first["best"])
+
+
+def test_best_copy_prefers_online_over_quality(index: Path) -> None:
+    [frozen] = search(index, "madonna frozen")
+    assert frozen["copies"] == 2 and frozen["online_copies"] == 1
+    assert frozen["best"]["host"] == "alpha" and frozen["best"]["format"] == "mp3"
+
+
+def test_cyrillic_and_latin_meet(index: Path) -> None:
+    madonna = search(index, "мадонна", limit=50)
+    assert {"Music", "Frozen", "Холидей"} <= {(r["title"] or "").strip() for r in madonna}
+    latin = search(index, "madonna holidey")
+    assert titles(latin)[:1] == ["Холидей"]
+    assert latin[0]["best"]["url"] == (
+        "file:///srv/lan/local/share/Музыка/Мадонна/Мадонна - Холидей.mp3"
+    )
+    for query in ("mumiy troll", "Мумий Тролль", "МУМИЙ тролля", "vladivostok"):
+        assert titles(search(index, query))[:1] == ["Владивосток 2000"], query
+
+
+def test_stems_match_other_forms(index: Path) -> None:
+    assert titles(search(index, "hung ups")) == ["Hung Up"]  # english stem 'up'
+    assert titles(search(index, "морской")) == ["Владивосток 2000"]  # album 'Морская'
+    assert titles(search(index, "mumij")) == ["Владивосток 2000"]  # loose spelling
+
+
+def test_latest_gives_the_newest_episode_first(index: Path) -> None:
+    results = search(index, "lost", latest=True)
+    episodes = [(r["season"], r["episode"]) for r in results if r["series"]]
+    assert episodes[0] == (6, 3)
+    assert episodes == sorted(episodes, reverse=True)
+    assert (5, 10) in episodes  # parsed from the name by guessit
+    assert results[0]["copies"] == 2 and results[0]["best"]["resolution"] == 1080
+    assert results[0]["best"]["host"] == "gamma"
+
+
+def test_series_and_season_fields(index: Path) -> None:
+    results = search(index, "series:lost season:6")
+    assert sorted(r["episode"] for r in results) == [1, 2, 3]
+    assert search(index, "series:lost season:6 episode:2")[0]["episode"] == 2
+    assert search(index, "series:lost season:7") == []
+
+
+def test_offline_works_hidden_unless_all_hosts(index: Path) -> None:
+    assert search(index, "secret band hidden") == []
+    [shown] = search(index, "secret band hidden", all_hosts=True)
+    assert shown["online_copies"] == 0 and shown["best"]["online"] is False
+    assert "all offline" in format_results([shown])
+
+
+def test_field_queries_and_year_ranges(index: Path) -> None:
+    assert set(titles(search(index, "artist:madonna year:2000..2005"))) == {"Music", "Hung Up"}
+    assert set(titles(search(index, "madonna year:..1999"))) == {"Frozen", "Холидей"}
+    assert set(titles(search(index, "madonna year:2005.."))) == {"Hung Up"}
+    assert titles(search(index, "artist:music")) == []  # 'music' is no artist
+    assert "The Music of the Night" in titles(search(index, "title:music"))
+    assert titles(search(index, "album:light")) == ["Frozen"]
+    assert titles(search(index, 'title:"hung up"')) == ["Hung Up"]
+    films = search(index, "kind:video year:1999")
+    assert [(r["title"], r["year"]) for r in films] == [("The Matrix", 1999)]
+    assert all(r["kind"] == "audio" for r in search(index, "kind:audio", limit=100))
+
+
+def test_works_matching_every_word_come_before_partial_matches(index: Path) -> None:
+    # 'xyzzy' is nowhere: the works matching the other words are still found
+    assert titles(search(index, "frozen xyzzy")) == ["Frozen"]
+    # but a field-restricted word is a must
+    assert search(index, "frozen artist:xyzzy") == []
+
+
+def test_generic_names_group_by_folder(index: Path) -> None:
+    results = search(index, "track01", limit=10)
+    by_copies = sorted(r["copies"] for r in results)
+    assert by_copies == [1, 2]  # Album A on two hosts; Album B is another work
+
+
+@pytest.mark.parametrize(
+    "query", ["year:abc", "year:..", "year:1999..x", "kind:picture", "season:six", "   ", ""]
+)
+def test_malformed_queries_raise_query_error(index: Path, query: str) -> None:
+    with pytest.raises(QueryError):
+        search(index, query)
+
+
+def test_quotes_and_sql_in_a_query_are_just_text(index: Path) -> None:
+    for query in (
+        "'; DROP TABLE works; --",
+        '"',
+        "\\",
+        "' OR 1=1 --",
+        'artist:"\\" title:\'',
+        "robert'); drop table works;--",
+        "madonna \" ' \\ ;",
+    ):
+        search(index, query)  # no exception
+    bobby = search(index, "robert'); drop table works;--")
+    assert bobby and bobby[0]["artist"] == 'Bobby "Tables"'
+    with duckdb.connect(str(index), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM works").fetchone()[0] > 10
+    assert search(index, "madonna music")[0]["copies"] == 3
+
+
+def test_index_records_its_version_and_is_replaced_atomically(tmp_path: Path) -> None:
+    out = tmp_path / "index" / "search.duckdb"
+    assert index_version(out) is None
+    first = write_version(tmp_path, MEDIA_ROWS[:3], name="v000001")
+    build_index(first, out)
+    assert index_version(out) == "v000001"
+    assert search(out, "madonna")[0]["copies"] == 3
+    second = write_version(tmp_path, MEDIA_ROWS, name="v000002")
+    build_index(second, out)
+    assert index_version(out) == "v000002"
+    assert search(out, "frozen")[0]["title"] == "Frozen"  # the reader saw the new file
+    assert sorted(p.name for p in out.parent.iterdir()) == ["search.duckdb"]
+    with duckdb.connect(str(out), read_only=True) as con:
+        tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    assert {"works", "copies", "terms", "postings", "hosts", "meta"} == tables
+
+
+def test_empty_version_gives_an_empty_index(tmp_path: Path) -> None:
+    version = tmp_path / "crawldb" / "v000000"
+    version.mkdir(parents=True)
+    out = tmp_path / "search.duckdb"
+    build_index(version, out)
+    assert search(out, "anything") == []
+    assert format_results([]) == "no results"
+
+
+def test_missing_index_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no search index"):
+        search(tmp_path / "nope.duckdb", "madonna")
+
+
+def test_copy_urls() -> None:
+    assert copy_url("smb://nas", "nas", "Music & Co", "a b/#1.mp3") == (
+        "smb://nas/Music%20%26%20Co/a%20b/%231.mp3"
+    )
+    assert copy_url(None, "nas", "s", "x.mp3") == "smb://nas/s/x.mp3"
+    assert copy_url("file:///srv/x/", "x", "s", "p.mp3") == "file:///srv/x/s/p.mp3"
+
+
+def test_format_results_lines(index: Path) -> None:
+    lines = format_results(search(index, "madonna music", limit=1)).splitlines()
+    assert lines[0].startswith("  1. Madonna — Music (Music, 2000)")
+    assert "3 copies on 3 hosts, 3 online" in lines[0]
+    assert "flac" in lines[1] and "smb://beta/share/incoming/song_01.flac" in lines[1]

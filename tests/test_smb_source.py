@@ -1,0 +1,239 @@
+"""SMBSource against real Samba servers (tests/smbd.py): listings, reads, tags, failures."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from crawl_io.filesource import FileSource
+from crawl_io.liveness import check_host
+from crawl_io.rangefile import RangeFile
+from crawl_io.smb import SMBSource
+from crawl_io.sources import (
+    AccessDenied,
+    Credentials,
+    HostUnreachable,
+    NotFound,
+    Source,
+    SourceError,
+    SourceTimeout,
+    parse_host_url,
+)
+from tests.smbd import FORBIDDEN_NAMES, SmbServer, free_port, make_tree
+
+pytestmark = pytest.mark.smb
+
+
+def guest(server: SmbServer, timeout_s: float = 10.0, **kw: object) -> SMBSource:
+    return SMBSource(parse_host_url(server.url), Credentials(None), timeout_s=timeout_s, **kw)
+
+
+def walk(source: Source, share: str, path: str = "") -> Iterator[tuple[str, bool, int, int]]:
+    """Depth first, children by name, as the crawler walks."""
+    for entry in source.listdir(share, path):
+        child = f"{path}/{entry.name}" if path else entry.name
+        yield child, entry.is_dir, entry.size, entry.mtime_us
+        if entry.is_dir:
+            yield from walk(source, share, child)
+
+
+def local(server: SmbServer) -> FileSource:
+    return FileSource(parse_host_url(f"file://{server.root_dir}"))
+
+
+def test_listing_equals_local_walk(smb_server: SmbServer) -> None:
+    with guest(smb_server) as remote:
+        remote_rows = list(walk(remote, "media"))
+    local_rows = list(walk(local(smb_server), "media"))
+    assert remote_rows == local_rows  # same set, same canonical order
+    names = {path.rsplit("/", 1)[-1] for path, *_ in remote_rows}
+    assert set(FORBIDDEN_NAMES) <= names
+    assert any(len(n.encode()) == 255 for n in names)
+    assert max(path.count("/") for path, *_ in remote_rows) >= 40
+
+
+def test_listing_of_large_folders_needs_several_queries(smb_server: SmbServer) -> None:
+    with guest(smb_server) as remote:
+        remote.list_buffer = 4096  # ~60 entries per answer: 'many files' takes the long path
+        rows = remote.listdir("media", "many files")
+    assert rows == local(smb_server).listdir("media", "many files")
+    assert len(rows) == 300
+
+
+def test_user_share_and_wrong_password(smb_server: SmbServer) -> None:
+    host = parse_host_url(smb_server.url)
+    with SMBSource(host, Credentials("root", smb_server.password), timeout_s=10) as user:
+        assert [e.name for e in user.listdir("private", "")] == ["secret.txt"]
+        assert user.read("private", "secret.txt", 0, 100) == b"only for root"
+    with pytest.raises(AccessDenied) as caught:
+        SMBSource(host, Credentials("root", "not-the-password"), timeout_s=10)
+    assert "not-the-password" not in str(caught.value)
+    assert "logon failure" in str(caught.value)
+    with guest(smb_server) as anonymous, pytest.raises(AccessDenied):
+        anonymous.listdir("private", "")
+
+
+def test_missing_share_and_path(smb_server: SmbServer) -> None:
+    with guest(smb_server) as remote:
+        with pytest.raises(NotFound):
+            remote.listdir("no-such-share", "")
+        with pytest.raises(NotFound):
+            remote.listdir("media", "no/such/folder")
+        with pytest.raises(NotFound):
+            remote.read("media", "no such file.mp3", 0, 10)
+        assert remote.listdir("media", "empty folder") == []  # still usable
+
+
+def test_share_enumeration(smb_server: SmbServer) -> None:
+    with guest(smb_server) as remote:
+        assert remote.shares() == ["media", "private"]
+    one = parse_host_url(smb_server.url + "/media")
+    with SMBSource(one, Credentials(None), timeout_s=10) as remote:
+        assert remote.shares() == ["media"]
+
+
+def test_partial_reads(smb_server: SmbServer) -> None:
+    name = FORBIDDEN_NAMES[1]
+    data = (smb_server.root_dir / "media" / name).read_bytes()
+    with guest(smb_server) as remote:
+        assert remote.read("media", name, 0, 1 << 20) == data
+        assert remote.read("media", name, 5, 7) == data[5:12]
+        assert remote.read("media", name, len(data) + 10, 5) == b""
+
+
+def test_tags_over_smb_equal_local_tags(smb_server: SmbServer) -> None:
+    read_tags = pytest.importorskip("crawl_io.tags").read_tags
+    files = local(smb_server)
+    music = [e for e in files.listdir("media", "Music") if not e.is_dir]
+    assert music, "the tree has media files"
+    with guest(smb_server) as remote:
+        for entry in music:
+            path = f"Music/{entry.name}"
+            over_smb = RangeFile(remote, "media", path, entry.size)
+            on_disk = RangeFile(files, "media", path, entry.size)
+            assert read_tags(over_smb, entry.name) == read_tags(on_disk, entry.name)
+            assert over_smb.artist_seen if hasattr(over_smb, "artist_seen") else True
+            assert over_smb.bytes_read <= max(entry.size, 64 * 1024)
+
+
+def test_connection_refused_is_unreachable() -> None:
+    host = parse_host_url(f"smb://127.0.0.1:{free_port()}")
+    with pytest.raises(HostUnreachable):
+        SMBSource(host, Credentials(None), timeout_s=3)
+    assert check_host(host) is not None
+
+
+def test_liveness(smb_server: SmbServer, tmp_path: os.PathLike) -> None:
+    assert check_host(parse_host_url(smb_server.url)) is None
+    assert check_host(parse_host_url(f"file://{tmp_path}")) is None
+    assert check_host(parse_host_url(f"file://{tmp_path}/gone")) is not None
+
+
+def run_bounded(action, limit_s: float = 60.0) -> BaseException | None:
+    """Run `action` in a thread; fail the test if it hangs past `limit_s` (generous)."""
+    outcome: list[BaseException | None] = []
+
+    def target() -> None:
+        try:
+            action()
+            outcome.append(None)
+        except BaseException as e:
+            outcome.append(e)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(limit_s)
+    assert outcome, f"the source hung for more than {limit_s} s"
+    return outcome[0]
+
+
+def test_hung_server_mid_walk_times_out(smbd_factory) -> None:
+    server = smbd_factory()
+    remote = guest(server, timeout_s=3)
+    rows: list = []
+
+    def crawl() -> None:
+        for row in walk(remote, "media"):
+            rows.append(row)
+            if len(rows) == 20:
+                server.pause()
+
+    started = time.monotonic()
+    error = run_bounded(crawl)
+    assert isinstance(error, SourceTimeout), error
+    assert time.monotonic() - started < 60
+    with pytest.raises(SourceTimeout):  # a failed connection is never reused
+        remote.listdir("media", "")
+    remote.close()
+    server.resume()
+    with guest(server, timeout_s=10) as again:  # the next round connects afresh
+        assert again.listdir("media", "empty folder") == []
+
+
+def test_hung_server_at_connect_times_out(smbd_factory) -> None:
+    server = smbd_factory(tree=False)
+    server.pause()
+    error = run_bounded(lambda: guest(server, timeout_s=2))
+    assert isinstance(error, SourceTimeout), error
+
+
+def test_killed_server_mid_walk_is_a_source_error(smbd_factory) -> None:
+    server = smbd_factory()
+    remote = guest(server, timeout_s=3)
+    rows: list = []
+
+    def crawl() -> None:
+        for row in walk(remote, "media"):
+            rows.append(row)
+            if len(rows) == 20:
+                server.kill()
+
+    error = run_bounded(crawl)
+    assert isinstance(error, SourceError), error
+    remote.close()
+
+
+def test_crawler_only_reads(smbd_factory) -> None:
+    """full_audit logs every VFS call of the session: none may write, delete, rename or
+    change attributes, and every open asks for read access only."""
+    server = smbd_factory()
+    with guest(server) as remote:
+        rows = list(walk(remote, "media"))
+        for path, is_dir, size, _ in rows:
+            if not is_dir and size:
+                remote.read("media", path, 0, 4096)
+        remote.shares()
+    lines = [line for line in server.audit_lines() if "|media|" in line]
+    assert any("|openat|" in line or "|create_file|" in line for line in lines), lines[:20]
+    forbidden = (
+        "|pwrite",
+        "|write",
+        "|unlinkat|",
+        "|renameat|",
+        "|mkdirat|",
+        "|fchmod|",
+        "|fchown|",
+        "|lchown|",
+        "|fntimes|",
+        "|ftruncate|",
+        "|fallocate|",
+        "|fset_dos_attributes|",
+        "|fsetxattr|",
+        "|fremovexattr|",
+        "|fset_nt_acl|",
+        "|linkat|",
+        "|symlinkat|",
+    )
+    bad = [line for line in lines if any(op in line for op in forbidden)]
+    assert not bad, bad[:10]
+    opens = [line for line in lines if "|openat|" in line]
+    assert opens and all("|r|" in line or "|r" in line.split("|ok|")[-1][:2] for line in opens)
+
+
+def test_tree_generator_counts(tmp_path) -> None:
+    counts = make_tree(tmp_path, media=False)
+    assert counts["files"] >= 300

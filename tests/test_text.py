@@ -1,0 +1,113 @@
+"""Normalisation, transliteration, stemming and the query language."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from queries import text
+from queries.querylang import (
+    ALL_FIELDS,
+    FIELD_BITS,
+    KindQuery,
+    NumericQuery,
+    QueryError,
+    TextQuery,
+    parse_query,
+)
+
+
+def test_words_casefold_and_split_letters_from_digits() -> None:
+    assert text.words("Track01 - HELLO_World") == ["track", "01", "hello", "world"]
+    assert text.words(None) == [] and text.words("") == []
+
+
+def test_accents_are_stripped_and_cyrillic_transliterated() -> None:
+    assert text.normalised("Beyoncé Knowles") == "beyonce knowles"
+    assert text.normalised("Мадонна") == "madonna"
+    assert text.normalised("Мумий Тролль") == "mumiy troll"
+    assert text.normalised("Ёлка, Щука, Юла") == "elka shchuka yula"
+    assert text.transliterate("жёлтый") == "zheltyy"
+
+
+def test_terms_hold_surface_stem_and_loose_forms() -> None:
+    assert text.terms("Songs") == ["songs", "song"]
+    assert "pesn" in text.terms("Песни") and "pesn" in text.terms("песня")
+    assert "holidey" in text.terms("Холидей")  # loose: kh -> h
+    assert text.loose("mumiy") == text.loose("mumii") == text.loose("mumij") == "mumy"
+
+
+def test_short_numbers_and_single_letters_are_not_indexed() -> None:
+    assert text.terms("01 a 1999 up") == ["1999", "up"]
+
+
+def test_query_words_give_the_same_terms_as_the_index() -> None:
+    for word in ("Мадонна", "madonna", "Songs", "Холидей"):
+        [forms] = text.query_words(word)
+        assert set(forms) <= set(text.terms(word))
+    assert text.query_words("мадонна")[0][0] == text.query_words("Madonna")[0][0]
+
+
+@pytest.mark.parametrize(
+    ("name", "generic"),
+    [("track01", True), ("01", True), ("Запись 3", True), ("CD1 Track 05", True),
+     ("01 - Holiday", False), ("Frozen", False)],
+)  # fmt: skip
+def test_generic_names(name: str, generic: bool) -> None:
+    assert text.is_generic_name(name) is generic
+
+
+@given(st.text(max_size=60))
+def test_any_text_tokenises_without_error(value: str) -> None:
+    for term in text.terms(value):
+        assert term and term == term.strip()
+    text.normalised(value)
+    text.query_words(value)
+
+
+def test_parse_free_words_and_fields() -> None:
+    query = parse_query('madonna artist:"Mumiy Troll" year:2000..2005 kind:Video season:6')
+    assert query.parts[0] == TextQuery("madonna")
+    assert query.parts[1] == TextQuery(
+        "Mumiy Troll", FIELD_BITS["artist"] | FIELD_BITS["albumartist"]
+    )
+    assert query.parts[2] == NumericQuery("year", 2000, 2005)
+    assert query.parts[3] == KindQuery("video")
+    assert query.parts[4] == NumericQuery("season", 6, 6)
+    condition, params = query.clause()
+    assert condition == "(w.year BETWEEN ? AND ?) AND (w.kind = ?) AND (w.season BETWEEN ? AND ?)"
+    assert params == [2000, 2005, "video", 6, 6]
+    assert query.words()[0] == (("madonna",), ALL_FIELDS)
+
+
+def test_open_ranges() -> None:
+    assert parse_query("year:2000..").parts[0].clause() == ("w.year >= ?", [2000])
+    assert parse_query("year:..1999").parts[0].clause() == ("w.year <= ?", [1999])
+
+
+def test_sql_and_quotes_stay_values() -> None:
+    query = parse_query("'; DROP TABLE works; -- \" \\")
+    assert query.clause() == (None, [])
+    assert [forms[0] for forms, _ in query.words()] == ["drop", "table", "works"]
+    unknown = parse_query("foo:bar")
+    assert unknown.parts == [TextQuery("foo:bar")]
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["year:abc", "year:..", "year:1999..x", "year:-5", "kind:picture", "season:six",
+     "artist:", "", "  "],
+)  # fmt: skip
+def test_malformed_queries(query: str) -> None:
+    with pytest.raises(QueryError):
+        parse_query(query)
+
+
+def test_punctuation_only_is_an_empty_query() -> None:
+    assert parse_query('" \\ ;').is_empty()
+    assert not parse_query("kind:video").is_empty()
+    # a field asked for with nothing findable matches nothing rather than everything
+    assert parse_query('artist:"!!"').words() == [
+        ((), FIELD_BITS["artist"] | FIELD_BITS["albumartist"])
+    ]
