@@ -29,6 +29,13 @@ def _source_error(e: OSError, what: str) -> SourceError:
     return SourceError(f"{what}: {os.strerror(e.errno) if e.errno else e}")
 
 
+def _utf8(raw: bytes) -> str | None:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 class FileSource:
     def __init__(self, host: HostURL) -> None:
         self.host = host
@@ -53,6 +60,7 @@ class FileSource:
 
     def listdir(self, share: str, path: str) -> list[Entry]:
         folder = self._fs_path(share, path)
+        mapped = (share, path) in self._raw  # children of a mapped folder need mapping too
         entries: list[Entry] = []
         try:
             with os.scandir(folder) as it:
@@ -60,7 +68,9 @@ class FileSource:
                     st = item.stat(follow_symlinks=False)
                     if stat.S_ISLNK(st.st_mode):
                         continue
-                    name = self._shown_name(share, path, folder, item.name)
+                    name = None if mapped else _utf8(item.name)
+                    if name is None:
+                        name = self._map_name(share, path, folder, item.name)
                     is_dir = stat.S_ISDIR(st.st_mode)
                     size = 0 if is_dir else st.st_size
                     entries.append(Entry(name, is_dir, size, st.st_mtime_ns // 1000))
@@ -71,15 +81,11 @@ class FileSource:
         entries.sort()
         return entries
 
-    def _shown_name(self, share: str, path: str, folder: bytes, raw_name: bytes) -> str:
-        try:
-            name = raw_name.decode("utf-8")
-        except UnicodeDecodeError:
-            name = raw_name.decode("utf-8", "backslashreplace")
+    def _map_name(self, share: str, path: str, folder: bytes, raw_name: bytes) -> str:
+        """A name shown differently from its bytes: remember the bytes for later reads."""
+        name = raw_name.decode("utf-8", "backslashreplace")
         child = f"{path}/{name}" if path else name
-        raw_child = os.path.join(folder, raw_name)
-        if raw_child != os.path.join(self._root, os.fsencode(share), child.encode("utf-8")):
-            self._raw[(share, child)] = raw_child
+        self._raw[(share, child)] = os.path.join(folder, raw_name)
         return name
 
     def read(self, share: str, path: str, offset: int, length: int) -> bytes:

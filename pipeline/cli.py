@@ -112,7 +112,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_simulate(args: argparse.Namespace) -> int:
     from pipeline.simulate import run_cli
 
-    return run_cli(args.rest)
+    return run_cli(args.rest)  # the simulator parses its own options
 
 
 def parser() -> argparse.ArgumentParser:
@@ -156,10 +156,9 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--workdir", default="demo-lan")
     sp.set_defaults(func=cmd_demo)
 
-    sp = sub.add_parser("simulate", help="compare scheduling policies on a synthetic LAN",
-                        add_help=False)  # fmt: skip
-    sp.add_argument("rest", nargs=argparse.REMAINDER)
-    sp.set_defaults(func=cmd_simulate)
+    sp = sub.add_parser("simulate", help="compare scheduling policies on a synthetic LAN "
+                        "(sharecrawl simulate --help)", add_help=False)  # fmt: skip
+    sp.set_defaults(func=cmd_simulate, rest=[])
     return p
 
 
@@ -168,7 +167,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for chatty in ("luigi", "luigi-interface"):  # their progress is ours to tell
         logging.getLogger(chatty).setLevel(logging.WARNING)
     logging.getLogger("mrjob").setLevel(logging.ERROR)  # it warns that no mrjob.conf exists
-    args = parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args, rest = parser().parse_known_args(argv)
+    if args.command == "simulate":
+        args.rest = rest
+    elif rest:
+        parser().error(f"unrecognized arguments: {' '.join(rest)}")
     try:
         return args.func(args)
     except (UsageError, ConfigError) as e:

@@ -86,34 +86,32 @@ class _HostFetch:
         self.job = job
         self.host = parse_host_url(job.url)
         self.crawl = CrawlDir(job.crawl_dir)
-        self.listing: list[dict] = []
+        self.listing: list[pa.Table] = []
         self.media: list[dict] = []
         self.log: list[dict] = []
         self._old_files: pa.Table | None = None
         self._old_media: dict[tuple, dict] | None = None
 
     # -- stored state of the host, loaded only when a partition changed --------------------
-    def old_entries(self, partition_id: str) -> dict[tuple[str, str], tuple[int, int]]:
+    def old_entries(self, partition_id: str) -> dict[str, tuple[int, int]]:
+        """path -> (size, mtime_us) of the partition's stored files."""
         if self._old_files is None:
             self._old_files = self.crawl.read_host(self.job.version, "files", self.host.host)
         t = self._old_files
-        rows = t.filter(pc.equal(t["partition_id"], partition_id)).select(
-            ["share", "path", "size", "mtime"]
-        )
-        return {
-            (s, p): (size, int(m.timestamp() * 1e6) if m else 0)
-            for s, p, size, m in zip(*(rows[c].to_pylist() for c in rows.column_names), strict=True)
-        }
+        rows = t.filter(pc.equal(t["partition_id"], partition_id))
+        columns = rows["path"], rows["size"], rows["mtime"].cast(pa.int64())
+        return {p: (size, m) for p, size, m in zip(*(c.to_pylist() for c in columns), strict=True)}
 
-    def old_tags(self) -> dict[tuple, dict]:
-        """Stored tags by (name, size, mtime): a file moved within the host keeps them."""
+    def old_tags(self) -> dict[tuple[str, int, int], dict]:
+        """Stored tags by (name, size, mtime_us): a file moved within the host keeps them."""
         if self._old_media is None:
             media = self.crawl.read_host(self.job.version, "media", self.host.host)
+            mtimes = media["mtime"].cast(pa.int64()).to_pylist()
             self._old_media = {}
-            for row in media.to_pylist():
+            for row, mtime_us in zip(media.to_pylist(), mtimes, strict=True):
                 if row["tag_error"] is None:
                     name = row["path"].rsplit("/", 1)[-1]
-                    self._old_media[(name, row["size"], row["mtime"])] = row
+                    self._old_media[(name, row["size"], mtime_us)] = row
         return self._old_media
 
     # -- one partition ----------------------------------------------------------------------
@@ -123,26 +121,17 @@ class _HostFetch:
         started = time.time()
         stats = WalkStats()
         hasher = PartitionHasher()
-        rows: list[dict] = []
+        entries: list[tuple[str, Entry]] = []
         log = {
-            "round": self.job.round,
-            "partition_id": key.id,
-            "host": key.host,
-            "share": key.share,
-            "started": _ts(int(started * 1e6)),
-            "hash": None,
-            "n_entries": 0,
-            "n_tags_read": 0,
-            "bytes_read": 0,
-            "error": None,
-            "listing_s": 0.0,
-            "tags_s": 0.0,
-            "n_folders": 0,
-        }
+            "round": self.job.round, "partition_id": key.id, "host": key.host,
+            "share": key.share, "started": _ts(int(started * 1e6)), "hash": None,
+            "n_entries": 0, "n_tags_read": 0, "bytes_read": 0, "error": None,
+            "listing_s": 0.0, "tags_s": 0.0, "n_folders": 0,
+        }  # fmt: skip
         try:
             for path, entry in walk_partition(source, key, ranges, stats):
                 hasher.update(path, entry.is_dir, entry.size, entry.mtime_us)
-                rows.append(self._listing_row(key, path, entry))
+                entries.append((path, entry))
         except NotFound:
             log.update(status="gone", error=f"{key.share}/{key.root}: no longer there")
         except SourceError as e:
@@ -151,15 +140,15 @@ class _HostFetch:
             raise
         else:
             digest = hasher.hexdigest()
-            log.update(hash=digest, n_entries=len(rows))
+            log.update(hash=digest, n_entries=len(entries))
             if digest == stored_hash:
-                log["status"] = "unchanged"
+                log["status"] = "unchanged"  # nothing more is read or written for it
             else:
                 log["status"] = "new" if stored_hash is None else "changed"
                 listed = time.time()
                 log["listing_s"] = listed - started
-                self.listing.extend(rows)
-                self._read_new_tags(source, key, rows, log)
+                self.listing.append(listing_table(key, entries))
+                self._read_new_tags(source, key, entries, log)
                 log["tags_s"] = time.time() - listed
         self._finish(log, started, stats)
 
@@ -172,46 +161,33 @@ class _HostFetch:
         if _progress is not None:
             _progress.put((self.host.host, log["n_entries"], log["n_tags_read"]))
 
-    def _listing_row(self, key: PartitionKey, path: str, entry: Entry) -> dict:
-        return {
-            "host": key.host,
-            "share": key.share,
-            "path": path,
-            "name": entry.name,
-            "is_dir": entry.is_dir,
-            "size": entry.size,
-            "mtime": _ts(entry.mtime_us),
-            "partition_id": key.id,
-        }
-
     def _read_new_tags(
-        self, source: Source, key: PartitionKey, rows: list[dict], log: dict
+        self, source: Source, key: PartitionKey, entries: list[tuple[str, Entry]], log: dict
     ) -> None:
         from crawl_io.tags import read_tags  # mutagen loads only in fetch workers
 
         old = self.old_entries(key.id)
-        for row in rows:
-            if row["is_dir"] or not media_kind(row["name"]):
+        for path, entry in entries:
+            if entry.is_dir or not media_kind(entry.name):
                 continue
-            mtime_us = int(row["mtime"].timestamp() * 1e6)
-            if old.get((row["share"], row["path"])) == (row["size"], mtime_us):
+            if old.get(path) == (entry.size, entry.mtime_us):
                 continue  # unchanged file: its stored tags stay
-            moved = self.old_tags().get((row["name"], row["size"], row["mtime"]))
+            moved = self.old_tags().get((entry.name, entry.size, entry.mtime_us))
             if moved is not None:
                 tags = {k: v for k, v in moved.items() if k in MEDIA.names}
             else:
-                f = RangeFile(source, row["share"], row["path"], row["size"])
-                tags = read_tags(f, row["path"])  # folders help parse video names
+                f = RangeFile(source, key.share, path, entry.size)
+                tags = read_tags(f, path)  # folders help parse video names
                 log["n_tags_read"] += 1
                 log["bytes_read"] += f.bytes_read
                 if isinstance(f.error, HostUnreachable | SourceTimeout):
                     raise f.error  # read_tags never raises, but a lost host ends the host
             tags.update(
                 host=key.host,
-                share=row["share"],
-                path=row["path"],
-                size=row["size"],
-                mtime=row["mtime"],
+                share=key.share,
+                path=path,
+                size=entry.size,
+                mtime=_ts(entry.mtime_us),
                 partition_id=key.id,
                 tagged_at=datetime.now(UTC),
             )
@@ -288,7 +264,8 @@ class _HostFetch:
     def _write(self, result: HostResult) -> HostResult:
         seg = self.crawl.segment_dir(self.job.round)
         name = host_file(self.host.host)
-        write_parquet(pa.Table.from_pylist(self.listing, LISTING), seg / "listing" / name)
+        listing = pa.concat_tables(self.listing) if self.listing else LISTING.empty_table()
+        write_parquet(listing, seg / "listing" / name)
         write_parquet(pa.Table.from_pylist(self.media, MEDIA), seg / "media" / name)
         write_parquet(pa.Table.from_pylist(self.log, FETCHLOG), seg / "fetchlog" / name)
         for row in self.log:
@@ -297,6 +274,26 @@ class _HostFetch:
         result.entries = sum(r["n_entries"] for r in self.log)
         result.tags_read = sum(r["n_tags_read"] for r in self.log)
         return result
+
+
+def listing_table(key: PartitionKey, entries: list[tuple[str, Entry]]) -> pa.Table:
+    n = len(entries)
+    paths, items = zip(*entries, strict=True) if entries else ((), ())
+    return pa.table(
+        {
+            "host": pa.array([key.host] * n, pa.string()),
+            "share": pa.array([key.share] * n, pa.string()),
+            "path": pa.array(paths, pa.string()),
+            "name": pa.array([e.name for e in items], pa.string()),
+            "is_dir": pa.array([e.is_dir for e in items], pa.bool_()),
+            "size": pa.array([e.size for e in items], pa.int64()),
+            "mtime": pa.array([e.mtime_us for e in items], pa.int64()).cast(
+                LISTING.field("mtime").type
+            ),
+            "partition_id": pa.array([key.id] * n, pa.string()),
+        },
+        schema=LISTING,
+    )
 
 
 def _status(error: SourceError) -> str:

@@ -169,3 +169,13 @@ def test_sql_is_read_only(lan: LAN, run_json, capsys) -> None:
     assert lan.cli("sql", "SELECT 1; DROP VIEW files") == 1
     assert sorted(p.name for p in (lan.crawl_dir / "crawldb").rglob("*")) == before
     assert sql(lan, run_json, "SELECT count(*) AS n FROM media")[0]["n"] == 5
+
+
+def test_damaged_crawldb_fails_the_round_with_exit_1(lan: LAN, capsys) -> None:
+    build(lan)
+    lan.crawl()
+    (lan.crawl_dir / "crawldb" / "v000001" / "partitions.parquet").write_bytes(b"not parquet")
+    assert lan.cli("crawl") == 1
+    err = capsys.readouterr().err
+    assert "round 2 failed" in err and "Generate" in err
+    assert (lan.crawl_dir / "crawldb" / "CURRENT").read_text().strip() == "v000001"
