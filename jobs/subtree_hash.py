@@ -1,52 +1,291 @@
-"""Per-partition hashes and sizes from a segment's listing parts (thesis §3.4.1).
+"""Per-partition hashes and sizes, and per-folder Merkle hashes, from listing parts (§3.4.1).
 
-Each mapper reads one listing part (one host), groups its rows by partition and feeds them in
-canonical order to the same PartitionHasher the fetcher streams into, so the two must agree.
+Each mapper reads one listing part (one host) and works on whole Arrow columns: it builds
+every row's hash record with pyarrow compute, sorts once into canonical order, and hashes each
+partition's records as one contiguous slice of the sorted buffer. The records and order are
+exactly those of crawl_io.subtree_hash (PartitionHasher, folder_hashes), which the fetcher
+streams into, so the two must agree (tests/test_jobs.py checks it).
+
+With `--folders-dir DIR` the mapper also writes one Parquet part per listing part with every
+folder's Merkle hash (names, sizes, mtimes) and content hash (names and sizes only), and the
+file count and bytes of its subtree; `create_duplicate_folders_view` turns those parts into
+the analysts' `duplicate_folders` view (the same content on two hosts or more).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
+from pathlib import Path
 
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from mrjob.job import MRJob
 from mrjob.protocol import JSONProtocol, RawValueProtocol
 
-from crawl_io.mediatypes import media_kind
-from crawl_io.subtree_hash import PartitionHasher, canonical_key
+from crawl_io.crawldir import write_parquet
+from crawl_io.mediatypes import AUDIO_EXTENSIONS, VIDEO_EXTENSIONS
 
-COLUMNS = ["partition_id", "path", "name", "is_dir", "size", "mtime"]
+COLUMNS = ["host", "share", "partition_id", "path", "name", "is_dir", "size", "mtime"]
+MEDIA_EXTENSIONS = pa.array(sorted(AUDIO_EXTENSIONS | VIDEO_EXTENSIONS), pa.large_string())
+EMPTY_MD5 = hashlib.md5().hexdigest()
+
+FOLDERS = pa.schema(
+    [
+        ("host", pa.string()),
+        ("share", pa.string()),
+        ("path", pa.string()),
+        ("hash", pa.string()),  # Merkle hash with mtimes: folder_hashes(..., with_times=True)
+        ("content_hash", pa.string()),  # names and sizes only: equal folders on other hosts
+        ("n_files", pa.int64()),  # files in the folder's subtree (as far as the part holds it)
+        ("bytes", pa.int64()),
+    ]
+)
+
+
+# -- columns -------------------------------------------------------------------------------
+def read_listing(part_path: str | Path) -> pa.Table:
+    """The listing columns the jobs use, as one chunk, strings large enough for any part."""
+    table = pq.read_table(part_path, columns=COLUMNS)
+    for column in ("path", "name", "is_dir", "size", "mtime"):
+        if table[column].null_count:
+            raise ValueError(f"{part_path}: column {column!r} has nulls")
+    strings = {c: pa.large_string() for c in ("host", "share", "partition_id", "path", "name")}
+    schema = pa.schema([pa.field(f.name, strings.get(f.name, f.type)) for f in table.schema])
+    return table.cast(schema).combine_chunks()
+
+
+def media_mask(names: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Vectorised crawl_io.mediatypes.media_kind(name) is not None."""
+    ext = pc.struct_field(pc.extract_regex(names, r"(?s)^.+\.(?P<ext>[^.]*)$"), "ext")
+    return pc.fill_null(pc.is_in(pc.utf8_lower(ext), value_set=MEDIA_EXTENSIONS), False)
+
+
+def canonical_sort_key(paths: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Byte order of this key is canonical_key order: '/' below every other character."""
+    return pc.replace_substring(paths, "/", "\x00")
+
+
+def _join(*parts: pa.Array | str) -> pa.Array:
+    """Concatenate string columns and literals element-wise (the hash record format)."""
+    large = [
+        pa.scalar(p, pa.large_string()) if isinstance(p, str) else p.cast(pa.large_string())
+        for p in parts
+    ]
+    return pc.binary_join_element_wise(*large, pa.scalar("", pa.large_string()))
+
+
+def _digests(records: pa.Array, run_ends: np.ndarray) -> list[str]:
+    """md5 of each run of consecutive records: one slice of the contiguous buffer each."""
+    records = records.cast(pa.large_string())
+    offsets = np.frombuffer(records.buffers()[1], np.int64)[
+        records.offset : records.offset + len(records) + 1
+    ]
+    data = memoryview(records.buffers()[2] or b"")
+    starts = np.concatenate([[0], run_ends[:-1]])
+    return [
+        hashlib.md5(data[offsets[s] : offsets[e]]).hexdigest()
+        for s, e in zip(starts.tolist(), run_ends.tolist(), strict=True)
+    ]
+
+
+def _runs(sorted_keys: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """The distinct values of a sorted column and where each run of them ends."""
+    if len(sorted_keys) == 0:
+        return sorted_keys, np.zeros(0, np.int64)
+    encoded = pc.run_end_encode(sorted_keys, run_end_type=pa.int64())
+    return encoded.values, encoded.run_ends.to_numpy()
+
+
+def _to_str(values: pa.Array) -> pa.Array:
+    return pc.cast(values, pa.large_string())
+
+
+# -- partitions ----------------------------------------------------------------------------
+def summarize(table: pa.Table) -> dict[str, dict]:
+    """partition_id -> {hash, n_folders, n_files, n_media, bytes} over listing rows.
+
+    hash equals crawl_io.subtree_hash.partition_hash over each partition's rows."""
+    if table.num_rows == 0:
+        return {}
+    table = table.combine_chunks()
+    order = pc.sort_indices(
+        pa.table({"p": table["partition_id"], "k": canonical_sort_key(table["path"])}),
+        sort_keys=[("p", "ascending"), ("k", "ascending")],
+    )
+    t = table.take(order).combine_chunks()
+    is_dir = t["is_dir"].chunk(0)
+    mtime_us = pc.cast(t["mtime"].chunk(0), pa.int64())
+    record = _join(
+        t["path"].chunk(0), "\x00", pc.if_else(is_dir, "d", "f"), "\x00",
+        _to_str(t["size"].chunk(0)), "\x00", _to_str(mtime_us), "\n",
+    )  # fmt: skip
+    pids, run_ends = _runs(t["partition_id"].chunk(0))
+    hashes = _digests(record, run_ends)
+    starts = np.concatenate([[0], run_ends[:-1]])
+    dirs = is_dir.to_numpy(zero_copy_only=False)
+    files = ~dirs
+    media = files & media_mask(t["name"].chunk(0)).to_numpy(zero_copy_only=False)
+    file_bytes = np.where(files, t["size"].chunk(0).to_numpy(), 0)
+    sums = {
+        name: np.add.reduceat(values.astype(np.int64), starts).tolist()
+        for name, values in (("n_folders", dirs), ("n_files", files), ("n_media", media),
+                             ("bytes", file_bytes))
+    }  # fmt: skip
+    return {
+        pid: {"hash": h, **{name: sums[name][i] for name in sums}}
+        for i, (pid, h) in enumerate(zip(pids.to_pylist(), hashes, strict=True))
+    }
 
 
 def partition_summaries(part_path: str) -> Iterator[tuple[str, dict]]:
-    table = pq.read_table(part_path, columns=COLUMNS)
-    mtimes = table["mtime"].cast("int64").to_pylist()  # microseconds since the epoch
-    rows = zip(*(table[c].to_pylist() for c in COLUMNS[:-1]), mtimes, strict=True)
-    by_partition: dict[str, list[tuple]] = {}
-    for pid, path, name, is_dir, size, mtime in rows:
-        by_partition.setdefault(pid, []).append((path, name, is_dir, size, mtime))
-    for pid, entries in by_partition.items():
-        entries.sort(key=lambda e: canonical_key(e[0]))
-        hasher = PartitionHasher()
-        summary = {"n_folders": 0, "n_files": 0, "n_media": 0, "bytes": 0}
-        for path, name, is_dir, size, mtime in entries:
-            hasher.update(path, is_dir, size, mtime)
-            if is_dir:
-                summary["n_folders"] += 1
-            else:
-                summary["n_files"] += 1
-                summary["bytes"] += size
-                summary["n_media"] += media_kind(name) is not None
-        summary["hash"] = hasher.hexdigest()
-        yield pid, summary
+    yield from summarize(read_listing(part_path)).items()
 
 
+# -- folders -------------------------------------------------------------------------------
+def folder_summaries(table: pa.Table) -> pa.Table:
+    """Every folder row's Merkle hash and content hash, as crawl_io.subtree_hash.folder_hashes
+    computes them over the rows of its share (with_times True and False), and its subtree's
+    file count and bytes. Works level by level from the deepest rows up, vectorised."""
+    if not pc.any(table["is_dir"]).as_py():
+        return FOLDERS.empty_table()
+    table = table.combine_chunks()
+    host, share, path = (table[c].chunk(0) for c in ("host", "share", "path"))
+    parent = pc.replace_substring_regex(path, r"(?s)(^|/)[^/]*$", "")
+    key = _join(host, "\x00", share, "\x00", path)
+    parent_key = _join(host, "\x00", share, "\x00", parent)
+    depth = pc.count_substring(path, "/").to_numpy()
+    is_dir = table["is_dir"].chunk(0).to_numpy(zero_copy_only=False)
+
+    folder_rows = np.flatnonzero(is_dir)
+    folder_keys = key.take(pa.array(folder_rows))
+    n_folders = len(folder_rows)
+    # per folder (in folder_rows order): hashes and subtree totals, filled bottom up
+    f_hash = [EMPTY_MD5] * n_folders
+    f_chash = [EMPTY_MD5] * n_folders
+    f_files = np.zeros(n_folders, np.int64)
+    f_bytes = np.zeros(n_folders, np.int64)
+    folder_of_row = np.full(table.num_rows, -1, np.int64)
+    folder_of_row[folder_rows] = np.arange(n_folders)
+
+    size = table["size"].chunk(0).to_numpy()
+    mtime_us = pc.cast(table["mtime"].chunk(0), pa.int64())
+    name = table["name"].chunk(0)
+    for level in range(int(depth.max()), -1, -1):
+        rows = np.flatnonzero(depth == level)
+        at_level = pa.array(rows)
+        by_parent_name = pc.sort_indices(
+            pa.table({"p": parent_key.take(at_level), "n": name.take(at_level)}),
+            sort_keys=[("p", "ascending"), ("n", "ascending")],
+        )
+        rows = rows[by_parent_name.to_numpy()]
+        take = pa.array(rows)
+        child_dir = is_dir[rows]
+        child_folder = folder_of_row[rows]
+        sub_hash = pa.array([f_hash[i] if i >= 0 else "" for i in child_folder], pa.large_string())
+        sub_chash = pa.array([f_chash[i] if i >= 0 else "" for i in child_folder],
+                             pa.large_string())  # fmt: skip
+        n, s = name.take(take), _to_str(pa.array(size[rows]))
+        dir_flag = pa.array(child_dir)
+        with_times = pc.if_else(
+            dir_flag, _join("d\x00", n, "\x00", sub_hash, "\n"),
+            _join("f\x00", n, "\x00", s, "\x00", _to_str(mtime_us.take(take)), "\n"),
+        )  # fmt: skip
+        content = pc.if_else(
+            dir_flag, _join("d\x00", n, "\x00", sub_chash, "\n"),
+            _join("f\x00", n, "\x00", s, "\x000\n"),
+        )  # fmt: skip
+        parents, run_ends = _runs(parent_key.take(take))
+        hashes, chashes = _digests(with_times, run_ends), _digests(content, run_ends)
+        starts = np.concatenate([[0], run_ends[:-1]]).astype(np.int64)
+        safe_folder = np.maximum(child_folder, 0)
+        n_files = np.where(child_dir, f_files[safe_folder], 1)
+        n_bytes = np.where(child_dir, f_bytes[safe_folder], size[rows])
+        files_sum = np.add.reduceat(n_files, starts) if len(rows) else n_files
+        bytes_sum = np.add.reduceat(n_bytes, starts) if len(rows) else n_bytes
+        targets = pc.index_in(parents, value_set=folder_keys).to_numpy(zero_copy_only=False)
+        for i, target in enumerate(targets.tolist()):
+            if target is None or target != target:  # a parent that is no row of the part
+                continue
+            target = int(target)
+            f_hash[target], f_chash[target] = hashes[i], chashes[i]
+            f_files[target], f_bytes[target] = files_sum[i], bytes_sum[i]
+    take = pa.array(folder_rows)
+    return pa.table(
+        {
+            "host": host.take(take), "share": share.take(take), "path": path.take(take),
+            "hash": pa.array(f_hash), "content_hash": pa.array(f_chash),
+            "n_files": pa.array(f_files), "bytes": pa.array(f_bytes),
+        }
+    ).cast(FOLDERS)  # fmt: skip
+
+
+def folders_part_name(part_path: str) -> str:
+    """One output part per input part, named so two parts never collide."""
+    digest = hashlib.md5(str(Path(part_path).resolve()).encode()).hexdigest()[:12]
+    return f"{Path(part_path).stem}-{digest}.parquet"
+
+
+def write_folder_part(part_path: str, folders_dir: str | Path) -> Path:
+    out = Path(folders_dir) / folders_part_name(part_path)
+    write_parquet(folder_summaries(read_listing(part_path)), out)
+    return out
+
+
+# -- duplicate folders ---------------------------------------------------------------------
+def duplicate_folders_sql(folders_glob: str, min_files: int = 3) -> str:
+    """Folders whose content hash is shared by folders on two hosts or more, each holding at
+    least `min_files` files: one row per content with every copy."""
+    glob = folders_glob.replace("'", "''")
+    return f"""
+        SELECT content_hash, count(DISTINCT host) AS n_hosts, count(*) AS n_copies,
+               any_value(n_files) AS n_files, any_value(bytes) AS bytes,
+               list(DISTINCT host ORDER BY host) AS hosts,
+               list(struct_pack(host, share, path) ORDER BY host, share, path) AS copies
+        FROM read_parquet('{glob}')
+        WHERE n_files >= {int(min_files)}
+        GROUP BY content_hash
+        HAVING count(DISTINCT host) >= 2
+    """
+
+
+def create_duplicate_folders_view(
+    con: duckdb.DuckDBPyConnection,
+    folders_dir: str | Path,
+    min_files: int = 3,
+    name: str = "duplicate_folders",
+) -> None:
+    """Create view `name` over the folder parts in `folders_dir` (an empty folder gives an
+    empty view)."""
+    folders_dir = Path(folders_dir)
+    if not any(folders_dir.glob("*.parquet")):
+        write_parquet(FOLDERS.empty_table(), folders_dir / "empty.parquet")
+    sql = duplicate_folders_sql(str(folders_dir / "*.parquet"), min_files)
+    con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {sql}')
+
+
+# -- the job -------------------------------------------------------------------------------
 class MRSubtreeHash(MRJob):
     INPUT_PROTOCOL = RawValueProtocol
     OUTPUT_PROTOCOL = JSONProtocol
 
+    def configure_args(self) -> None:
+        super().configure_args()
+        self.add_passthru_arg(
+            "--folders-dir", default=None,
+            help="also write per-folder hashes as Parquet parts into this local folder",
+        )  # fmt: skip
+
     def mapper(self, _: None, part_path: str) -> Iterator[tuple[str, dict]]:
-        yield from partition_summaries(part_path.strip())
+        part_path = part_path.strip()
+        table = read_listing(part_path)
+        if self.options.folders_dir:
+            out = Path(self.options.folders_dir) / folders_part_name(part_path)
+            write_parquet(folder_summaries(table), out)
+        yield from summarize(table).items()
 
     def reducer(self, partition_id: str, summaries: Iterator[dict]) -> Iterator[tuple[str, dict]]:
         # A partition is scanned by one fetcher, so it lives in one part: one summary.

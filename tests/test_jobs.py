@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -12,9 +13,14 @@ from hypothesis import strategies as st
 
 from crawl_io.crawldir import write_parquet
 from crawl_io.schema import LISTING
-from crawl_io.subtree_hash import partition_hash
+from crawl_io.subtree_hash import folder_hashes, partition_hash
 from jobs.manifest import run_job, write_manifest
-from jobs.subtree_hash import MRSubtreeHash, partition_summaries
+from jobs.subtree_hash import (
+    MRSubtreeHash,
+    create_duplicate_folders_view,
+    folder_summaries,
+    partition_summaries,
+)
 
 names = st.text(st.characters(blacklist_characters="/\0", blacklist_categories=("Cs",)),
                 min_size=1, max_size=8)  # fmt: skip
@@ -75,3 +81,55 @@ def test_job_runs_on_mrjob_runners(tmp_path: Path, runner: str) -> None:
         "pb1": {"hash": expected(b1), "n_folders": 1, "n_files": 1, "n_media": 1, "bytes": 11},
         "pb2": {"hash": expected(b2), "n_folders": 1, "n_files": 1, "n_media": 1, "bytes": 13},
     }
+
+
+def reference_folders(table: pa.Table, with_times: bool) -> dict[str, str]:
+    mtimes = table["mtime"].cast("int64").to_pylist()
+    rows = zip(table["path"].to_pylist(), table["is_dir"].to_pylist(), table["size"].to_pylist(),
+               mtimes, strict=True)  # fmt: skip
+    return folder_hashes(rows, with_times=with_times)
+
+
+@settings(max_examples=40, deadline=None)
+@given(trees)
+def test_folder_hashes_are_the_hash_definition(files) -> None:
+    table = listing("h", "p1", files)
+    got = folder_summaries(table).to_pylist()
+    folders = {p for p, d in zip(table["path"].to_pylist(), table["is_dir"].to_pylist(),
+                                 strict=True) if d}  # fmt: skip
+    assert {r["path"] for r in got} == folders
+    with_times, content = reference_folders(table, True), reference_folders(table, False)
+    for row in got:
+        assert row["hash"] == with_times[row["path"]]
+        assert row["content_hash"] == content[row["path"]]
+        below = [
+            f for f, _ in files.items() if f.startswith(row["path"] + "/") and f not in folders
+        ]
+        assert row["n_files"] == len(below)
+        assert row["bytes"] == sum(files[f][0] for f in below)
+
+
+def test_duplicate_folders_view_finds_an_album_on_two_hosts(tmp_path: Path) -> None:
+    album = {f"Album/{i:02d}.mp3": (1000 + i, 0) for i in range(4)}
+    a = listing("a", "pa", {**album, "Other/x.mp3": (5, 1)})
+    b = listing("b", "pb", {f"Music/{k}": (size, 99) for k, (size, _) in album.items()})
+    c = listing("c", "pc", {"Small/1.mp3": (5, 1)})  # same as nothing: too few files
+    for name, table in (("a", a), ("b", b), ("c", c)):
+        write_parquet(table, tmp_path / f"{name}.parquet")
+    manifest = write_manifest(sorted(tmp_path.glob("*.parquet")), tmp_path / "m")
+    folders = tmp_path / "folders"
+    dict(run_job(MRSubtreeHash, manifest, "inline", "--folders-dir", str(folders)))
+    con = duckdb.connect()
+    create_duplicate_folders_view(con, folders, min_files=3)
+    rows = con.sql("SELECT n_hosts, n_files, hosts, copies FROM duplicate_folders").fetchall()
+    assert rows == [
+        (
+            2,
+            4,
+            ["a", "b"],
+            [
+                {"host": "a", "share": "s", "path": "Album"},
+                {"host": "b", "share": "s", "path": "Music/Album"},
+            ],
+        )
+    ]

@@ -1,0 +1,193 @@
+"""Benchmark: the update jobs on mrjob's local runner against DuckDB on the same Parquet.
+
+    .venv/bin/python bench/jobs.py [--sizes 1000000,2000000] [--hosts 4]
+
+Generates a synthetic listing (hosts x artists x albums x tracks, in range partitions of 100
+artists, too big on purpose so the split job has work) as one Parquet part per host in a
+temporary folder, then for each size times
+- MRSubtreeHash (partition hash, counts, bytes) against one DuckDB query computing the same
+  per-partition result (checked equal);
+- MRPartitionSplit against one DuckDB query computing the per-folder costs it aggregates (the
+  depth-first split itself is sequential and has no SQL counterpart);
+and prints records/s, the input-doubling cost, peak memory and, last, the ratios (goal <= 3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from crawl_io.crawldir import write_parquet
+from crawl_io.mediatypes import AUDIO_EXTENSIONS, VIDEO_EXTENSIONS
+from crawl_io.partitioning import PartitionKey, share_root
+from crawl_io.schema import LISTING
+from jobs.manifest import run_job, write_manifest
+from jobs.partition_split import HostCost, Limits, MRPartitionSplit, write_state
+from jobs.subtree_hash import MRSubtreeHash
+
+ALBUMS, TRACKS, ARTISTS_PER_PARTITION = 10, 10, 100  # a track folder row per album
+MEDIA_SQL = ", ".join(f"'{e}'" for e in sorted(AUDIO_EXTENSIONS | VIDEO_EXTENSIONS))
+
+
+def _s(values: np.ndarray, fmt: str) -> pa.Array:
+    return pa.array(np.char.mod(fmt, values).astype(object), pa.string())
+
+
+def host_listing(host: str, n_rows: int) -> tuple[pa.Table, list[PartitionKey]]:
+    """About n_rows rows: artist folders, album folders, 8 .mp3 + cover.jpg + info.txt each."""
+    per_artist = 1 + ALBUMS * (1 + TRACKS)
+    artists = max(1, n_rows // per_artist)
+    artist = np.arange(artists)
+    a_names = _s(artist, "artist%06d")
+    album_artist = np.repeat(artist, ALBUMS)
+    album = np.tile(np.arange(ALBUMS), artists)
+    album_paths = pc.binary_join_element_wise(_s(album_artist, "artist%06d"),
+                                              _s(album, "album%02d"), "/")  # fmt: skip
+    track_album = np.repeat(np.arange(len(album_paths)), TRACKS)
+    track = np.tile(np.arange(TRACKS), len(album_paths))
+    ext = np.where(track < 8, "mp3", np.where(track == 8, "jpg", "txt"))
+    t_names = pa.array(np.char.add(np.char.mod("%02d-track.", track), ext).astype(object))
+    t_paths = pc.binary_join_element_wise(album_paths.take(pa.array(track_album)), t_names, "/")
+    paths = pa.concat_arrays([a_names, album_paths, t_paths])
+    names = pa.concat_arrays([a_names, _s(album, "album%02d"), t_names])
+    n = len(paths)
+    is_dir = np.zeros(n, bool)
+    is_dir[: artists + len(album_paths)] = True
+    sizes = np.where(is_dir, 0, 3_000_000 + np.arange(n) % 1000)
+    top_artist = np.concatenate([artist, album_artist, np.repeat(album_artist, TRACKS)])
+    block = top_artist // ARTISTS_PER_PARTITION
+    keys = []
+    for b in range(int(block.max()) + 1):
+        lo = None if b == 0 else f"artist{b * ARTISTS_PER_PARTITION:06d}"
+        hi = f"artist{(b + 1) * ARTISTS_PER_PARTITION:06d}" if b < block.max() else None
+        keys.append(PartitionKey(host, "s", "", lo, hi))
+    ids = pa.array([k.id for k in keys]).take(pa.array(block))
+    table = pa.table(
+        {
+            "host": pa.array([host] * n), "share": pa.array(["s"] * n), "path": paths,
+            "name": names, "is_dir": is_dir, "size": sizes,
+            "mtime": pa.array(1_700_000_000_000_000 + np.arange(n) % 86_400_000_000,
+                              pa.timestamp("us", tz="UTC")),
+            "partition_id": ids,
+        }
+    ).cast(LISTING)  # fmt: skip
+    return table, keys
+
+
+def generate(folder: Path, n_rows: int, hosts: int) -> tuple[Path, list[dict], int]:
+    parts, partitions, total = [], [], 0
+    for h in range(hosts):
+        host = f"host{h}"
+        table, keys = host_listing(host, n_rows // hosts)
+        total += table.num_rows
+        write_parquet(table, folder / f"{host}.parquet")
+        parts.append(folder / f"{host}.parquet")
+        root = share_root(host, "s")
+        partitions.append({"partition_id": root.id, "host": host, "share": "s", "root": "",
+                           "lo": None, "hi": None, "parent_id": None})  # fmt: skip
+        partitions += [
+            {"partition_id": k.id, "host": host, "share": "s", "root": "", "lo": k.lo,
+             "hi": k.hi, "parent_id": root.id}
+            for k in keys
+        ]  # fmt: skip
+    return write_manifest(parts, folder / "manifest"), partitions, total
+
+
+HASH_SQL = f"""
+SELECT partition_id,
+       md5(string_agg(path || chr(0) || CASE WHEN is_dir THEN 'd' ELSE 'f' END || chr(0)
+                      || size || chr(0) || epoch_us(mtime) || chr(10), ''
+                      ORDER BY replace(path, '/', chr(0)))) AS hash,
+       count(*) FILTER (is_dir) AS n_folders, count(*) FILTER (NOT is_dir) AS n_files,
+       count(*) FILTER (NOT is_dir AND lower(regexp_extract(name, '^.+\\.([^.]*)$', 1))
+                        IN ({MEDIA_SQL})) AS n_media,
+       coalesce(sum(size) FILTER (NOT is_dir), 0) AS bytes
+FROM read_parquet($parts)
+GROUP BY partition_id
+"""
+
+FOLDER_COST_SQL = f"""
+SELECT host, share, regexp_replace(path, '(^|/)[^/]*$', '') AS folder,
+       count(*) AS n_media, sum(strlen(path)) AS mem_bytes
+FROM read_parquet($parts)
+WHERE NOT is_dir AND lower(regexp_extract(name, '^.+\\.([^.]*)$', 1)) IN ({MEDIA_SQL})
+GROUP BY ALL
+"""
+
+
+def timed(fn) -> tuple[float, object]:
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def bench_size(n_rows: int, hosts: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="bench-jobs-") as tmp:
+        folder = Path(tmp)
+        manifest, partitions, total = generate(folder, n_rows, hosts)
+        parts = [line for line in manifest.read_text().splitlines() if line]
+        state = write_state(folder / "state.json", partitions,
+                            {f"host{h}": HostCost(0.015, 0.15) for h in range(hosts)}, Limits(),
+                            rescanned=[p["partition_id"] for p in partitions])  # fmt: skip
+        con = duckdb.connect()
+        con.execute("SET threads TO 2")
+        t_hash_db, db = timed(lambda: con.execute(HASH_SQL, {"parts": parts}).fetchall())
+        t_hash_job, job = timed(lambda: dict(run_job(MRSubtreeHash, manifest, "local")))
+        mismatch = sum(
+            job.get(pid) != {"hash": h, "n_folders": f, "n_files": n, "n_media": m, "bytes": b}
+            for pid, h, f, n, m, b in db
+        )  # fmt: skip
+        assert mismatch == 0 and len(job) == len(db), f"{mismatch} partitions differ"
+        t_split_db, _ = timed(lambda: con.execute(FOLDER_COST_SQL, {"parts": parts}).fetchall())
+        t_split_job, plan = timed(
+            lambda: list(run_job(MRPartitionSplit, manifest, "local", "--state", str(state)))
+        )
+        con.close()
+    creates = sum(1 for _, r in plan if r["op"] == "create")
+    print(f"{total:>10,} rows  subtree-hash job {t_hash_job:6.1f}s ({total / t_hash_job:>9,.0f}"
+          f" rows/s)  duckdb {t_hash_db:5.1f}s ({total / t_hash_db:>10,.0f} rows/s)  "
+          f"ratio {t_hash_job / t_hash_db:4.1f}")  # fmt: skip
+    print(f"{total:>10,} rows  partition-split job {t_split_job:6.1f}s "
+          f"({total / t_split_job:>9,.0f} rows/s, {creates} ranges planned)  duckdb folder costs "
+          f"{t_split_db:5.1f}s  ratio {t_split_job / t_split_db:4.1f}")  # fmt: skip
+    return {"rows": total, "hash_job": t_hash_job, "hash_db": t_hash_db,
+            "split_job": t_split_job, "split_db": t_split_db}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000000,2000000",
+                        help="listing sizes in rows; the first two should differ 2x")  # fmt: skip
+    parser.add_argument("--hosts", type=int, default=4, help="listing parts (one per host)")
+    args = parser.parse_args()
+    results = [bench_size(int(n), args.hosts) for n in args.sizes.split(",")]
+    if len(results) >= 2:
+        a, b = results[0], results[1]
+        grow = b["rows"] / a["rows"]
+        for job in ("hash_job", "split_job"):
+            cost = b[job] / a[job]
+            verdict = "ok" if cost <= 1.1 * grow else "OVER"
+            print(f"{job}: {grow:.1f}x the input costs {cost:.2f}x the time "
+                  f"(limit {1.1 * grow:.1f}x) {verdict}")  # fmt: skip
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak memory: job tasks {children:,.0f} MiB, this process with DuckDB {own:,.0f} MiB")
+    last = results[-1]
+    print(f"ratio job/duckdb at {last['rows']:,} rows: subtree-hash "
+          f"{last['hash_job'] / last['hash_db']:.1f}, partition-split "
+          f"{last['split_job'] / last['split_db']:.1f} (goal <= 3)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
