@@ -17,15 +17,16 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/sharecrawl demo --workdir demo-lan
 
-# Samba (smbd for the test servers, smbclient as the benchmark's reference) and Java (for
-# mrjob's Spark runner) come from Debian's packages when we are root; without them the tests
-# that need them skip with a reason.
+# Samba (smbd for the test servers, its VFS modules for the read-only audit, smbclient as
+# the benchmark's reference) and Java (for mrjob's Spark runner) come from Debian's packages
+# when we are root; without them the tests that need them skip with a reason.
 test-deps: $(STAMP)
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
-	    { ! command -v smbd >/dev/null || ! command -v smbclient >/dev/null; }; then \
-	  echo "installing samba and smbclient from Debian's packages"; \
+	    { ! command -v smbd >/dev/null || ! command -v smbclient >/dev/null || \
+	      ! ls /usr/lib/*/samba/vfs/full_audit.so >/dev/null 2>&1 || ! command -v java >/dev/null; }; then \
+	  echo "installing samba, smbclient, samba-vfs-modules and Java from Debian's packages"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	    --no-install-recommends samba smbclient >/dev/null; \
+	    --no-install-recommends samba smbclient samba-vfs-modules default-jre-headless >/dev/null; \
 	fi
 
 test: test-deps

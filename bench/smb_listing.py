@@ -23,13 +23,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from crawl_io.rangefile import RangeFile  # noqa: E402
-from crawl_io.smb import SMBSource  # noqa: E402
-from crawl_io.sources import Credentials, parse_host_url  # noqa: E402
-from tests.smbd import (  # noqa: E402
+from crawl_io.rangefile import RangeFile
+from crawl_io.smb import SMBSource
+from crawl_io.sources import Credentials, parse_host_url
+from tests.smbd import (
     SmbServer,
     chmod_tree,
     make_base_dir,
+    remove_tree,
     smbd_skip_reason,
     start_smbd,
 )
@@ -110,7 +111,12 @@ def aggregate(urls: list[str]) -> tuple[int, float]:
 def make_media_files(folder: Path) -> list[Path]:
     """60 s tagged tone files made by ffmpeg (realistic sizes: 0.5-5 MB)."""
     folder.mkdir(parents=True, exist_ok=True)
-    codecs = {"mp3": ["-b:a", "128k"], "flac": [], "ogg": ["-c:a", "libvorbis", "-q:a", "8"], "m4a": []}
+    codecs = {
+        "mp3": ["-b:a", "128k"],
+        "flac": [],
+        "ogg": ["-c:a", "libvorbis", "-q:a", "8"],
+        "m4a": [],
+    }
     made = []
     for fmt in MEDIA_FORMATS:
         for n in range(5):
@@ -205,7 +211,7 @@ def main() -> int:
     finally:
         for server in servers:
             server.stop()
-        shutil.rmtree(base, ignore_errors=True)
+        remove_tree(base)
 
 
 if __name__ == "__main__":

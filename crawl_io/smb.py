@@ -8,11 +8,11 @@ cache and waits ~20 minutes on a hung server.
   wait exceeds `timeout_s` the socket is shut down, the wait ends and `SourceTimeout` is
   raised. A connection that failed once (timeout, reset, refused) is never used again: every
   later call raises the same error class at once.
-- Listing: one compound request per folder (CREATE + QUERY_DIRECTORY + QUERY_DIRECTORY +
-  CLOSE) with a large output buffer, parsed with `struct` (FileDirectoryInformation carries
-  size, last-write time and attributes, so no per-entry stat). `listdir` also guesses the
-  folders a depth-first walk asks for next (the subfolders it just returned) and keeps a few
-  of them in flight on the connection, so round trips overlap.
+- Listing: one compound request per folder (CREATE + QUERY_DIRECTORY + CLOSE) with a 1 MiB
+  output buffer (a folder that may not fit is read on with its own handle), parsed with
+  `struct`: FileDirectoryInformation carries size, last-write time and attributes, so there is
+  no per-entry stat. `listdir` also guesses the folders a depth-first walk asks for next (the
+  subfolders it just returned) and keeps a few of them in flight, so round trips overlap.
 - Reads: CREATE + READ + CLOSE in one compound; opened for reading only.
 - Names: characters Windows forbids (`"*:<>?\\|` and controls) arrive as the private-use
   code points U+F001..U+F027 when the server maps them the way macOS / Services for Mac do
@@ -73,6 +73,10 @@ FILE_ATTRIBUTE_REPARSE_POINT = 0x400
 RELATED_FILE_ID = b"\xff" * 16
 
 LIST_BUFFER = 1024 * 1024  # bytes per QUERY_DIRECTORY answer: ~7000 entries
+# The largest entry: 64-byte header, a 255-unit UTF-16 name, 8-byte alignment. A server stops
+# filling an answer when the next entry does not fit, so an answer with at least this much room
+# left holds the whole folder and needs no second QUERY_DIRECTORY.
+MAX_DIR_ENTRY = 64 + 2 * 255 + 8
 FILETIME_UNIX_EPOCH = 116_444_736_000_000_000  # 1970-01-01 in 100 ns ticks since 1601
 # NextEntryOffset, LastWriteTime, EndOfFile, FileAttributes, FileNameLength
 DIR_ENTRY = struct.Struct("<I20xQ8xq8xII")
@@ -187,7 +191,7 @@ class SMBSource:
         host: HostURL,
         credentials: Credentials,
         timeout_s: float = 30.0,
-        window: int = 8,
+        window: int = 16,
     ) -> None:
         self.host = host
         self.timeout_s = timeout_s
@@ -242,7 +246,9 @@ class SMBSource:
                 raise
             self._session = session
             # Credits let several folder queries (each up to 16 + 16 + 2) be in flight at once.
-            conn.echo(sid=session.session_id, timeout=max(1, int(self.timeout_s)), credit_request=512)
+            conn.echo(
+                sid=session.session_id, timeout=max(1, int(self.timeout_s)), credit_request=512
+            )
 
     def _abort(self) -> None:
         """Watchdog: the server did not answer in time; wake every waiter by killing the socket."""
@@ -271,10 +277,16 @@ class SMBSource:
         elif isinstance(error, OSError | ConnectionError | EOFError) or "closed" in str(error):
             failure = HostUnreachable(f"{self.host.host}: connection lost ({what})")
         else:
-            failure = SourceError(f"{self.host.host}: {what}: {type(error).__name__}: {error}")
+            failure = SourceError(f"{self.host.host}: {what}: {self._scrub(error)}")
         if isinstance(failure, HostUnreachable | SourceTimeout) or self._session is None:
             self._retire(failure)
         return failure
+
+    def _scrub(self, error: BaseException) -> str:
+        """An exception's text, never with the password in it (it ends up in tables)."""
+        text = f"{type(error).__name__}: {error}"[:200]
+        password = self._credentials.password
+        return text.replace(password, "***") if password else text
 
     def _retire(self, failure: SourceError) -> None:
         self._failure = failure
@@ -378,10 +390,10 @@ class SMBSource:
         share, path = key
         tree_id = self._tree(share)
         create = _create_request(smb_path(path), directory=True)
-        queries = [_query_request(self.list_buffer) for _ in range(2)]
+        query = _query_request(self.list_buffer)
         close = SMB2CloseRequest()
         close["file_id"] = RELATED_FILE_ID
-        self._inflight[key] = _Listing(self._send([create, *queries, close], tree_id))
+        self._inflight[key] = _Listing(self._send([create, query, close], tree_id))
 
     def _expect(self, folders: list[tuple[str, str]]) -> None:
         """Folders a depth-first walk will ask for next; keep some of them in flight."""
@@ -408,10 +420,11 @@ class SMBSource:
     def _settle(self, key: tuple[str, str]) -> list[Entry] | SourceError:
         """Collect one folder's answers: its entries, or a per-folder error (not found...)."""
         listing = self._inflight.pop(key)
-        create, first, second, close = listing.requests
+        create, query, close = listing.requests
         entries: list[Entry] = []
         error: SourceError | None = None
-        for request in (create, first, second, close):
+        used = 0
+        for request in (create, query, close):
             try:
                 response = self._receive(request)
             except SMBResponseException as e:
@@ -419,12 +432,12 @@ class SMBSource:
                     continue
                 error = error or status_error(e.status, f"{self.host.host}: list {key[0]}/{key[1]}")
                 continue
-            if request is first or request is second:
-                _append_query_entries(response["data"].get_value(), entries)
+            if request is query:
+                used = _append_query_entries(response["data"].get_value(), entries)
         if error is not None:
             return error
-        if second.response["status"].get_value() == NtStatus.STATUS_SUCCESS:
-            return self._list_large(key)  # more than two buffers: read it with its own handle
+        if self.list_buffer - used < MAX_DIR_ENTRY:
+            return self._list_large(key)  # the answer may be cut short: read on with a handle
         entries.sort()
         return entries
 
@@ -575,10 +588,12 @@ def _query_request(
     return query
 
 
-def _append_query_entries(body: bytes, entries: list[Entry]) -> None:
+def _append_query_entries(body: bytes, entries: list[Entry]) -> int:
+    """Parse one QUERY_DIRECTORY answer; returns the bytes of its buffer in use."""
     offset, length = struct.unpack_from("<HI", body, 2)
     if length:
         parse_directory(memoryview(body)[offset - 64 : offset - 64 + length], entries)
+    return length
 
 
 def status_error(status: int, what: str) -> SourceError:
@@ -606,10 +621,10 @@ def _enumerate_disk_shares(source: SMBSource) -> list[str]:
         def disconnect(self) -> int:
             return 1
 
-        def send(self, data: bytes, forceWriteAndx: int = 0, forceRecv: int = 0) -> None:  # noqa: N803
+        def send(self, data: bytes, forceWriteAndx: int = 0, forceRecv: int = 0) -> None:
             source.pipe_write(tree_id, file_id, data)
 
-        def recv(self, forceRecv: int = 0, count: int = 0) -> bytes:  # noqa: N803
+        def recv(self, forceRecv: int = 0, count: int = 0) -> bytes:
             return source.pipe_read(tree_id, file_id)
 
     try:

@@ -56,7 +56,13 @@ class Policy(Protocol):
 _UNTAGGED, _DIRTY, _NEW, _SCORED = 0, 1, 2, 3
 
 
-_FIELDS = attrgetter("last_scan", "rate_per_h", "cost_s", "untagged", "dirty", "host")
+def _column(parts: list[PartitionState], name: str) -> np.ndarray:
+    """One numeric attribute of every partition as floats (None becomes nan)."""
+    values = map(attrgetter(name), parts)
+    try:
+        return np.fromiter(values, dtype=float, count=len(parts))
+    except TypeError:  # a None somewhere: the slower path converts it to nan
+        return np.array([getattr(p, name) for p in parts], dtype=float)
 
 
 @dataclass
@@ -76,15 +82,16 @@ class Candidates:
         if not online:
             empty = np.empty(0)
             return cls([], empty, empty, empty, empty.astype(int), empty.astype(np.int64))
-        last, rate_h, cost, untagged, dirty, hosts = zip(*map(_FIELDS, online), strict=True)
-        last_a = np.array(last, dtype=float)  # None becomes nan
+        n = len(online)
+        last_a = _column(online, "last_scan")  # None becomes nan
         age = np.where(np.isnan(last_a), math.inf, np.maximum(now - last_a, 0.0))
-        rates = np.array(rate_h, dtype=float) / 3600.0
+        rates = _column(online, "rate_per_h") / 3600.0
         for i in np.flatnonzero(~np.isfinite(rates)).tolist():
             p = online[i]
             rates[i] = estimate_rate(p.history, now) if p.history else DEFAULT_PRIOR_RATE_PER_S
-        has_untagged = np.array(untagged, dtype=float) > 0
-        is_dirty = np.array(dirty, dtype=bool)
+        has_untagged = _column(online, "untagged") > 0
+        is_dirty = np.fromiter(map(attrgetter("dirty"), online), dtype=bool, count=n)
+        hosts = np.fromiter(map(hash, map(attrgetter("host"), online)), dtype=np.int64, count=n)
         priority = np.where(
             has_untagged,
             _UNTAGGED,
@@ -92,11 +99,11 @@ class Candidates:
         )
         return cls(
             parts=online,
-            cost=np.maximum(np.array(cost, dtype=float), 0.0),
+            cost=np.maximum(_column(online, "cost_s"), 0.0),
             age_s=age,
             rate_per_s=np.maximum(rates, 0.0),
             priority=priority,
-            host=np.fromiter(map(hash, hosts), dtype=np.int64, count=len(hosts)),
+            host=hosts,
         )
 
 
@@ -390,7 +397,7 @@ def optimal_frequencies(
     budget_rate: float,
     max_freq: float = math.inf,
     *,
-    tolerance: float = 1e-6,
+    tolerance: float = 1e-3,
     hint: float | None = None,
 ) -> tuple[np.ndarray, float]:
     """Scans per second maximising sum of freshness subject to sum(cost * freq) <= budget_rate,

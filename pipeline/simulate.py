@@ -33,9 +33,12 @@ import argparse
 import heapq
 import json
 import math
+import multiprocessing
+import os
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -522,12 +525,13 @@ def simulate(
     min_round_s: float = 60.0,
     warmup_days: float = 1.0,
     keep_series: bool = False,
+    workers: int = 1,
     **lan_settings: float,
 ) -> dict:
     """Replay one synthetic LAN for every policy; the --json object of `sharecrawl simulate`.
 
     With keep_series=True the result also holds "series": {name: [[t_h, freshness], ...]}
-    for `plot`.
+    for `plot`. workers > 1 replays policies in that many forked processes (same results).
     """
     for name in policies:
         get_policy(name)  # unknown names fail before the long part
@@ -546,7 +550,7 @@ def simulate(
     lan = build_lan(params)
     build_s = time.perf_counter() - built
     bound, bound_changing = freshness_bound(lan)
-    runs = {name: replay(lan, name) for name in policies}
+    runs = _replay_all(lan, list(policies), workers)
     changing_day = float(np.mean(1.0 - np.exp(-lan.rate * DAY * lan.online_share[lan.host_of])))
     result: dict = {
         "params": {
@@ -569,6 +573,28 @@ def simulate(
             for name, run in runs.items()
         }
     return result
+
+
+_SHARED_LAN: Lan | None = None  # the trace, inherited by forked workers
+
+
+def _replay_shared(name: str) -> PolicyRun:
+    assert _SHARED_LAN is not None
+    return replay(_SHARED_LAN, name)
+
+
+def _replay_all(lan: Lan, names: list[str], workers: int) -> dict[str, PolicyRun]:
+    global _SHARED_LAN
+    workers = min(workers, len(names))
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return {name: replay(lan, name) for name in names}
+    _SHARED_LAN = lan
+    try:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            return dict(zip(names, pool.map(_replay_shared, names), strict=True))
+    finally:
+        _SHARED_LAN = None
 
 
 def _check(params: SimParams) -> None:
@@ -679,6 +705,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--round-seconds", type=float, default=300.0)
     ap.add_argument("--warmup-days", type=float, default=1.0)
     ap.add_argument("--plot", metavar="FILE.png", help="draw freshness over time")
+    ap.add_argument(
+        "--workers", type=int, default=os.cpu_count() or 1, help="policies replayed at once"
+    )
     return ap
 
 
@@ -702,6 +731,7 @@ def run_cli(argv: list[str] | None) -> int:
             round_seconds=args.round_seconds,
             warmup_days=args.warmup_days,
             keep_series=bool(args.plot),
+            workers=args.workers,
         )
         if args.plot:
             plot(result, args.plot)

@@ -24,7 +24,9 @@ from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir, host_file, read_parquet
 from crawl_io.partitioning import share_root
 from crawl_io.schema import FETCHLOG, FILES, HOSTS, LISTING, MEDIA, PARTITIONS, PREFIX_STATS
 from jobs.manifest import run_job, write_manifest
+from jobs.partition_split import Limits
 from jobs.subtree_hash import MRSubtreeHash
+from pipeline import repartition
 from pipeline.fetch import Fetch
 from pipeline.inject import Inject
 from pipeline.prefix_stats import host_prefix_stats
@@ -42,12 +44,10 @@ def _ts(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
 
 
-def subtree_summaries(seg: Path, runner: str) -> dict[str, dict]:
+def listing_manifest(seg: Path) -> Path | None:
+    """The manifest of the round's non-empty listing parts, the jobs' input."""
     parts = [p for p in sorted((seg / "listing").glob("*.parquet")) if pq.read_metadata(p).num_rows]
-    if not parts:
-        return {}
-    manifest = write_manifest(parts, seg / "jobs" / "subtree_hash.manifest")
-    return dict(run_job(MRSubtreeHash, manifest, runner))
+    return write_manifest(parts, seg / "jobs" / "listing.manifest") if parts else None
 
 
 def merged_files(old: pa.Table, listing: pa.Table, log: pa.Table, drop: set[str]) -> pa.Table:
@@ -71,17 +71,22 @@ def merged_files(old: pa.Table, listing: pa.Table, log: pa.Table, drop: set[str]
 
 
 def merged_media(old: pa.Table, fetched: pa.Table, files: pa.Table) -> pa.Table:
-    """Stored tags of files still present unchanged, plus the tags read this round."""
+    """Stored tags of files still present unchanged, plus the tags read this round; each
+    with its file's partition."""
     con = duckdb.connect()
     for name, table in (("old", old), ("fetched", fetched), ("files", files)):
         con.register(name, table)
     sql = """
-        SELECT o.* REPLACE (f.partition_id AS partition_id) FROM old o
-        JOIN files f ON f.share = o.share AND f.path = o.path AND f.size = o.size
-                    AND f.mtime = o.mtime AND NOT f.is_dir
-        ANTI JOIN fetched n ON n.share = o.share AND n.path = o.path
-        UNION ALL BY NAME
-        SELECT * FROM fetched
+        WITH kept AS (
+            SELECT o.* FROM old o
+            JOIN files f ON f.share = o.share AND f.path = o.path AND f.size = o.size
+                        AND f.mtime = o.mtime AND NOT f.is_dir
+            ANTI JOIN fetched n ON n.share = o.share AND n.path = o.path
+            UNION ALL BY NAME
+            SELECT * FROM fetched
+        )
+        SELECT k.* REPLACE (f.partition_id AS partition_id) FROM kept k
+        JOIN files f ON f.share = k.share AND f.path = k.path
         ORDER BY share, path
     """
     table = con.sql(sql).to_arrow_table()
@@ -91,7 +96,7 @@ def merged_media(old: pa.Table, fetched: pa.Table, files: pa.Table) -> pa.Table:
 
 def updated_partitions(
     old: pa.Table, log: list[dict], summaries: dict[str, dict], listed_hosts: set[str],
-    cost: dict[str, float], now: float,
+    now: float,
 ) -> tuple[list[dict], set[str]]:  # fmt: skip
     """Partitions after the round, and the ids of those removed (gone or retired)."""
     parts = {p["partition_id"]: p for p in old.to_pylist() if p["host"] in listed_hosts}
@@ -149,7 +154,6 @@ def updated_partitions(
         part["rate_per_h"] = 3600 * estimate_rate(
             [(e["t"].timestamp(), e["changed"]) for e in window], now
         )
-        part["est_scan_s"] = (part["n_folders"] or 1) * cost[part["host"]]
         kept.append(part)
     return kept, removed
 
@@ -211,16 +215,22 @@ class Update(luigi.Task):
         inject = pq.read_table(self.input()["inject"].path).to_pylist()
         log_table = pq.read_table(self.input()["fetch"].path, schema=FETCHLOG)
         log = log_table.to_pylist()
-        summaries = subtree_summaries(seg, settings.runner)
+        manifest = listing_manifest(seg)
+        summaries = dict(run_job(MRSubtreeHash, manifest, settings.runner)) if manifest else {}
 
         hosts = updated_hosts(crawl.read(prev, "hosts"), inject, log,
                               (settings.list_s_per_folder, settings.tag_s_per_file))  # fmt: skip
-        cost = {h["host"]: h["list_s_per_folder"] for h in hosts}
+        listed = {h["host"] for h in hosts}
         partitions, removed = updated_partitions(
-            crawl.read(prev, "partitions"), log, summaries, set(cost), cost, now
+            crawl.read(prev, "partitions"), log, summaries, listed, now
         )
         replaced = {r["partition_id"] for r in log if r["status"] in REPLACED}
         touched = {r["host"] for r in log if r["partition_id"] in replaced | removed}
+        limits = Limits(settings.partition_max_seconds, settings.partition_max_bytes)
+        split_plan = repartition.plan(manifest, partitions, hosts, replaced & {
+            p["partition_id"] for p in partitions}, limits, settings.runner)  # fmt: skip
+        reshaped = repartition.apply(split_plan, partitions, datetime.fromtimestamp(now, UTC))
+        touched |= reshaped
 
         out = crawl.crawldb / f".v{self.round:06d}.tmp"
         shutil.rmtree(out, ignore_errors=True)
@@ -229,10 +239,13 @@ class Update(luigi.Task):
         old_stats = crawl.read(prev, "prefix_stats")
         stats = [
             old_stats.filter(
-                pc.is_in(old_stats["host"], pa.array(sorted(set(cost) - touched), pa.string()))
+                pc.is_in(old_stats["host"], pa.array(sorted(listed - touched), pa.string()))
             )
         ]
-        for host in sorted(cost):
+        by_host: dict[str, list[dict]] = {}
+        for p in partitions:
+            by_host.setdefault(p["host"], []).append(p)
+        for host in sorted(listed):
             if host not in touched:
                 self._link_host(crawl, prev, host, out)
                 continue
@@ -242,12 +255,19 @@ class Update(luigi.Task):
                 old_files, read_parquet(seg / "listing" / part, LISTING),
                 log_table.filter(pc.equal(log_table["host"], host)), replaced | removed,
             )  # fmt: skip
+            if host in reshaped:
+                files, sizes = repartition.reassign(files, by_host.get(host, []))
+                for p in by_host.get(host, []):
+                    p.update(sizes[p["partition_id"]])
             media = merged_media(crawl.read_host(prev, "media", host),
                                  read_parquet(seg / "media" / part, MEDIA), files)  # fmt: skip
             write_parquet(files, out / "files" / part)
             write_parquet(media, out / "media" / part)
             stats.append(host_prefix_stats(host, files, old_files, media, settings.stats_depth,
                                            settings.stats_min_entries))  # fmt: skip
+        cost = {h["host"]: h for h in hosts}
+        for p in partitions:  # the scheduler's cost: listing every folder, at the host's pace
+            p["est_scan_s"] = max(p["n_folders"] or 0, 1) * cost[p["host"]]["list_s_per_folder"]
         write_parquet(pa.Table.from_pylist(hosts, HOSTS), out / "hosts.parquet")
         write_parquet(pa.Table.from_pylist(partitions, PARTITIONS), out / "partitions.parquet")
         write_parquet(pa.concat_tables(stats).cast(PREFIX_STATS), out / "prefix_stats.parquet")

@@ -41,9 +41,7 @@ SHARES = ("media", "private")
 USER = "root"
 
 # vfs_catia: Unix character -> the code point a Windows client sees (Services for Mac).
-CATIA_MAPPINGS = ",".join(
-    f"0x{ord(ch):02x}:0x{0xF020 + i:04x}" for i, ch in enumerate('"*:<>?\\|')
-)
+CATIA_MAPPINGS = ",".join(f"0x{ord(ch):02x}:0x{0xF020 + i:04x}" for i, ch in enumerate('"*:<>?\\|'))
 
 CONFIG = """\
 [global]
@@ -227,7 +225,7 @@ def start_smbd(
         check=True,
         timeout=30,
     )
-    stdout = open(base / "log" / "smbd.stdout", "wb")  # noqa: SIM115 - smbd writes here
+    stdout = open(base / "log" / "smbd.stdout", "wb")
     process = subprocess.Popen(
         [SMBD, "--foreground", "--no-process-group", f"--configfile={config}"],
         stdin=subprocess.DEVNULL,
@@ -336,10 +334,19 @@ def _make_media(folder: Path) -> int:
 
 def chmod_tree(root: Path) -> None:
     """Let the guest account (nobody) read everything."""
-    for folder, dirs, files in os.walk(root):
+    for folder, _dirs, files in os.walk(root):
         os.chmod(folder, 0o755)
         for name in files:
             os.chmod(os.path.join(folder, name), 0o644)
+
+
+def remove_tree(base: Path) -> None:
+    """rmtree, retried: samba-dcerpcd may still write its last log lines as it exits."""
+    for _ in range(5):
+        shutil.rmtree(base, ignore_errors=True)
+        if not base.exists():
+            return
+        time.sleep(0.2)
 
 
 # -- fixtures --------------------------------------------------------------------------
@@ -366,7 +373,7 @@ def smbd_factory() -> Iterator[Callable[..., SmbServer]]:
     yield start
     for server, base in started:
         server.stop()
-        shutil.rmtree(base, ignore_errors=True)
+        remove_tree(base)
 
 
 @pytest.fixture(scope="module")
@@ -381,4 +388,4 @@ def smb_server() -> Iterator[SmbServer]:
     server = start_smbd(base / "server", base / "tree")
     yield server
     server.stop()
-    shutil.rmtree(base, ignore_errors=True)
+    remove_tree(base)

@@ -1,0 +1,75 @@
+"""Re-partitioning during Update (thesis §3.2-3.3): run the split job over the round's
+listings and apply its plan to the partitions; then give the affected hosts' file rows
+their partitions again and recompute those partitions' hashes, so that the next scan of an
+untouched partition finds it unchanged."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import pyarrow as pa
+
+from crawl_io.partitioning import PartitionKey
+from crawl_io.schema import PARTITIONS
+from crawl_io.subtree_hash import PartitionHasher
+from jobs.manifest import run_job
+from jobs.partition_split import (
+    HostCost,
+    Limits,
+    MRPartitionSplit,
+    assign_partition_ids,
+    partition_key,
+    plan_from_output,
+    write_state,
+)
+from jobs.subtree_hash import summarize
+
+EMPTY = {"hash": PartitionHasher().hexdigest(), "n_folders": 0, "n_files": 0, "n_media": 0,
+         "bytes": 0}  # fmt: skip
+
+
+def plan(
+    manifest: Path | None, partitions: list[dict], hosts: list[dict], rescanned: set[str],
+    limits: Limits, runner: str,
+) -> dict[str, list]:  # fmt: skip
+    """The split job's plan for the partitions rescanned this round."""
+    if manifest is None:
+        return {"create": [], "delete": [], "merge": [], "reparent": []}
+    costs = {h["host"]: HostCost(h["list_s_per_folder"], h["tag_s_per_file"]) for h in hosts}
+    state = write_state(manifest.with_name("partition_split.state.json"), partitions, costs,
+                        limits, rescanned=rescanned)  # fmt: skip
+    return plan_from_output(run_job(MRPartitionSplit, manifest, runner, "--state", str(state)))
+
+
+def apply(plan_: dict[str, list], partitions: list[dict], scanned_at: datetime) -> set[str]:
+    """Apply a plan to the partition rows in place; return the hosts it touched."""
+    by_id = {p["partition_id"]: p for p in partitions}
+    dropped = set(plan_["delete"]) | {child for child, _ in plan_["merge"]}
+    touched = {by_id[pid]["host"] for pid in dropped if pid in by_id}
+    for new in plan_["create"]:
+        by_id[new["partition_id"]] = {
+            **dict.fromkeys(PARTITIONS.names),
+            **{k: new[k] for k in ("partition_id", "host", "share", "root", "lo", "hi",
+                                   "parent_id", "est_scan_s")},
+            # listed just now as part of the partition it was split from
+            "first_seen": scanned_at, "last_scan": scanned_at, "n_scans": 1, "n_changes": 0,
+            "history": [], "status": "ok",
+        }  # fmt: skip
+        touched.add(new["host"])
+    for pid, parent in plan_["reparent"]:
+        if pid in by_id:
+            by_id[pid]["parent_id"] = parent
+    partitions[:] = [p for pid, p in by_id.items() if pid not in dropped]
+    return touched
+
+
+def reassign(files: pa.Table, host_partitions: list[dict]) -> tuple[pa.Table, dict[str, dict]]:
+    """A host's file rows with their partition ids under the host's partitions now, and
+    every such partition's hash and sizes."""
+    keys: list[PartitionKey] = [partition_key(p) for p in host_partitions]
+    ids = assign_partition_ids(files, keys)
+    files = files.set_column(files.schema.get_field_index("partition_id"), "partition_id", ids)
+    summaries = summarize(files)
+    return files, {p["partition_id"]: summaries.get(p["partition_id"], EMPTY)
+                   for p in host_partitions}  # fmt: skip
