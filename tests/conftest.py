@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from luigi.configuration.cfg_parser import LuigiConfigParser
 
 from pipeline.cli import main
 from tests.media import make_media
@@ -55,6 +56,24 @@ class LAN:
 @pytest.fixture
 def lan(tmp_path: Path) -> LAN:
     return LAN(tmp_path)
+
+
+@pytest.fixture
+def luigi_cfg(tmp_path: Path) -> Iterator[Callable[[str], None]]:
+    """Add a config file on top of luigi.cfg, as LUIGI_CONFIG_PATH would; removed after."""
+    added: list[str] = []
+
+    def add(text: str) -> None:
+        cfg = tmp_path / f"extra{len(added)}.cfg"
+        cfg.write_text(text)
+        LuigiConfigParser._config_paths.append(str(cfg))
+        added.append(str(cfg))
+        LuigiConfigParser.reload()
+
+    yield add
+    for path in added:
+        LuigiConfigParser._config_paths.remove(path)
+    LuigiConfigParser.reload()
 
 
 @pytest.fixture

@@ -4,11 +4,9 @@ tried again the next round."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
-from luigi.configuration.cfg_parser import LuigiConfigParser
 
 from tests.conftest import LAN
 from tests.media import make_media
@@ -18,15 +16,8 @@ pytestmark = pytest.mark.smb
 
 
 @pytest.fixture
-def short_timeouts(tmp_path: Path) -> Iterator[None]:
-    """A config file on top of luigi.cfg, as LUIGI_CONFIG_PATH would add one."""
-    cfg = tmp_path / "short.cfg"
-    cfg.write_text("[sharecrawl]\nhost_timeout_s = 3\nliveness_timeout_s = 1\n")
-    LuigiConfigParser._config_paths.append(str(cfg))
-    LuigiConfigParser.reload()
-    yield
-    LuigiConfigParser._config_paths.remove(str(cfg))
-    LuigiConfigParser.reload()
+def short_timeouts(luigi_cfg: Callable[[str], None]) -> None:
+    luigi_cfg("[sharecrawl]\nhost_timeout_s = 3\nliveness_timeout_s = 1\n")
 
 
 @pytest.fixture
