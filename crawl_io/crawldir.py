@@ -3,7 +3,7 @@
 crawl/
   crawldb/CURRENT        name of the live version, replaced by write + rename
   crawldb/v000012/       hosts.parquet, partitions.parquet, prefix_stats.parquet,
-                         files/<host>.parquet, media/<host>.parquet  (immutable once published)
+                         files/, media/, folders/: <host>.parquet  (immutable once published)
   segments/r000013/      inject.parquet, fetchlist.parquet, listing/, media/, fetchlog/
   index/search.duckdb
 """
@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from crawl_io.schema import TABLES
 from crawl_io.sources import ConfigError
 
-PER_HOST_TABLES = ("files", "media")
+PER_HOST_TABLES = ("files", "media", "folders")
 
 
 def host_file(host: str) -> str:

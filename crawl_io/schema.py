@@ -116,6 +116,19 @@ PREFIX_STATS = pa.schema(
     ]
 )
 
+# One row per folder of a version: Merkle hashes for diffing and finding equal folders.
+FOLDERS = pa.schema(
+    [
+        ("host", pa.string()),
+        ("share", pa.string()),
+        ("path", pa.string()),
+        ("hash", pa.string()),  # Merkle hash with mtimes: folder_hashes(..., with_times=True)
+        ("content_hash", pa.string()),  # names and sizes only: equal folders on other hosts
+        ("n_files", pa.int64()),  # files in the folder's subtree
+        ("bytes", pa.int64()),
+    ]
+)
+
 FETCH_STATUSES = ("unchanged", "changed", "new", "gone", "unreachable", "timeout", "error")
 
 FETCHLOG = pa.schema(
@@ -161,6 +174,7 @@ TABLES: dict[str, pa.Schema] = {
     "media": MEDIA,
     "prefix_stats": PREFIX_STATS,
     "fetchlog": FETCHLOG,
+    "folders": FOLDERS,  # beyond the contract's six: folder hashes, per host
 }
 
 

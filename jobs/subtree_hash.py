@@ -28,22 +28,11 @@ from mrjob.protocol import JSONProtocol, RawValueProtocol
 
 from crawl_io.crawldir import write_parquet
 from crawl_io.mediatypes import AUDIO_EXTENSIONS, VIDEO_EXTENSIONS
+from crawl_io.schema import FOLDERS
 
 COLUMNS = ["host", "share", "partition_id", "path", "name", "is_dir", "size", "mtime"]
 MEDIA_EXTENSIONS = pa.array(sorted(AUDIO_EXTENSIONS | VIDEO_EXTENSIONS), pa.large_string())
 EMPTY_MD5 = hashlib.md5().hexdigest()
-
-FOLDERS = pa.schema(
-    [
-        ("host", pa.string()),
-        ("share", pa.string()),
-        ("path", pa.string()),
-        ("hash", pa.string()),  # Merkle hash with mtimes: folder_hashes(..., with_times=True)
-        ("content_hash", pa.string()),  # names and sizes only: equal folders on other hosts
-        ("n_files", pa.int64()),  # files in the folder's subtree (as far as the part holds it)
-        ("bytes", pa.int64()),
-    ]
-)
 
 
 # -- columns -------------------------------------------------------------------------------
@@ -236,16 +225,16 @@ def write_folder_part(part_path: str, folders_dir: str | Path) -> Path:
 
 
 # -- duplicate folders ---------------------------------------------------------------------
-def duplicate_folders_sql(folders_glob: str, min_files: int = 3) -> str:
+def duplicate_folders_sql(source: str, min_files: int = 3) -> str:
     """Folders whose content hash is shared by folders on two hosts or more, each holding at
-    least `min_files` files: one row per content with every copy."""
-    glob = folders_glob.replace("'", "''")
+    least `min_files` files: one row per content with every copy. `source` is a relation of
+    FOLDERS rows (a view name, or read_parquet(...))."""
     return f"""
         SELECT content_hash, count(DISTINCT host) AS n_hosts, count(*) AS n_copies,
                any_value(n_files) AS n_files, any_value(bytes) AS bytes,
                list(DISTINCT host ORDER BY host) AS hosts,
                list(struct_pack(host, share, path) ORDER BY host, share, path) AS copies
-        FROM read_parquet('{glob}')
+        FROM {source}
         WHERE n_files >= {int(min_files)}
         GROUP BY content_hash
         HAVING count(DISTINCT host) >= 2
@@ -263,7 +252,8 @@ def create_duplicate_folders_view(
     folders_dir = Path(folders_dir)
     if not any(folders_dir.glob("*.parquet")):
         write_parquet(FOLDERS.empty_table(), folders_dir / "empty.parquet")
-    sql = duplicate_folders_sql(str(folders_dir / "*.parquet"), min_files)
+    glob = str(folders_dir / "*.parquet").replace("'", "''")
+    sql = duplicate_folders_sql(f"read_parquet('{glob}')", min_files)
     con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {sql}')
 
 

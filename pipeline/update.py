@@ -25,7 +25,7 @@ from crawl_io.partitioning import share_root
 from crawl_io.schema import FETCHLOG, FILES, HOSTS, LISTING, MEDIA, PARTITIONS, PREFIX_STATS
 from jobs.manifest import run_job, write_manifest
 from jobs.partition_split import Limits
-from jobs.subtree_hash import MRSubtreeHash
+from jobs.subtree_hash import MRSubtreeHash, folder_summaries
 from pipeline import repartition
 from pipeline.fetch import Fetch
 from pipeline.inject import Inject
@@ -263,6 +263,7 @@ class Update(luigi.Task):
                                  read_parquet(seg / "media" / part, MEDIA), files)  # fmt: skip
             write_parquet(files, out / "files" / part)
             write_parquet(media, out / "media" / part)
+            write_parquet(folder_summaries(files), out / "folders" / part)
             stats.append(host_prefix_stats(host, files, old_files, media, settings.stats_depth,
                                            settings.stats_min_entries))  # fmt: skip
         cost = {h["host"]: h for h in hosts}

@@ -9,14 +9,18 @@ A query string is a list of parts joined by AND:
     kind:video                    audio or video
 
 Each piece knows what it contributes: text pieces give terms to look up in the postings,
-filter pieces give a SQL condition on the `works` table with its parameters. The query text
-only ever travels as parameters, never as SQL.
+filter pieces give a SQL condition on the `works` table with its parameters, and the same
+condition evaluated over in-memory columns of the works (what queries.search uses). The
+query text only ever travels as parameters or values, never as SQL.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from queries import text
 
@@ -63,6 +67,16 @@ TEXT_FIELDS: dict[str, int] = {
 NUMERIC_FIELDS = ("year", "season", "episode")
 KINDS = ("audio", "video")
 
+# In-memory columns of the works, one entry per work: numeric fields as float64 with NaN for
+# NULL (so comparisons with NULL are false, as in SQL), `kind` as 1 + its index in KINDS
+# (0 for any other kind).
+WorkColumns = Mapping[str, np.ndarray]
+
+
+def kind_code(kind: str) -> int:
+    """The code of `kind` in WorkColumns['kind']."""
+    return KINDS.index(kind) + 1 if kind in KINDS else 0
+
 
 class Query:
     """One piece of a query. Text pieces yield words; filter pieces yield SQL conditions."""
@@ -77,6 +91,10 @@ class Query:
     def clause(self) -> tuple[str | None, list[object]]:
         """A condition on the `works` table (alias w) and its parameters, or None."""
         return None, []
+
+    def select(self, works: WorkColumns, rows: np.ndarray) -> np.ndarray | None:
+        """The same condition as clause() over works `rows`: a boolean mask, or None."""
+        return None
 
 
 @dataclass(frozen=True)
@@ -135,6 +153,13 @@ class NumericQuery(Query):
             return f"{column} >= ?", [self.low]
         return f"{column} <= ?", [self.high]
 
+    def select(self, works: WorkColumns, rows: np.ndarray) -> np.ndarray | None:
+        values = works[self.field][rows]
+        keep = np.ones(len(values), dtype=bool) if self.low is None else values >= self.low
+        if self.high is not None:
+            keep &= values <= self.high
+        return keep  # NaN (NULL) compares false either way
+
 
 @dataclass(frozen=True)
 class KindQuery(Query):
@@ -149,6 +174,9 @@ class KindQuery(Query):
 
     def clause(self) -> tuple[str | None, list[object]]:
         return "w.kind = ?", [self.kind]
+
+    def select(self, works: WorkColumns, rows: np.ndarray) -> np.ndarray | None:
+        return works["kind"][rows] == kind_code(self.kind)
 
 
 @dataclass(frozen=True)
@@ -169,6 +197,14 @@ class AndQuery(Query):
                 conditions.append(f"({condition})")
                 params.extend(part_params)
         return (" AND ".join(conditions) or None), params
+
+    def select(self, works: WorkColumns, rows: np.ndarray) -> np.ndarray | None:
+        keep = None
+        for part in self.parts:
+            part_keep = part.select(works, rows)
+            if part_keep is not None:
+                keep = part_keep if keep is None else keep & part_keep
+        return keep
 
     def has_filters(self) -> bool:
         return self.clause()[0] is not None

@@ -1,7 +1,8 @@
 """DuckDB views over the live crawldb version, for analysts' SQL.
 
-Views: files, media, hosts, partitions, prefix_stats, fetchlog (every round's), works and
-duplicate_folders (from the search index, when it exists). Analysts' SQL is read-only: only
+Views: files, media, hosts, partitions, prefix_stats, fetchlog (every round's), folders and
+duplicate_folders (the same content on two hosts or more), works and copies (from the search
+index, when it exists). Analysts' SQL is read-only: only
 SELECT and EXPLAIN statements run.
 """
 
@@ -12,6 +13,7 @@ import pyarrow as pa
 
 from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir
 from crawl_io.schema import FETCHLOG, TABLES
+from jobs.subtree_hash import duplicate_folders_sql
 
 READ_ONLY = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 
@@ -45,12 +47,13 @@ def connect(crawl: CrawlDir) -> duckdb.DuckDBPyConnection:
         path = crawl.table_path(version, name)
         parts = sorted(path.glob("*.parquet")) if name in PER_HOST_TABLES else [path]
         _view(con, name, [p for p in parts if p.exists()], schema)
+    con.execute(f"CREATE VIEW duplicate_folders AS {duplicate_folders_sql('folders')}")
     if crawl.index.exists():
         con.execute(f"ATTACH {_quote(crawl.index)} AS search_index (READ_ONLY)")
         tables = {r[0] for r in con.execute(
             "SELECT table_name FROM duckdb_tables() WHERE database_name = 'search_index'"
         ).fetchall()}  # fmt: skip
-        for name in ("works", "duplicate_folders"):
+        for name in ("works", "copies"):
             if name in tables:
                 con.execute(f"CREATE VIEW {name} AS SELECT * FROM search_index.{name}")
     return con

@@ -179,3 +179,17 @@ def test_damaged_crawldb_fails_the_round_with_exit_1(lan: LAN, capsys) -> None:
     err = capsys.readouterr().err
     assert "round 2 failed" in err and "Generate" in err
     assert (lan.crawl_dir / "crawldb" / "CURRENT").read_text().strip() == "v000001"
+
+
+def test_duplicate_folders_view_finds_an_album_on_two_hosts(lan: LAN, run_json) -> None:
+    for host in ("alpha", "beta"):
+        for t in range(3):
+            path = lan.media(host, f"music/Kino/Album/track{t}.mp3", artist="Kino", title=f"S{t}")
+            path.write_bytes(lan.host("alpha").joinpath(f"music/Kino/Album/track{t}.mp3")
+                             .read_bytes())  # fmt: skip
+    lan.write_hosts("alpha", "beta")
+    lan.crawl()
+    rows = run_json(lan, "sql", "SELECT n_hosts, n_files, hosts FROM duplicate_folders "
+                                "ORDER BY n_files DESC")  # fmt: skip
+    assert rows and rows[0]["n_hosts"] == 2 and rows[0]["hosts"] == ["alpha", "beta"]
+    assert rows[0]["n_files"] == 3
