@@ -1,7 +1,10 @@
-"""A read-only, seekable file object over a source's byte ranges, with a small block cache.
+"""A read-only, seekable file object over a source's byte ranges, with a small span cache.
 
-Tag readers seek and read in small pieces; over SMB each piece would be a round trip, so
-reads are served from a few cached blocks and counted (`requests`, `bytes_read`).
+Tag readers seek and read in small pieces; over SMB each piece would be a round trip. Tags
+sit at a file's head (ID3v2, FLAC and Vorbis headers, faststart MP4) and at its tail (ID3v1,
+APE, an MP4 moov atom written last, the last Ogg page), so: reads near the head fetch an
+aligned block, and any read that reaches into the tail fetches everything from it to the
+end in one request. A typical file costs one or two requests.
 """
 
 from __future__ import annotations
@@ -11,15 +14,16 @@ from collections import OrderedDict
 
 from crawl_io.sources import Source, SourceError
 
-BLOCK = 64 * 1024
-MAX_BLOCKS = 16
+BLOCK = 32 * 1024  # aligned blocks away from the tail
+TAIL = 16 * 1024  # a read reaching into the last TAIL bytes fetches through to the end
+MAX_SPANS = 16
 
 
 class RangeFile(io.RawIOBase):
     def __init__(self, source: Source, share: str, path: str, size: int) -> None:
         self._source, self._share, self._path, self._size = source, share, path, size
         self._pos = 0
-        self._blocks: OrderedDict[int, bytes] = OrderedDict()
+        self._spans: OrderedDict[int, bytes] = OrderedDict()  # start offset -> bytes
         self.requests = 0
         self.bytes_read = 0
         self.error: SourceError | None = None  # the last source error, kept for the caller
@@ -42,31 +46,39 @@ class RangeFile(io.RawIOBase):
         self._pos = pos
         return pos
 
-    def _block(self, index: int) -> bytes:
-        block = self._blocks.get(index)
-        if block is None:
-            offset = index * BLOCK
-            try:
-                block = self._source.read(self._share, self._path, offset, BLOCK)
-            except SourceError as e:
-                self.error = e
-                raise
-            self.requests += 1
-            self.bytes_read += len(block)
-            self._blocks[index] = block
-            if len(self._blocks) > MAX_BLOCKS:
-                self._blocks.popitem(last=False)
-        else:
-            self._blocks.move_to_end(index)
-        return block
+    def _cached(self, pos: int) -> tuple[int, bytes] | None:
+        for start, data in self._spans.items():
+            if start <= pos < start + len(data):
+                self._spans.move_to_end(start)
+                return start, data
+        return None
 
-    def read(self, size: int = -1) -> bytes:
+    def _fetch(self, pos: int, end: int) -> tuple[int, bytes]:
+        """One request covering `pos`, chosen by the head/tail policy."""
+        tail_start = max(0, self._size - TAIL)
+        if end > tail_start:
+            start, length = min(pos, tail_start), self._size - min(pos, tail_start)
+        else:
+            start = pos - pos % BLOCK
+            length = min(BLOCK, self._size - start)
+        try:
+            data = self._source.read(self._share, self._path, start, length)
+        except SourceError as e:
+            self.error = e
+            raise
+        self.requests += 1
+        self.bytes_read += len(data)
+        self._spans[start] = data
+        if len(self._spans) > MAX_SPANS:
+            self._spans.popitem(last=False)
+        return start, data
+
+    def read(self, size: int | None = -1) -> bytes:
         end = self._size if size is None or size < 0 else min(self._size, self._pos + size)
         chunks = []
         while self._pos < end:
-            index, within = divmod(self._pos, BLOCK)
-            block = self._block(index)
-            piece = block[within : within + (end - self._pos)]
+            start, data = self._cached(self._pos) or self._fetch(self._pos, end)
+            piece = data[self._pos - start : end - start]
             if not piece:
                 break  # the file is shorter than listed (it changed under us)
             chunks.append(piece)

@@ -170,3 +170,25 @@ def test_credentials_never_show_the_password(tmp_path: Path) -> None:
         "alice", "pw"
     )
     assert credentials_for(host, {}) == Credentials(None, None)  # guest
+
+
+def test_range_file_reads_head_and_tail_in_few_requests(tmp_path: Path) -> None:
+    from crawl_io.rangefile import BLOCK, TAIL, RangeFile
+
+    share = tmp_path / "h" / "s"
+    share.mkdir(parents=True)
+    data = bytes(range(256)) * 4096  # 1 MiB
+    (share / "f.bin").write_bytes(data)
+    source = FileSource(parse_host_url(f"file://{tmp_path / 'h'}"))
+    f = RangeFile(source, "s", "f.bin", len(data))
+    assert f.read(10) == data[:10] and f.requests == 1 and f.bytes_read == BLOCK
+    f.seek(-128, 2)
+    assert f.read() == data[-128:] and f.requests == 2 and f.bytes_read == BLOCK + TAIL
+    f.seek(-65536, 2)  # the last Ogg page search: one request through to the end
+    assert f.read(65536) == data[-65536:] and f.requests == 3
+    f.seek(100)
+    assert f.read(50) == data[100:150] and f.requests == 3  # cached
+    f.seek(500_000)
+    assert f.read(BLOCK * 2) == data[500_000 : 500_000 + 2 * BLOCK]
+    assert f.read() == data[500_000 + 2 * BLOCK :]
+    assert f.bytes_read < len(data) + 2 * BLOCK
