@@ -193,3 +193,14 @@ def test_duplicate_folders_view_finds_an_album_on_two_hosts(lan: LAN, run_json) 
                                 "ORDER BY n_files DESC")  # fmt: skip
     assert rows and rows[0]["n_hosts"] == 2 and rows[0]["hosts"] == ["alpha", "beta"]
     assert rows[0]["n_files"] == 3
+
+
+def test_fetch_progress_is_plain_log_lines_without_a_terminal(lan: LAN, caplog) -> None:
+    import logging
+
+    build(lan)
+    caplog.set_level(logging.INFO, logger="sharecrawl.fetch")
+    lan.crawl()
+    lines = [r.getMessage() for r in caplog.records if r.name == "sharecrawl.fetch"]
+    assert any(line.startswith("alpha: 1 partitions (1 new)") for line in lines), lines
+    assert any(line.startswith("beta: ") and "tags read" in line for line in lines), lines
