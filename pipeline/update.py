@@ -266,9 +266,10 @@ class Update(luigi.Task):
             write_parquet(folder_summaries(files), out / "folders" / part)
             stats.append(host_prefix_stats(host, files, old_files, media, settings.stats_depth,
                                            settings.stats_min_entries))  # fmt: skip
-        cost = {h["host"]: h for h in hosts}
+        host_rows = {h["host"]: h for h in hosts}
         for p in partitions:  # the scheduler's cost: listing every folder, at the host's pace
-            p["est_scan_s"] = max(p["n_folders"] or 0, 1) * cost[p["host"]]["list_s_per_folder"]
+            pace = host_rows[p["host"]]["list_s_per_folder"]
+            p["est_scan_s"] = max(p["n_folders"] or 0, 1) * pace
         write_parquet(pa.Table.from_pylist(hosts, HOSTS), out / "hosts.parquet")
         write_parquet(pa.Table.from_pylist(partitions, PARTITIONS), out / "partitions.parquet")
         write_parquet(pa.concat_tables(stats).cast(PREFIX_STATS), out / "prefix_stats.parquet")
