@@ -102,8 +102,10 @@ def synthetic_crawldb(crawl: CrawlDir, hosts: int, files_per_host: int) -> None:
         write_parquet(pa.table(rows, FILES), v1 / "files" / host_file(name))
         media = {c: rows[c] for c in ("host", "share", "path", "size", "mtime", "partition_id")}
         media |= {"kind": ["audio"] * len(paths), "title": paths}
-        write_parquet(pa.Table.from_pydict(media).cast(
-            pa.schema([MEDIA.field(c) for c in media])), v1 / "media" / host_file(name))  # fmt: skip
+        media_schema = pa.schema([MEDIA.field(c) for c in media])
+        write_parquet(
+            pa.Table.from_pydict(media).cast(media_schema), v1 / "media" / host_file(name)
+        )
         part_rows.append({**dict.fromkeys(PARTITIONS.names), "partition_id": key.id,
                           "host": name, "share": "share", "root": "", "hash": "old",
                           "n_scans": 1, "n_changes": 0, "history": [], "n_folders": 1,

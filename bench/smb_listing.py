@@ -1,12 +1,13 @@
 """Listing speed of SMBSource against Samba's C client, on one generated tree on real smbd.
 
 Prints entries/s of SMBSource's recursive listing (depth first, as the crawler walks) and of
-`smbclient //127.0.0.1/media -p PORT -N -c 'recurse; ls'` timed in the same run; aggregate
-entries/s with 4 hosts listed at once in 4 processes; READ requests and bytes per media file
-(mp3, flac, ogg, m4a) when tags are read through RangeFile. The last line is the ratio
-SMBSource / smbclient (goal >= 1.0).
+`smbclient //127.0.0.1/media -p PORT -N -c 'recurse; ls'`, alternately in the same run, each
+run with the load average (the machine is shared); aggregate entries/s with 4 hosts listed at
+once (SMBSource in 4 processes, and 4 smbclients); READ requests and bytes per media file (mp3,
+flac, ogg, m4a; made from the repository's templates, no ffmpeg needed) when tags are read
+through RangeFile. The last line is the ratio SMBSource / smbclient (goal >= 1.0).
 
-    .venv/bin/python bench/smb_listing.py [--artists 100]
+    .venv/bin/python bench/smb_listing.py [--artists 100] [--runs 3]
 """
 
 from __future__ import annotations
@@ -16,9 +17,12 @@ import multiprocessing
 import os
 import shutil
 import statistics
+import struct
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -90,56 +94,135 @@ def time_smbclient(server: SmbServer) -> tuple[int, float]:
     return entries, elapsed
 
 
-def _list_in_process(url: str, queue: multiprocessing.Queue) -> None:
+def _list_in_process(url: str, queue: multiprocessing.Queue, go: threading.Event) -> None:
+    queue.put("ready")
+    go.wait()
     queue.put(time_smbsource(url))
 
 
 def aggregate(urls: list[str]) -> tuple[int, float]:
-    """All hosts at once, a process per host (smbprotocol's parsing is CPU-bound)."""
+    """All hosts at once, a process per host (the GIL would serialise threads). Timed from when
+    every process has started and imported its modules: the crawler's workers are long-lived."""
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
-    processes = [context.Process(target=_list_in_process, args=(u, queue)) for u in urls]
-    started = time.perf_counter()
+    go = context.Event()
+    processes = [context.Process(target=_list_in_process, args=(u, queue, go)) for u in urls]
     for p in processes:
         p.start()
+    for _ in processes:
+        queue.get()
+    started = time.perf_counter()
+    go.set()
     results = [queue.get() for _ in processes]
+    elapsed = time.perf_counter() - started
     for p in processes:
         p.join()
+    return sum(n for n, _ in results), elapsed
+
+
+def aggregate_smbclient(servers: list[SmbServer]) -> tuple[int, float]:
+    """The reference for `aggregate`: one smbclient per host, all at once."""
+    started = time.perf_counter()
+    with ThreadPoolExecutor(len(servers)) as pool:
+        results = list(pool.map(time_smbclient, servers))
     return sum(n for n, _ in results), time.perf_counter() - started
 
 
 def make_media_files(folder: Path) -> list[Path]:
-    """60 s tagged tone files made by ffmpeg (realistic sizes: 0.5-5 MB)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    codecs = {
-        "mp3": ["-b:a", "128k"],
-        "flac": [],
-        "ogg": ["-c:a", "libvorbis", "-q:a", "8"],
-        "m4a": [],
-    }
+    """5 tagged files per format from the repository's templates (tags written by mutagen),
+    their audio repeated to realistic sizes (0.5-5 MB) with tags where encoders put them: at
+    the head (ID3v2, FLAC and Vorbis headers) and an MP4 `moov` atom after the audio."""
+    from crawl_io.tags import template_path, write_tagged
+
     made = []
     for fmt in MEDIA_FORMATS:
+        template = template_path(fmt).read_bytes()
         for n in range(5):
             dest = folder / f"Мадонна - Track {n:02d}.{fmt}"
-            subprocess.run(
-                ["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", f"sine=f={220 + 40 * n}:d=60"]
-                + codecs[fmt]
-                + ["-metadata", "artist=Мадонна", "-metadata", f"title=Track {n}"]
-                + ["-metadata", "album=Bench", "-metadata", f"track={n + 1}", str(dest)],
-                check=True,
-            )
+            tags = {"artist": "Мадонна", "title": f"Track {n}", "album": "Bench", "track": n + 1}
+            write_tagged(fmt, dest, tags)
+            target = int(MEDIA_SIZES[fmt] * (1 + n / 4))
+            dest.write_bytes(PADDERS[fmt](dest.read_bytes(), template, target))
             made.append(dest)
     return made
 
 
-def tag_costs(url: str, share_root: Path, files: list[Path]) -> dict[str, tuple[float, float]]:
-    try:
-        from crawl_io.tags import read_tags
-    except ImportError:  # the tag reader is another module's; mutagen alone in the meantime
-        import mutagen
+MEDIA_SIZES = {"mp3": 960_000, "flac": 2_400_000, "ogg": 1_500_000, "m4a": 1_000_000}
 
-        def read_tags(fileobj, name):  # type: ignore[no-redef]
-            return mutagen.File(fileobj)
+
+def _repeat_to(data: bytes, piece: bytes, target: int) -> bytes:
+    return data + piece * max(0, (target - len(data)) // len(piece))
+
+
+def _pad_mp3(data: bytes, template: bytes, target: int) -> bytes:
+    """The template is MPEG frames only (no tags): append copies after the tagged file."""
+    return _repeat_to(data, template, target)
+
+
+def _pad_flac(data: bytes, template: bytes, target: int) -> bytes:
+    """Append copies of the template's audio frames (everything after its metadata blocks)."""
+    offset = 4  # 'fLaC'
+    while True:
+        header = template[offset]
+        offset += 4 + int.from_bytes(template[offset + 1 : offset + 4], "big")
+        if header & 0x80:  # last metadata block
+            break
+    return _repeat_to(data, template[offset:], target)
+
+
+def _pad_ogg(data: bytes, template: bytes, target: int) -> bytes:
+    """Repeat the audio pages (renumbered, granules running on) before the final page."""
+    import io
+
+    from mutagen.ogg import OggPage
+
+    pages = []
+    stream = io.BytesIO(data)
+    while stream.tell() < len(data):
+        pages.append(OggPage(stream))
+    headers = [p for p in pages if p.position == 0]
+    body, final = pages[len(headers) : -1], pages[-1]
+    if not body:
+        return data
+    per_copy = sum(len(p.write()) for p in body)
+    copies = max(1, (target - len(data)) // per_copy)
+    out = [p.write() for p in headers]
+    sequence, position, previous = len(headers), 0, 0
+    for _ in range(copies):
+        previous = 0
+        for page in body:
+            clone = OggPage(io.BytesIO(page.write()))
+            position += page.position - previous
+            previous = page.position
+            clone.sequence, clone.position = sequence, position
+            out.append(clone.write())
+            sequence += 1
+    final.sequence, final.position = sequence, position + final.position - previous
+    out.append(final.write())
+    return b"".join(out)
+
+
+def _pad_m4a(data: bytes, template: bytes, target: int) -> bytes:
+    """Grow the `mdat` atom at its end (sample offsets stay valid); `moov` keeps its place."""
+    offset = 0
+    while offset < len(data):
+        size, kind = struct.unpack_from(">I4s", data, offset)
+        if kind == b"mdat" and size > 8:
+            grow = max(0, target - len(data))
+            filler = data[offset + 8 : offset + size] * (grow // (size - 8) + 1)
+            end = offset + size
+            header = struct.pack(">I4s", size + grow, b"mdat")
+            return data[:offset] + header + data[offset + 8 : end] + filler[:grow] + data[end:]
+        offset += size
+    return data
+
+
+PADDERS = {"mp3": _pad_mp3, "flac": _pad_flac, "ogg": _pad_ogg, "m4a": _pad_m4a}
+
+
+def tag_costs(url: str, share_root: Path, files: list[Path]) -> None:
+    """Print READ requests and bytes per media file when tags are read through RangeFile."""
+    from crawl_io.tags import read_tags
 
     costs: dict[str, list[tuple[int, int, int]]] = {f: [] for f in MEDIA_FORMATS}
     with SMBSource(parse_host_url(url), Credentials(None), timeout_s=30) as source:
@@ -147,7 +230,8 @@ def tag_costs(url: str, share_root: Path, files: list[Path]) -> dict[str, tuple[
             rel = path.relative_to(share_root).as_posix()
             size = path.stat().st_size
             fileobj = RangeFile(source, "media", rel, size)
-            read_tags(fileobj, path.name)
+            row = read_tags(fileobj, path.name)
+            assert row.get("artist") == "Мадонна", (path.name, row)
             costs[path.suffix[1:]].append((fileobj.requests, fileobj.bytes_read, size))
     for fmt, rows in costs.items():
         whole = sum(1 for _, read, size in rows if read >= size)
@@ -157,16 +241,17 @@ def tag_costs(url: str, share_root: Path, files: list[Path]) -> dict[str, tuple[
             f"{statistics.median(s for _, _, s in rows) / 1024:.0f} KiB files; "
             f"whole file read: {whole}/{len(rows)}"
         )
-    return {
-        f: (statistics.median(r for r, _, _ in rows), statistics.median(b for _, b, _ in rows))
-        for f, rows in costs.items()
-    }
+
+
+def load() -> str:
+    return f"load {os.getloadavg()[0]:.1f}"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--artists", type=int, default=100, help="100 -> 50 100 entries")
+    parser.add_argument("--artists", type=int, default=100, help="100 -> 50 121 entries")
     parser.add_argument("--hosts", type=int, default=4)
+    parser.add_argument("--runs", type=int, default=3, help="timed runs of each client")
     args = parser.parse_args()
     reason = smbd_skip_reason()
     if reason or not shutil.which("smbclient"):
@@ -177,35 +262,37 @@ def main() -> int:
     try:
         tree = base / "tree"
         entries = make_listing_tree(tree / "media", args.artists)
-        media = make_media_files(tree / "media" / "zz media") if shutil.which("ffmpeg") else []
-        entries += len(media) + (1 if media else 0)
+        media = make_media_files(tree / "media" / "zz media")
+        entries += len(media) + 1
         chmod_tree(tree)
         for i in range(args.hosts):
             servers.append(start_smbd(base / f"server{i}", tree, audit=False))
-        print(f"tree: {entries} entries; smbd {args.hosts} servers on 127.0.0.1")
+        print(f"tree: {entries} entries; {args.hosts} smbd on 127.0.0.1; {os.cpu_count()} CPUs")
 
         # Warm both clients once (page cache, smbd's caches), then time alternately.
         time_smbclient(servers[0])
         time_smbsource(servers[0].url)
         ours, theirs = [], []
-        for _ in range(2):
+        for run in range(1, args.runs + 1):
             n_ref, t_ref = time_smbclient(servers[0])
+            print(f"  run {run}: smbclient {n_ref / t_ref:8,.0f} entries/s ({n_ref})  {load()}")
             n_ours, t_ours = time_smbsource(servers[0].url)
+            print(f"  run {run}: SMBSource {n_ours / t_ours:8,.0f} entries/s ({n_ours})  {load()}")
             assert n_ours == entries, (n_ours, entries)
             theirs.append(n_ref / t_ref)
             ours.append(n_ours / t_ours)
         ref_rate, our_rate = statistics.median(theirs), statistics.median(ours)
-        print(f"smbclient 'recurse; ls': {ref_rate:,.0f} entries/s (entries seen: {n_ref})")
-        print(f"SMBSource listing:       {our_rate:,.0f} entries/s")
+        print(f"smbclient 'recurse; ls': median {ref_rate:,.0f} entries/s")
+        print(f"SMBSource listing:       median {our_rate:,.0f} entries/s")
 
+        hosts = f"{args.hosts} hosts at once"
         n_all, t_all = aggregate([s.url for s in servers])
-        print(f"{args.hosts} hosts at once, a process each: {n_all / t_all:,.0f} entries/s")
+        print(f"{hosts}, SMBSource a process each: {n_all / t_all:,.0f} entries/s  {load()}")
+        n_all, t_all = aggregate_smbclient(servers)
+        print(f"{hosts}, smbclient each:           {n_all / t_all:,.0f} entries/s  {load()}")
 
-        if media:
-            print("tag reads through RangeFile over SMB (per media file):")
-            tag_costs(servers[0].url, tree / "media", media)
-        else:
-            print("tag reads: skipped (ffmpeg is not installed to make media files)")
+        print("tag reads through RangeFile over SMB (per media file):")
+        tag_costs(servers[0].url, tree / "media", media)
         print(f"ratio SMBSource / smbclient entries per second: {our_rate / ref_rate:.2f}")
         return 0
     finally:

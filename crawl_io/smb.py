@@ -1,19 +1,25 @@
 """The smb:// source: one SMB2/3 connection per host, owned here, with hard time limits.
 
-Built on smbprotocol's low-level API (Connection, Session, TreeConnect and its message
-structures); its high-level `smbclient` is avoided because it keeps a process-wide connection
-cache and waits ~20 minutes on a hung server.
+smbprotocol's low-level API (Connection, Session) negotiates and authenticates; then the
+connection's socket is taken over by `crawl_io.smb_wire`, which builds every later request with
+`struct` and reads the answers in the calling thread (smbprotocol's message objects and its
+receive thread cost more CPU per folder than smbd spends answering it). Its high-level
+`smbclient` is avoided because it keeps a process-wide connection cache and waits ~20 minutes
+on a hung server.
 
-- Time limit: every wait for the server is watched by a per-source watchdog thread; when a
-  wait exceeds `timeout_s` the socket is shut down, the wait ends and `SourceTimeout` is
-  raised. A connection that failed once (timeout, reset, refused) is never used again: every
-  later call raises the same error class at once.
+- Time limit: each call has one deadline, `timeout_s` from its start. While smbprotocol sets
+  up the session a watchdog thread shuts the socket down when it passes; afterwards every socket
+  wait gets what remains of it. Past it `SourceTimeout` is raised. A connection that failed
+  once (timeout, reset, refused) is never used again: every later call raises the same error
+  class at once.
 - Listing: one compound request per folder (CREATE + QUERY_DIRECTORY + CLOSE) with a 1 MiB
   output buffer (a folder that may not fit is read on with its own handle), parsed with
   `struct`: FileDirectoryInformation carries size, last-write time and attributes, so there is
   no per-entry stat. `listdir` also guesses the folders a depth-first walk asks for next (the
   subfolders it just returned) and keeps a few of them in flight, so round trips overlap.
 - Reads: CREATE + READ + CLOSE in one compound; opened for reading only.
+- Sessions: guest sessions are unsigned; user sessions are signed (and answers verified) with
+  the keys smbprotocol derived; a share or session that demands encryption is encrypted.
 - Names: characters Windows forbids (`"*:<>?\\|` and controls) arrive as the private-use
   code points U+F001..U+F027 when the server maps them the way macOS / Services for Mac do
   (Samba's `vfs_catia` or `vfs_fruit`); they are shown as the original characters and mapped
@@ -35,17 +41,17 @@ from collections.abc import Callable
 
 from smbprotocol.connection import Connection
 from smbprotocol.exceptions import SMBAuthenticationError, SMBResponseException
-from smbprotocol.header import NtStatus
-from smbprotocol.open import (
-    SMB2CloseRequest,
-    SMB2CreateRequest,
-    SMB2QueryDirectoryRequest,
-    SMB2ReadRequest,
-    SMB2WriteRequest,
-)
 from smbprotocol.session import Session
-from smbprotocol.tree import TreeConnect
 
+from crawl_io import smb_wire
+from crawl_io.smb_wire import (
+    STATUS_BUFFER_OVERFLOW,
+    STATUS_END_OF_FILE,
+    STATUS_NO_MORE_FILES,
+    STATUS_SUCCESS,
+    Message,
+    Wire,
+)
 from crawl_io.sources import (
     AccessDenied,
     Credentials,
@@ -57,20 +63,19 @@ from crawl_io.sources import (
     SourceTimeout,
 )
 
-# Access masks and options (MS-SMB2 2.2.13): read-only opens, shared with everyone.
+# Access masks and options (MS-SMB2 2.2.13): read-only opens.
 FILE_READ_DATA = 0x1  # FILE_LIST_DIRECTORY for a folder
 FILE_WRITE_DATA = 0x2  # only for the srvsvc pipe on IPC$, never on a disk share
 FILE_READ_ATTRIBUTES = 0x80
 SYNCHRONIZE = 0x100000
-SHARE_ALL = 0x7  # FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE
-FILE_OPEN = 1
+READ_ACCESS = FILE_READ_DATA | FILE_READ_ATTRIBUTES | SYNCHRONIZE
+PIPE_ACCESS = FILE_READ_DATA | FILE_WRITE_DATA | SYNCHRONIZE
 FILE_DIRECTORY_FILE = 0x1
 FILE_NON_DIRECTORY_FILE = 0x40
-IMPERSONATION = 2
-FILE_DIRECTORY_INFORMATION = 1
 FILE_ATTRIBUTE_DIRECTORY = 0x10
 FILE_ATTRIBUTE_REPARSE_POINT = 0x400
-RELATED_FILE_ID = b"\xff" * 16
+SHAREFLAG_ENCRYPT_DATA = 0x8000
+MAX_READ = 1024 * 1024  # bytes per READ request at most (16 credits), or the server's limit
 
 LIST_BUFFER = 1024 * 1024  # bytes per QUERY_DIRECTORY answer: ~7000 entries
 # The largest entry: 64-byte header, a 255-unit UTF-16 name, 8-byte alignment. A server stops
@@ -85,7 +90,6 @@ DIR_ENTRY = struct.Struct("<I20xQ8xq8xII")
 _SFM_CHARS = [chr(c) for c in range(1, 32)] + list('"*:<>?\\|')
 FROM_SFM = {0xF001 + i: ch for i, ch in enumerate(_SFM_CHARS)}
 TO_SFM = {ord(ch): chr(0xF001 + i) for i, ch in enumerate(_SFM_CHARS)}
-
 NOT_FOUND_STATUSES = {
     0xC0000034,  # OBJECT_NAME_NOT_FOUND
     0xC000003A,  # OBJECT_PATH_NOT_FOUND
@@ -121,13 +125,14 @@ def parse_directory(buffer: bytes | memoryview, entries: list[Entry]) -> None:
     unpack = DIR_ENTRY.unpack_from
     while True:
         next_offset, write_time, size, attributes, name_length = unpack(buffer, offset)
-        name = bytes(buffer[offset + 64 : offset + 64 + name_length]).decode(
-            "utf-16-le", "surrogatepass"
-        )
+        raw = bytes(buffer[offset + 64 : offset + 64 + name_length])
+        name = raw.decode("utf-16-le", "surrogatepass")
         if name not in (".", "..") and not attributes & FILE_ATTRIBUTE_REPARSE_POINT:
+            if b"\xf0" in raw:  # perhaps a mapped character (U+F0xx); most names have none
+                name = name.translate(FROM_SFM)
             is_dir = bool(attributes & FILE_ATTRIBUTE_DIRECTORY)
             mtime_us = (write_time - FILETIME_UNIX_EPOCH) // 10
-            entries.append(Entry(name.translate(FROM_SFM), is_dir, 0 if is_dir else size, mtime_us))
+            entries.append(Entry(name, is_dir, 0 if is_dir else size, mtime_us))
         if not next_offset:
             return
         offset += next_offset
@@ -157,6 +162,8 @@ class _Watchdog:
         with self._cond:
             self._stopped = True
             self._cond.notify()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(5.0)
 
     def _run(self) -> None:
         with self._cond:
@@ -170,15 +177,6 @@ class _Watchdog:
                     continue
                 self._deadline = None
                 self._on_expire()
-
-
-class _Listing:
-    """A folder's compound request in flight."""
-
-    __slots__ = ("requests",)
-
-    def __init__(self, requests: list) -> None:
-        self.requests = requests
 
 
 class SMBSource:
@@ -198,15 +196,19 @@ class SMBSource:
         self._window = max(1, window)
         self._credentials = credentials
         self._conn: Connection | None = None
-        self._session: Session | None = None
-        self._trees: dict[str, TreeConnect] = {}
+        self._wire: Wire | None = None
+        self._encrypt_session = False
+        self._max_read = MAX_READ
+        self._trees: dict[str, int] = {}  # share -> tree id
+        self._encrypted_trees: set[int] = set()
         self._failure: SourceError | None = None
         self._expired = False
-        self._armed = False  # a bounded scope is open (nested scopes share its deadline)
-        self._watchdog = _Watchdog(self._abort)
-        # Read-ahead for depth-first walks: requests in flight, answers not yet asked for,
-        # and a stack of folders the walk is expected to ask for next (top = last).
-        self._inflight: OrderedDict[tuple[str, str], _Listing] = OrderedDict()
+        self._deadline = 0.0  # of the call in progress (nested scopes share it)
+        self._armed = False
+        self._watchdog: _Watchdog | None = None  # only while smbprotocol owns the socket
+        # Read-ahead for depth-first walks: requests in flight (their message ids), answers
+        # not yet asked for, and a stack of folders the walk is expected to ask for next.
+        self._inflight: OrderedDict[tuple[str, str], list[int]] = OrderedDict()
         self._ready: OrderedDict[tuple[str, str], list[Entry] | SourceError] = OrderedDict()
         self._ahead: list[tuple[str, str]] = []
         self.requests_sent = 0  # compound requests, for benchmarks
@@ -221,34 +223,42 @@ class SMBSource:
         signed = bool(self._credentials.user)
         conn = Connection(uuid.uuid4(), self.host.hostname, port, require_signing=signed)
         self._conn = conn
-        with self._bounded("connect"):
-            try:
-                conn.connect(timeout=int(self.timeout_s) + 1)  # the watchdog comes first
-            except ValueError as e:  # smbprotocol's wrapper around the socket error
-                reason = "refused" if "refused" in str(e).lower() else "no connection"
-                raise HostUnreachable(f"{self.host.host}: {reason}") from None
-            user = self._credentials.user
-            session = Session(
-                conn,
-                username=user or "guest",  # unknown users map to guest (Samba, Windows)
-                password=self._credentials.password or "",
-                require_encryption=False,
-                auth_protocol="ntlm",
-            )
-            who = f"user {user!r}" if user else "guest"
-            try:
-                session.connect()
-            except SMBAuthenticationError:
+        self._watchdog = _Watchdog(self._abort)
+        try:
+            with self._bounded("connect"):
+                try:
+                    conn.connect(timeout=int(self.timeout_s) + 1)  # the watchdog comes first
+                except ValueError as e:  # smbprotocol's wrapper around the socket error
+                    reason = "refused" if "refused" in str(e).lower() else "no connection"
+                    raise HostUnreachable(f"{self.host.host}: {reason}") from None
+                request_handover = smb_wire.prepare_handover(conn)
+                session = self._session_setup(conn)
+                self._wire = smb_wire.take_over(conn, session, request_handover, self.timeout_s)
+                self._encrypt_session = bool(session.encrypt_data)
+                self._max_read = min(MAX_READ, conn.max_read_size or MAX_READ)
+        finally:
+            self._watchdog.stop()
+            self._watchdog = None
+
+    def _session_setup(self, conn: Connection) -> Session:
+        user = self._credentials.user
+        session = Session(
+            conn,
+            username=user or "guest",  # unknown users map to guest (Samba, Windows)
+            password=self._credentials.password or "",
+            require_encryption=False,
+            auth_protocol="ntlm",
+        )
+        who = f"user {user!r}" if user else "guest"
+        try:
+            session.connect()
+        except SMBAuthenticationError:
+            raise AccessDenied(f"{self.host.host}: logon failure for {who}") from None
+        except SMBResponseException as e:
+            if e.status in DENIED_STATUSES:
                 raise AccessDenied(f"{self.host.host}: logon failure for {who}") from None
-            except SMBResponseException as e:
-                if e.status in DENIED_STATUSES:
-                    raise AccessDenied(f"{self.host.host}: logon failure for {who}") from None
-                raise
-            self._session = session
-            # Credits let several folder queries (each up to 16 + 16 + 2) be in flight at once.
-            conn.echo(
-                sid=session.session_id, timeout=max(1, int(self.timeout_s)), credit_request=512
-            )
+            raise
+        return session
 
     def _abort(self) -> None:
         """Watchdog: the server did not answer in time; wake every waiter by killing the socket."""
@@ -266,19 +276,21 @@ class SMBSource:
 
     def _fail(self, error: BaseException, what: str) -> SourceError:
         """Turn any exception into a SourceError; connection-level ones retire the connection."""
-        if self._expired or "timeout" in str(error).lower():  # ours, or smbprotocol's own
-            failure: SourceError = SourceTimeout(
-                f"{self.host.host}: no answer within {self.timeout_s:g} s ({what})"
-            )
+        timeout = SourceTimeout(f"{self.host.host}: no answer within {self.timeout_s:g} s ({what})")
+        if self._expired or isinstance(error, TimeoutError):
+            failure: SourceError = timeout
         elif isinstance(error, SourceError):
-            failure = error
-        elif isinstance(error, SMBResponseException):
-            return status_error(error.status, f"{self.host.host}: {what}")
+            failure = error  # a per-request answer (not found, denied): the connection is fine
+        elif "timeout" in str(error).lower():  # smbprotocol's own, while connecting
+            failure = timeout
+        elif isinstance(error, SMBResponseException):  # from smbprotocol while connecting
+            failure = status_error(error.status, f"{self.host.host}: {what}")
         elif isinstance(error, OSError | ConnectionError | EOFError) or "closed" in str(error):
             failure = HostUnreachable(f"{self.host.host}: connection lost ({what})")
         else:
             failure = SourceError(f"{self.host.host}: {what}: {self._scrub(error)}")
-        if isinstance(failure, HostUnreachable | SourceTimeout) or self._session is None:
+        # Anything but a per-request answer leaves the connection in an unknown state.
+        if failure is not error or isinstance(failure, HostUnreachable) or self._wire is None:
             self._retire(failure)
         return failure
 
@@ -293,8 +305,10 @@ class SMBSource:
         self._inflight.clear()
         self._ready.clear()
         self._ahead.clear()
-        if self._conn is not None and self._conn.transport is not None:
-            try:
+        if self._wire is not None:
+            self._wire.close()
+        elif self._conn is not None and self._conn.transport is not None:
+            try:  # smbprotocol still owns the socket (and its receive thread)
                 self._conn.disconnect(close=False)
             except Exception:  # the socket is already gone; nothing left to release
                 pass
@@ -303,26 +317,33 @@ class SMBSource:
         if self._failure is not None:
             raise type(self._failure)(str(self._failure))
 
-    def _receive(self, request) -> object:
-        """The final response to a request; raises SMBResponseException on an error status."""
-        return self._conn.receive(request, timeout=self.timeout_s + 1)
-
-    def _send(self, messages: list, tree_id: int) -> list:
-        conn = self._conn
-        need = sum(conn._calculate_credit_charge(m) for m in messages)
-        while conn.sequence_window["high"] - conn.sequence_window["low"] < need and self._inflight:
-            self._settle_oldest()  # wait for credits to come back with earlier answers
+    def _send(self, messages: list[Message], tree_id: int) -> list[int]:
+        """Queue a request (a related compound if several); returns the message ids."""
         self.requests_sent += 1
-        return conn.send_compound(messages, self._session.session_id, tree_id, related=True)
+        encrypted = self._encrypt_session or tree_id in self._encrypted_trees
+        return self._wire.send(messages, tree_id, self._deadline, encrypted)
+
+    def _reply(self, message_id: int) -> smb_wire.Reply:
+        return self._wire.reply(message_id, self._deadline)
+
+    def _request(self, message: Message, tree_id: int, what: str) -> bytes:
+        """One request and its answer; an error status raises the matching SourceError."""
+        status, data = self._reply(self._send([message], tree_id)[0])
+        if status not in (STATUS_SUCCESS, STATUS_BUFFER_OVERFLOW):
+            raise status_error(status, f"{self.host.host}: {what}")
+        return data
 
     def _tree(self, share: str) -> int:
-        tree = self._trees.get(share)
-        if tree is None:
-            tree = TreeConnect(self._session, rf"\\{self.host.hostname}\{share}")
+        tree_id = self._trees.get(share)
+        if tree_id is None:
             with self._bounded(f"share {share!r}"):
-                tree.connect(require_secure_negotiate=False)
-            self._trees[share] = tree
-        return tree.tree_connect_id
+                unc = rf"\\{self.host.hostname}\{share}"
+                data = self._request(smb_wire.tree_connect(unc), 0, f"share {share!r}")
+            tree_id = smb_wire.tree_id_of(data)
+            if smb_wire.share_flags_of(data) & SHAREFLAG_ENCRYPT_DATA:
+                self._encrypted_trees.add(tree_id)
+            self._trees[share] = tree_id
+        return tree_id
 
     # -- Source protocol -----------------------------------------------------------------
 
@@ -339,12 +360,12 @@ class SMBSource:
         self._check_usable()
         key = (share, path)
         result = self._ready.pop(key, None)
-        if result is None:
-            with self._bounded(f"list {share}/{path}"):
-                if key not in self._inflight:
-                    self._issue(key)
-                self._top_up()
-                result = self._settle(key)
+        with self._bounded(f"list {share}/{path}"):
+            if result is None and key not in self._inflight:
+                self._issue(key)
+            self._top_up()  # may file this folder's answer in _ready
+            if result is None:
+                result = self._ready.pop(key) if key in self._ready else self._settle(key)
         if isinstance(result, SourceError):
             raise result
         self._expect([(share, f"{path}/{e.name}" if path else e.name) for e in result if e.is_dir])
@@ -355,26 +376,23 @@ class SMBSource:
         chunks: list[bytes] = []
         with self._bounded(f"read {share}/{path}"):
             tree_id = self._tree(share)
-            max_read = self._conn.max_read_size
             while length > 0:
-                piece = self._read_once(tree_id, path, offset, min(length, max_read))
+                want = min(length, self._max_read)
+                piece = self._read_once(tree_id, path, offset, want)
                 chunks.append(piece)
-                if len(piece) < min(length, max_read):
+                if len(piece) < want:
                     break  # end of file
                 offset += len(piece)
                 length -= len(piece)
         return b"".join(chunks)
 
     def close(self) -> None:
-        self._watchdog.stop()
-        if self._failure is None and self._conn is not None:
-            self._watchdog = _Watchdog(self._abort)
+        if self._failure is None and self._wire is not None:
             try:
                 with self._bounded("close"):
-                    self._conn.disconnect(close=True, timeout=max(1, int(self.timeout_s)))
+                    self._reply(self._send([smb_wire.logoff()], 0)[0])
             except SourceError:
                 pass
-            self._watchdog.stop()
         self._retire(SourceError(f"{self.host.host}: source is closed"))
         self._trees.clear()
 
@@ -389,11 +407,17 @@ class SMBSource:
     def _issue(self, key: tuple[str, str]) -> None:
         share, path = key
         tree_id = self._tree(share)
-        create = _create_request(smb_path(path), directory=True)
-        query = _query_request(self.list_buffer)
-        close = SMB2CloseRequest()
-        close["file_id"] = RELATED_FILE_ID
-        self._inflight[key] = _Listing(self._send([create, query, close], tree_id))
+        name = smb_path(path).encode("utf-16-le", "surrogatepass")
+        compound = [
+            smb_wire.create(name, READ_ACCESS, FILE_DIRECTORY_FILE),
+            smb_wire.query_directory(self._list_buffer()),
+            smb_wire.close(),
+        ]
+        self._inflight[key] = self._send(compound, tree_id)
+
+    def _list_buffer(self) -> int:
+        # Without multi-credit requests (SMB 2.0.2) an answer is at most 64 KiB.
+        return self.list_buffer if self._wire.multi_credit else min(self.list_buffer, 65536)
 
     def _expect(self, folders: list[tuple[str, str]]) -> None:
         """Folders a depth-first walk will ask for next; keep some of them in flight."""
@@ -403,100 +427,89 @@ class SMBSource:
         if self._ahead:
             with self._bounded("list ahead"):
                 self._top_up()
+                self._wire.flush(self._deadline)  # the server works while the caller does
 
     def _top_up(self) -> None:
+        """File the folders whose answers have come in, then fill the window from the guesses.
+
+        Answered folders leave the window even if the walk never asks for them (it skipped a
+        subtree), so wrong guesses cannot block the read-ahead."""
+        answered = self._wire.answered
+        for key in [k for k, ids in self._inflight.items() if answered(ids[-1])]:
+            self._ready[key] = self._settle(key)
         while len(self._inflight) < self._window and self._ahead:
             key = self._ahead.pop()
             if key in self._inflight or key in self._ready:
                 continue
             self._issue(key)
-
-    def _settle_oldest(self) -> None:
-        key = next(iter(self._inflight))
-        self._ready[key] = self._settle(key)
         while len(self._ready) > 4 * self._window + 64:
             self._ready.popitem(last=False)  # answers the walk never asked for
 
     def _settle(self, key: tuple[str, str]) -> list[Entry] | SourceError:
         """Collect one folder's answers: its entries, or a per-folder error (not found...)."""
-        listing = self._inflight.pop(key)
-        create, query, close = listing.requests
+        create_id, query_id, close_id = self._inflight.pop(key)
         entries: list[Entry] = []
         error: SourceError | None = None
         used = 0
-        for request in (create, query, close):
-            try:
-                response = self._receive(request)
-            except SMBResponseException as e:
-                if e.status == NtStatus.STATUS_NO_MORE_FILES:
-                    continue
-                error = error or status_error(e.status, f"{self.host.host}: list {key[0]}/{key[1]}")
-                continue
-            if request is query:
-                used = _append_query_entries(response["data"].get_value(), entries)
+        for message_id in (create_id, query_id, close_id):
+            status, data = self._reply(message_id)
+            if status == STATUS_SUCCESS:
+                if message_id == query_id:
+                    used = _append_query_entries(data, entries)
+            elif status != STATUS_NO_MORE_FILES and error is None:
+                error = status_error(status, f"{self.host.host}: list {key[0]}/{key[1]}")
         if error is not None:
             return error
-        if self.list_buffer - used < MAX_DIR_ENTRY:
+        if self._list_buffer() - used < MAX_DIR_ENTRY:
             return self._list_large(key)  # the answer may be cut short: read on with a handle
         entries.sort()
         return entries
 
     def _list_large(self, key: tuple[str, str]) -> list[Entry]:
         share, path = key
+        what = f"list {share}/{path}"
         tree_id = self._tree(share)
-        create = _create_request(smb_path(path), directory=True)
-        create_req = self._send([create], tree_id)[0]
-        try:
-            response = self._receive(create_req)
-        except SMBResponseException as e:
-            raise status_error(e.status, f"{self.host.host}: list {share}/{path}") from None
-        file_id = response["data"].get_value()[64:80]
+        name = smb_path(path).encode("utf-16-le", "surrogatepass")
+        opened = self._request(
+            smb_wire.create(name, READ_ACCESS, FILE_DIRECTORY_FILE), tree_id, what
+        )
+        file_id = smb_wire.file_id_of(opened)
         entries: list[Entry] = []
-        try:
-            while True:
-                query = _query_request(self.list_buffer, file_id)
-                request = self._send([query], tree_id)[0]
-                try:
-                    response = self._receive(request)
-                except SMBResponseException as e:
-                    if e.status == NtStatus.STATUS_NO_MORE_FILES:
-                        break
-                    raise status_error(e.status, f"{self.host.host}: list {share}/{path}") from None
-                _append_query_entries(response["data"].get_value(), entries)
-        finally:
-            close = SMB2CloseRequest()
-            close["file_id"] = file_id
-            try:
-                self._receive(self._send([close], tree_id)[0])
-            except SMBResponseException:
-                pass
+        error: SourceError | None = None
+        while error is None:
+            query = smb_wire.query_directory(self._list_buffer(), file_id)
+            status, data = self._reply(self._send([query], tree_id)[0])
+            if status == STATUS_NO_MORE_FILES:
+                break
+            if status != STATUS_SUCCESS:
+                error = status_error(status, f"{self.host.host}: {what}")
+            else:
+                _append_query_entries(data, entries)
+        self._reply(self._send([smb_wire.close(file_id)], tree_id)[0])
+        if error is not None:
+            raise error
         entries.sort()
         return entries
 
     # -- reads ---------------------------------------------------------------------------
 
     def _read_once(self, tree_id: int, path: str, offset: int, length: int) -> bytes:
-        create = _create_request(smb_path(path), directory=False)
-        read = SMB2ReadRequest()
-        read["length"] = length
-        read["offset"] = offset
-        read["file_id"] = RELATED_FILE_ID
-        close = SMB2CloseRequest()
-        close["file_id"] = RELATED_FILE_ID
-        requests = self._send([create, read, close], tree_id)
+        name = smb_path(path).encode("utf-16-le", "surrogatepass")
+        compound = [
+            smb_wire.create(name, READ_ACCESS, FILE_NON_DIRECTORY_FILE),
+            smb_wire.read(offset, length),
+            smb_wire.close(),
+        ]
+        ids = self._send(compound, tree_id)
         data = b""
         error: SourceError | None = None
-        for request in requests:
-            try:
-                response = self._receive(request)
-            except SMBResponseException as e:
-                if e.status != NtStatus.STATUS_END_OF_FILE:
-                    error = error or status_error(e.status, f"{self.host.host}: read {path}")
-                continue
-            if request is requests[1]:
-                body = response["data"].get_value()
-                start = body[2] - 64
-                data = body[start : start + struct.unpack_from("<I", body, 4)[0]]
+        for message_id in ids:
+            status, reply = self._reply(message_id)
+            if status == STATUS_SUCCESS:
+                if message_id == ids[1]:
+                    data = smb_wire.read_data(reply)
+            elif status != STATUS_END_OF_FILE and error is None:
+                error = status_error(status, f"{self.host.host}: read {path}")
         if error is not None:
             raise error
         return data
@@ -506,42 +519,23 @@ class SMBSource:
     def open_pipe(self, name: str) -> tuple[int, bytes]:
         """Open a named pipe on IPC$ for DCE/RPC; returns (tree id, file id)."""
         tree_id = self._tree("IPC$")
-        create = SMB2CreateRequest()
-        create["impersonation_level"] = IMPERSONATION
-        create["desired_access"] = FILE_READ_DATA | FILE_WRITE_DATA | SYNCHRONIZE
-        create["file_attributes"] = 0
-        create["share_access"] = SHARE_ALL
-        create["create_disposition"] = FILE_OPEN
-        create["create_options"] = 0
-        create["buffer_path"] = name.encode("utf-16-le")
-        response = self._receive(self._send([create], tree_id)[0])
-        return tree_id, response["data"].get_value()[64:80]
+        message = smb_wire.create(name.encode("utf-16-le"), PIPE_ACCESS, 0)
+        return tree_id, smb_wire.file_id_of(self._request(message, tree_id, f"pipe {name}"))
 
     def pipe_write(self, tree_id: int, file_id: bytes, data: bytes) -> None:
-        write = SMB2WriteRequest()
-        write["length"] = len(data)
-        write["offset"] = 0
-        write["file_id"] = file_id
-        write["buffer"] = data
-        self._receive(self._send([write], tree_id)[0])
+        self._request(smb_wire.write(data, file_id), tree_id, "pipe write")
 
     def pipe_read(self, tree_id: int, file_id: bytes, length: int = 65536) -> bytes:
-        read = SMB2ReadRequest()
-        read["length"] = length
-        read["offset"] = 0
-        read["file_id"] = file_id
-        body = self._receive(self._send([read], tree_id)[0])["data"].get_value()
-        start = body[2] - 64
-        return body[start : start + struct.unpack_from("<I", body, 4)[0]]
+        return smb_wire.read_data(
+            self._request(smb_wire.read(0, length, file_id), tree_id, "pipe read")
+        )
 
     def pipe_close(self, tree_id: int, file_id: bytes) -> None:
-        close = SMB2CloseRequest()
-        close["file_id"] = file_id
-        self._receive(self._send([close], tree_id)[0])
+        self._request(smb_wire.close(file_id), tree_id, "pipe close")
 
 
 class _Bounded:
-    """Context: arm the watchdog, and translate whatever escapes into a SourceError."""
+    """Context: start the call's deadline, and translate whatever escapes into a SourceError."""
 
     def __init__(self, source: SMBSource, what: str) -> None:
         self._source, self._what = source, what
@@ -553,46 +547,26 @@ class _Bounded:
         self._outer = not source._armed
         if self._outer:
             source._armed = True
-            source._watchdog.arm(source.timeout_s)
+            source._deadline = time.monotonic() + source.timeout_s
+            if source._watchdog is not None:
+                source._watchdog.arm(source.timeout_s)
 
     def __exit__(self, kind: type | None, error: BaseException | None, tb: object) -> bool:
         source = self._source
         if self._outer:
-            source._watchdog.disarm()
+            if source._watchdog is not None:
+                source._watchdog.disarm()
             source._armed = False
         if error is None or not isinstance(error, Exception):
             return False
         raise source._fail(error, self._what) from None
 
 
-def _create_request(name: str, directory: bool) -> SMB2CreateRequest:
-    create = SMB2CreateRequest()
-    create["impersonation_level"] = IMPERSONATION
-    create["desired_access"] = FILE_READ_DATA | FILE_READ_ATTRIBUTES | SYNCHRONIZE
-    create["file_attributes"] = 0
-    create["share_access"] = SHARE_ALL
-    create["create_disposition"] = FILE_OPEN
-    create["create_options"] = FILE_DIRECTORY_FILE if directory else FILE_NON_DIRECTORY_FILE
-    create["buffer_path"] = name.encode("utf-16-le") if name else b"\x00\x00"
-    return create
-
-
-def _query_request(
-    buffer_length: int, file_id: bytes = RELATED_FILE_ID
-) -> SMB2QueryDirectoryRequest:
-    query = SMB2QueryDirectoryRequest()
-    query["file_information_class"] = FILE_DIRECTORY_INFORMATION
-    query["file_id"] = file_id
-    query["output_buffer_length"] = buffer_length
-    query["buffer"] = "*".encode("utf-16-le")
-    return query
-
-
-def _append_query_entries(body: bytes, entries: list[Entry]) -> int:
+def _append_query_entries(data: bytes, entries: list[Entry]) -> int:
     """Parse one QUERY_DIRECTORY answer; returns the bytes of its buffer in use."""
-    offset, length = struct.unpack_from("<HI", body, 2)
+    offset, length = smb_wire.query_buffer(data)
     if length:
-        parse_directory(memoryview(body)[offset - 64 : offset - 64 + length], entries)
+        parse_directory(memoryview(data)[offset : offset + length], entries)
     return length
 
 

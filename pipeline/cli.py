@@ -41,7 +41,8 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     if args.rounds < 1:
         raise UsageError("--rounds must be at least 1")
     config.override(
-        hosts_file=args.hosts_file, crawl_dir=args.crawl_dir, crawlers=args.crawlers,
+        hosts_file=args.hosts_file, rules_file=args.rules_file, crawl_dir=args.crawl_dir,
+        crawlers=args.crawlers,
         round_seconds=args.round_seconds, policy=args.policy, runner=args.runner,
     )  # fmt: skip
     settings = config.sharecrawl()
@@ -62,8 +63,13 @@ def cmd_crawl(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from pipeline.status import format_report, round_report
 
-    report = round_report(_existing_crawl(args))
+    crawl = _existing_crawl(args)
+    report = round_report(crawl)
     print(json.dumps(report, default=str) if args.json else format_report(report))
+    if args.plot:
+        from pipeline.plots import plot_status
+
+        plot_status(crawl.version_dir(crawl.current()), Path(args.plot))
     return 0
 
 
@@ -125,6 +131,7 @@ def parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("crawl", help="run more crawl rounds")
     sp.add_argument("--rounds", type=int, default=1)
     sp.add_argument("--hosts-file")
+    sp.add_argument("--rules-file", help="the operator's crawl rules (luigi.cfg: rules_file)")
     crawl_dir(sp)
     sp.add_argument("--crawlers", type=int)
     sp.add_argument("--round-seconds", type=float)
@@ -149,6 +156,7 @@ def parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("status", help="what the last round did")
     sp.add_argument("--json", action="store_true")
+    sp.add_argument("--plot", metavar="FILE.png", help="draw partition sizes, media per host")
     crawl_dir(sp)
     sp.set_defaults(func=cmd_status)
 

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from crawl_io.crawldir import CrawlDir, host_file, write_parquet
+from crawl_io.filters import filtered, load_rules
 from crawl_io.mediatypes import media_kind
 from crawl_io.partitioning import PartitionKey, Ranges, share_root
 from crawl_io.rangefile import RangeFile
@@ -200,8 +201,10 @@ class _HostFetch:
         stored = {row["partition_id"]: row["hash"] for row in job.known}
         due = [known.get(r["partition_id"]) for r in job.due if r["partition_id"] in known]
         result = HostResult(host.host)
+        rules = load_rules(self.crawl.segment_dir(job.round) / "rules.txt")
         try:
-            source = open_source(host, timeout_s=job.timeout_s)
+            # excluded shares and folders are never listed; hashes cover what is crawled
+            source = filtered(open_source(host, timeout_s=job.timeout_s), rules, host.host)
         except SourceError as e:
             self._host_failed(due, e)
             result.error = str(e)

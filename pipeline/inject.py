@@ -1,11 +1,15 @@
-"""Inject: read the hosts file (again every round) and check every host is alive.
+"""Inject: read the hosts file and the crawl rules (again every round) and check every host
+is alive.
 
-Output: the round's `inject.parquet`, one row per listed host with its liveness. Hosts new to
-the file start being crawled this round; hosts no longer listed are retired by Update.
+Output: the round's `inject.parquet`, one row per listed host with its liveness, written
+after `rules.txt`, the rules every fetcher of the round uses. Hosts new to the file start
+being crawled this round; hosts no longer listed are retired by Update. A malformed rules
+file is reported and the last good rules stay in force.
 """
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,9 +18,12 @@ import luigi
 import pyarrow as pa
 
 from crawl_io.crawldir import CrawlDir, write_parquet
+from crawl_io.filters import RulesStore
 from crawl_io.liveness import check_host
 from crawl_io.sources import HostURL, read_hosts_file
 from pipeline.settings import sharecrawl
+
+log = logging.getLogger("sharecrawl")
 
 INJECT = pa.schema(
     [
@@ -73,5 +80,10 @@ class Inject(luigi.Task):
     def run(self) -> None:
         settings = sharecrawl()
         hosts = read_hosts_file(settings.hosts_file)
+        seg = CrawlDir(self.crawl_dir).segment_dir(self.round)
+        store = RulesStore(self.crawl_dir, settings.rules_file or None)
+        rules = store.snapshot(seg / "rules.txt")
+        if rules.error:
+            log.warning("sharecrawl: rules: %s (the last good rules stay in force)", rules.error)
         rows = host_rows(hosts, settings.liveness_timeout_s)
         write_parquet(pa.Table.from_pylist(rows, INJECT), Path(self.output().path))

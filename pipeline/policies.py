@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from operator import attrgetter
 from typing import Protocol
 
@@ -170,7 +171,6 @@ class ScoringPolicy:
         return pack(cands, self.score(cands, now, budget), budget)
 
 
-
 class RoundRobin(ScoringPolicy):
     """Oldest scan first: plain full recrawls, as LAN search engines such as AllTer did."""
 
@@ -257,9 +257,10 @@ def expected_loss(
 class AdaptivePolicy(ScoringPolicy):
     """Nutch's AdaptiveFetchSchedule: the interval shrinks by (1 - dec) after a scan that found
     a change and grows by (1 + inc) after one that did not, within [min, max] (Nutch's
-    defaults, but an initial interval of an hour, the crawl's cron period, not 30 days). The interval is replayed
-    from the history, memoised per partition. As in Nutch's generator only due partitions
-    (age >= interval) are chosen, most overdue first; `due_only=False` fills the budget."""
+    defaults, but an initial interval of an hour, the crawl's cron period, not 30 days). The
+    interval is replayed from the history, memoised per partition. As in Nutch's generator
+    only due partitions (age >= interval) are chosen, most overdue first; `due_only=False`
+    fills the budget."""
 
     name = "adaptive"
 
@@ -279,6 +280,9 @@ class AdaptivePolicy(ScoringPolicy):
         self.due_only = due_only
         # partition_id -> (time of the last history entry replayed, history length, interval)
         self._memo: dict[str, tuple[float, int, float]] = {}
+        # partition_id -> last scan and interval at the previous call, to skip unchanged ones.
+        self._last: dict[str, float] = {}
+        self._intervals: dict[str, float] = {}
 
     def interval(self, p: PartitionState) -> float:
         hist = p.history
@@ -304,7 +308,16 @@ class AdaptivePolicy(ScoringPolicy):
         return interval
 
     def score(self, cands: Candidates, now: float, budget: Budget) -> np.ndarray:
-        intervals = np.array([self.interval(p) for p in cands.parts], dtype=float)
+        ids = list(map(attrgetter("partition_id"), cands.parts))
+        n = len(ids)
+        last = np.where(np.isfinite(cands.age_s), now - cands.age_s, -math.inf)
+        # Replay only the partitions scanned since the previous call (or never seen).
+        known_last = np.fromiter(map(self._last.get, ids, repeat(math.nan)), float, count=n)
+        intervals = np.fromiter(map(self._intervals.get, ids, repeat(math.nan)), float, count=n)
+        for i in np.flatnonzero(last != known_last).tolist():
+            p = cands.parts[i]
+            intervals[i] = self._intervals[p.partition_id] = self.interval(p)
+            self._last[p.partition_id] = float(last[i])
         return cands.age_s / intervals
 
     def choose(self, parts: Sequence[PartitionState], now: float, budget: Budget) -> list[str]:

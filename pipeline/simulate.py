@@ -12,13 +12,16 @@ One event trace (changes, hosts on and off) is generated per seed and replayed f
 policy. The replay goes in rounds: at each round start the policy's `choose` gets the
 partitions' `PartitionState` and the budget, the chosen scans are queued on `crawlers`
 crawlers (one host per crawler at a time), each scan sees the changes made before it started,
-reads the tags of the new media and indexes them when it ends. After every round the scanned
+reads the tags of the new media and indexes them when it ends. Rounds run back to back, as
+`sharecrawl crawl --rounds N` does: a round lasts as long as its scans take, and at least
+`min_round_s` (its fixed part: generate, update, index); `min_round_s = round_seconds` gives
+rounds of fixed length. After every round the scanned
 partitions' history grows and their rate is re-estimated with the real estimator
 (`pipeline.rates.estimate_rates`, the batch form of `estimate_rate`, over the same
 sufficient statistics: intervals of scans that found a change, binned on a log scale, and the
 total interval of scans that found none).
 
-Measured after a warm-up day in which the estimates settle (seed 001 also measures the
+Measured after a warm-up (half a day) in which the estimates settle (seed 001 also measures the
 stationary regime): time-averaged freshness (share of partitions whose index matches the
 host), staleness of each change (from the change to the end of the scan that indexes it; a
 change still unindexed at the end counts until the end), scans, scans that found nothing,
@@ -76,7 +79,7 @@ class SimParams:
     seed: int = 0
     round_seconds: float = 300.0  # the budget: crawlers * round_seconds, per host round_seconds
     min_round_s: float = 60.0  # a round's fixed part (generate, update, index)
-    warmup_days: float = 1.0
+    warmup_days: float = 0.5
     partitions_per_host: float = 10.0
     folders_per_host: float = 2000.0
     files_per_folder: float = 10.0
@@ -125,6 +128,7 @@ class Lan:
         return inside == 0
 
 
+SERIES_STEP_S = 300.0  # freshness is sampled for the plot at most this often
 KEY_OFFSET = 3 * DAY  # times from -3 days on are keyed
 KEY_SPAN = 64 * DAY * 2  # > simulated time + offset; keys stay exact to ~1e-3 s at 1e5 items
 
@@ -354,7 +358,7 @@ def replay(lan: Lan, policy_name: str) -> PolicyRun:
             for i in parts_of_host[h]:
                 states[i].online = bool(now_online[h])
         online_now = now_online
-        if t >= lan.measure_from:
+        if t >= lan.measure_from and (not series_t or t - series_t[-1] >= SERIES_STEP_S):
             stale_now = lan.changes_upto(idx_all, t) > seen
             series_t.append(t)
             series_fresh.append(1.0 - float(stale_now.mean()))
@@ -523,7 +527,7 @@ def simulate(
     *,
     round_seconds: float = 300.0,
     min_round_s: float = 60.0,
-    warmup_days: float = 1.0,
+    warmup_days: float = 0.5,
     keep_series: bool = False,
     workers: int = 1,
     **lan_settings: float,
@@ -569,7 +573,9 @@ def simulate(
     }
     if keep_series:
         result["series"] = {
-            name: [[round(t / HOUR, 4), f] for t, f in zip(run.series_t, run.series_fresh, strict=True)]
+            name: [
+                [round(t / HOUR, 4), f] for t, f in zip(run.series_t, run.series_fresh, strict=True)
+            ]
             for name, run in runs.items()
         }
     return result
@@ -591,8 +597,11 @@ def _replay_all(lan: Lan, names: list[str], workers: int) -> dict[str, PolicyRun
     _SHARED_LAN = lan
     try:
         context = multiprocessing.get_context("fork")
+        # Policies that choose only what is due run many short rounds: start them first.
+        slow_first = sorted(names, key=lambda n: n not in ("adaptive", "optimal"))
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            return dict(zip(names, pool.map(_replay_shared, names), strict=True))
+            runs = dict(zip(slow_first, pool.map(_replay_shared, slow_first), strict=True))
+        return {name: runs[name] for name in names}
     finally:
         _SHARED_LAN = None
 
@@ -661,7 +670,7 @@ def print_table(result: dict) -> None:
             f"{p['warmup_days']:g} warm-up, seed {p['seed']}"
         )
     )
-    table.add_column("policy")
+    table.add_column("policy", no_wrap=True)
     for col in ("freshness", "changing", "stale min", "mean", "p95", "max"):
         table.add_column(col, justify="right")
     for col in ("changes", "scans", "empty", "tag reads"):
@@ -680,10 +689,9 @@ def print_table(result: dict) -> None:
             f"{m['empty_scans']:,}",
             f"{m['tag_reads']:,}",
         )
-    table.add_row(
-        "bound", f"{result['bound']:.4%}", f"{result['bound_changing']:.2%}", *[""] * 8
-    )
-    console = Console()
+    table.add_row("bound", f"{result['bound']:.4%}", f"{result['bound_changing']:.2%}", *[""] * 8)
+    # Wide enough for every column when the output goes to a file or a pipe.
+    console = Console(width=None if sys.stdout.isatty() else 150)
     console.print(table)
     console.print(
         "freshness: time-averaged share of partitions whose index matches the host "
@@ -703,7 +711,10 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--policies", default=",".join(POLICY_NAMES), help="comma separated")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--round-seconds", type=float, default=300.0)
-    ap.add_argument("--warmup-days", type=float, default=1.0)
+    ap.add_argument("--warmup-days", type=float, default=0.5)
+    ap.add_argument(
+        "--min-round-s", type=float, default=60.0, help="fixed part of a round (back to back)"
+    )
     ap.add_argument("--plot", metavar="FILE.png", help="draw freshness over time")
     ap.add_argument(
         "--workers", type=int, default=os.cpu_count() or 1, help="policies replayed at once"
@@ -730,6 +741,7 @@ def run_cli(argv: list[str] | None) -> int:
             seed=args.seed,
             round_seconds=args.round_seconds,
             warmup_days=args.warmup_days,
+            min_round_s=args.min_round_s,
             keep_series=bool(args.plot),
             workers=args.workers,
         )

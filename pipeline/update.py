@@ -21,15 +21,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir, host_file, read_parquet, write_parquet
+from crawl_io.filters import RulesStore, load_rules
 from crawl_io.partitioning import share_root
-from crawl_io.schema import FETCHLOG, FILES, HOSTS, LISTING, MEDIA, PARTITIONS, PREFIX_STATS
+from crawl_io.schema import FETCHLOG, FILES, HOSTS, LISTING, MEDIA, PARTITIONS
 from jobs.manifest import run_job, write_manifest
 from jobs.partition_split import Limits
+from jobs.prefix_stats import round_prefix_stats
 from jobs.subtree_hash import MRSubtreeHash, folder_summaries
 from pipeline import repartition
 from pipeline.fetch import Fetch
 from pipeline.inject import Inject
-from pipeline.prefix_stats import host_prefix_stats
 from pipeline.rates import estimate_rate
 from pipeline.settings import sharecrawl
 from pipeline.targets import PublishedVersion
@@ -231,17 +232,14 @@ class Update(luigi.Task):
             p["partition_id"] for p in partitions}, limits, settings.runner)  # fmt: skip
         reshaped = repartition.apply(split_plan, partitions, datetime.fromtimestamp(now, UTC))
         touched |= reshaped
+        rules = load_rules(seg / "rules.txt")
+        if rules.digest != load_rules(crawl.segment_dir(prev) / "rules.txt").digest:
+            touched = set(listed)  # new rules: excluded rows leave every host's parts
 
         out = crawl.crawldb / f".v{self.round:06d}.tmp"
         shutil.rmtree(out, ignore_errors=True)
         for name in PER_HOST_TABLES:
             (out / name).mkdir(parents=True)
-        old_stats = crawl.read(prev, "prefix_stats")
-        stats = [
-            old_stats.filter(
-                pc.is_in(old_stats["host"], pa.array(sorted(listed - touched), pa.string()))
-            )
-        ]
         by_host: dict[str, list[dict]] = {}
         for p in partitions:
             by_host.setdefault(p["host"], []).append(p)
@@ -250,29 +248,38 @@ class Update(luigi.Task):
                 self._link_host(crawl, prev, host, out)
                 continue
             part = host_file(host)
-            old_files = crawl.read_host(prev, "files", host)
             files = merged_files(
-                old_files, read_parquet(seg / "listing" / part, LISTING),
+                crawl.read_host(prev, "files", host), read_parquet(seg / "listing" / part, LISTING),
                 log_table.filter(pc.equal(log_table["host"], host)), replaced | removed,
             )  # fmt: skip
             if host in reshaped:
                 files, sizes = repartition.reassign(files, by_host.get(host, []))
                 for p in by_host.get(host, []):
                     p.update(sizes[p["partition_id"]])
+            files = rules.drop_excluded(files)
             media = merged_media(crawl.read_host(prev, "media", host),
                                  read_parquet(seg / "media" / part, MEDIA), files)  # fmt: skip
             write_parquet(files, out / "files" / part)
             write_parquet(media, out / "media" / part)
             write_parquet(folder_summaries(files), out / "folders" / part)
-            stats.append(host_prefix_stats(host, files, old_files, media, settings.stats_depth,
-                                           settings.stats_min_entries))  # fmt: skip
         host_rows = {h["host"]: h for h in hosts}
         for p in partitions:  # the scheduler's cost: listing every folder, at the host's pace
             pace = host_rows[p["host"]]["list_s_per_folder"]
             p["est_scan_s"] = max(p["n_folders"] or 0, 1) * pace
         write_parquet(pa.Table.from_pylist(hosts, HOSTS), out / "hosts.parquet")
         write_parquet(pa.Table.from_pylist(partitions, PARTITIONS), out / "partitions.parquet")
-        write_parquet(pa.concat_tables(stats).cast(PREFIX_STATS), out / "prefix_stats.parquet")
+        stats = round_prefix_stats(
+            round_=self.round, version_dir=out, prev_dir=crawl.version_dir(prev) if prev else None,
+            old_stats=crawl.read(prev, "prefix_stats"), listed=listed, touched=touched,
+            runner=settings.runner, depth=settings.stats_depth,
+            min_entries=settings.stats_min_entries, stats_every=settings.stats_every,
+            workdir=seg / "jobs",
+        )  # fmt: skip
+        write_parquet(stats, out / "prefix_stats.parquet")
+        if settings.auto_rules:  # seed 002: big folders without media are not worth crawling
+            RulesStore(crawl.root, settings.rules_file or None).regenerate_auto(
+                stats, min_entries=settings.auto_rule_min_entries
+            )
         os.replace(out, crawl.version_dir(self.round))
         crawl.publish(self.round)
 

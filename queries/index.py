@@ -11,21 +11,28 @@ Tables in the index:
 - `hosts`: host, url, online (to build URLs of copies);
 - `meta`: key/value pairs, among them the crawldb version the index was built from.
 
-Text is tokenised in Python (queries.text, the same code the queries use) once per distinct
-string; everything per row is done by DuckDB.
+Text is split into words in Python (queries.text, the same code the queries use) once per
+distinct string, and each distinct word's forms are computed once; everything per row is
+done by DuckDB. guessit, the slowest step per name, runs in a child process meanwhile.
+
+queries.search loads the postings, terms and works' filter columns into numpy arrays once
+per index file: the file stays the single thing swapped (by os.replace) when rebuilt.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable
+from itertools import chain
 from pathlib import Path
 
 import duckdb
-import guessit
 import pyarrow as pa
 
 from crawl_io import schema
@@ -124,9 +131,12 @@ def relabel_index(index_path: Path, version_dir: Path) -> None:
 
 
 def _build(con: duckdb.DuckDBPyConnection, version_dir: Path) -> None:
+    con.execute("SET enable_progress_bar = false")
     _load_sources(con, version_dir)
+    guesses = _start_guessing(con)
     _tokenise_strings(con)
-    _parse_video_names(con)
+    _folder_strings(con)
+    _apply_guesses(con, guesses())
     _group_works(con)
     _build_postings(con)
     con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
@@ -152,10 +162,8 @@ def _load_sources(con: duckdb.DuckDBPyConnection, version_dir: Path) -> None:
     """Temp table `m` (one row per media file, path split up) and table `hosts`."""
     media_files = _parquet_files(version_dir / "media")
     if media_files:
-        con.execute(
-            "CREATE TEMP TABLE media_src AS SELECT * FROM read_parquet(?, union_by_name = true)",
-            [media_files],
-        )
+        # a view: the rows are read once, straight into `m` below
+        con.read_parquet(media_files, union_by_name=True).create_view("media_src")
     else:
         _create_from_arrow(con, "media_src", schema.empty(schema.MEDIA), temp=True)
     hosts_file = version_dir / "hosts.parquet"
@@ -173,11 +181,12 @@ def _load_sources(con: duckdb.DuckDBPyConnection, version_dir: Path) -> None:
         """
     )
     lossless = ", ".join(f"'{f}'" for f in LOSSLESS_FORMATS)
+    # String functions rather than regular expressions on the whole path: they are several
+    # times cheaper per row. A resolution is looked for only in paths holding three digits.
     con.execute(
         f"""
         CREATE TEMP TABLE m AS
         SELECT
-            row_number() OVER () AS media_id,
             s.host, s.share, s.path, s.size, s.mtime,
             lower(coalesce(s.kind, 'audio')) AS kind,
             lower(s.format) AS format,
@@ -188,14 +197,20 @@ def _load_sources(con: duckdb.DuckDBPyConnection, version_dir: Path) -> None:
             nullif(trim(s.genre), '') AS genre,
             s.year, s.bitrate_kbps,
             nullif(trim(s.series), '') AS series, s.season, s.episode,
-            regexp_extract(s.path, '^(.*)/[^/]*$', 1) AS folder,
-            regexp_replace(regexp_extract(s.path, '[^/]*$'), '\\.[^./]{{1,5}}$', '') AS stem,
-            regexp_extract(s.path, '[^/]*$') AS filename,
+            CASE WHEN length(s.path) > length(s.filename)
+                 THEN left(s.path, length(s.path) - length(s.filename) - 1) ELSE '' END
+                AS folder,
+            regexp_replace(s.filename, '\\.[^./]{{1,5}}$', '') AS stem,
+            s.filename,
             coalesce(h.online, false) AS online,
             lower(s.format) IN ({lossless}) AS lossless,
-            try_cast(regexp_extract(lower(s.path), '(?:^|[^0-9])(\\d{{3,4}})[pi](?:[^a-z]|$)', 1)
-                     AS INTEGER) AS resolution
-        FROM media_src s LEFT JOIN hosts h USING (host)
+            CASE WHEN regexp_matches(s.path, '\\d\\d\\d[pPiI]') THEN
+                try_cast(regexp_extract(lower(s.path),
+                                        '(?:^|[^0-9])(\\d{{3,4}})[pi](?:[^a-z]|$)', 1)
+                         AS INTEGER)
+            END AS resolution
+        FROM (SELECT *, parse_filename(path, false, '/') AS filename FROM media_src) s
+        LEFT JOIN hosts h USING (host)
         """
     )
 
@@ -212,45 +227,95 @@ def _create_from_arrow(
         con.unregister("_arrow_source")
 
 
-def _arrow_strings(rows: Iterable[tuple[str, ...]], names: list[str]) -> pa.Table:
-    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in names]
-    arrays = []
-    for name, values in zip(names, columns, strict=True):
-        if name.endswith("terms"):
-            arrays.append(pa.array(values, pa.list_(pa.string())))
-        elif name == "generic":
-            arrays.append(pa.array(values, pa.bool_()))
-        else:
-            arrays.append(pa.array(values, pa.string()))
-    return pa.table(dict(zip(names, arrays, strict=True)))
-
-
 def _tokenise_strings(con: duckdb.DuckDBPyConnection) -> None:
-    """Temp tables of distinct strings with their normalised form and index terms."""
-    values = con.execute(
+    """Temp table `strings` (v, norm, terms, generic): every distinct tag value, folder,
+    folder's last name and name stem with its normalised form (text.normalised), its index
+    terms (text.terms) and whether it is a generic name (text.is_generic_name)."""
+    values = con.sql(
         """
-        SELECT DISTINCT v FROM (
-            SELECT artist AS v FROM m UNION ALL SELECT title FROM m UNION ALL
-            SELECT album FROM m UNION ALL SELECT albumartist FROM m UNION ALL
-            SELECT genre FROM m UNION ALL SELECT series FROM m
+        SELECT v FROM (
+            SELECT artist AS v FROM m UNION SELECT title FROM m UNION SELECT album FROM m
+            UNION SELECT albumartist FROM m UNION SELECT genre FROM m
+            UNION SELECT series FROM m UNION SELECT stem FROM m UNION SELECT folder FROM m
+            UNION SELECT parse_filename(folder, false, '/') FROM (SELECT DISTINCT folder FROM m)
         ) WHERE v IS NOT NULL
         """
-    ).fetchall()
-    rows = [(v, text.normalised(v), text.terms(v)) for (v,) in values]
-    _create_from_arrow(con, "tag_strings", _arrow_strings(rows, ["v", "norm", "terms"]), temp=True)
+    )
+    _add_strings(con, values.to_arrow_table().column(0).to_pylist(), create=True)
+    con.execute("CREATE TEMP VIEW tag_strings AS SELECT v, norm, terms FROM strings")
+    con.execute(
+        "CREATE TEMP VIEW stem_strings AS SELECT v AS stem, norm, terms, generic FROM strings"
+    )
 
-    folders = con.execute("SELECT DISTINCT folder FROM m").fetchall()
-    rows = [(f, text.normalised(f.rpartition("/")[2]), text.terms(f)) for (f,) in folders]
-    table = _arrow_strings(rows, ["folder", "last_norm", "terms"])
-    _create_from_arrow(con, "folder_strings", table, temp=True)
 
-    stems = con.execute("SELECT DISTINCT stem FROM m").fetchall()
-    rows = [(s, text.normalised(s), text.terms(s), text.is_generic_name(s)) for (s,) in stems]
-    table = _arrow_strings(rows, ["stem", "norm", "terms", "generic"])
-    _create_from_arrow(con, "stem_strings", table, temp=True)
+def _add_strings(con: duckdb.DuckDBPyConnection, values: list[str], *, create: bool) -> None:
+    """Add `values` (distinct, not yet there) to temp table `strings`.
+
+    Python splits each string into words (the same text.words the queries use) and computes
+    the forms of each distinct word once; DuckDB assembles the per-string results, which is
+    several times faster than text.terms and text.normalised string by string.
+    """
+    words = [text.words(v) for v in values]
+    distinct_words = sorted(set(chain.from_iterable(words)))
+    forms = [text.word_forms(w) for w in distinct_words]
+    string_words = pa.table({"v": pa.array(values, pa.string()),
+                             "words": pa.array(words, pa.list_(pa.string()))})  # fmt: skip
+    word_forms = pa.table(
+        {
+            "word": pa.array(distinct_words, pa.string()),
+            "surface": pa.array([f[0] for f in forms], pa.string()),
+            "forms": pa.array([list(f) for f in forms], pa.list_(pa.string())),
+            "indexable": pa.array([text.indexable(f[0]) for f in forms], pa.bool_()),
+            "generic": pa.array([text.is_generic_word(f[0]) for f in forms], pa.bool_()),
+        }
+    )
+    con.register("string_words", string_words)
+    con.register("word_forms", word_forms)
+    # Strings without words (punctuation only) normalise to '' and are generic, as in text.
+    action = "CREATE TEMP TABLE strings AS" if create else "INSERT INTO strings"
+    try:
+        con.execute(
+            f"""
+            {action}
+            WITH sw AS (
+                SELECT v, unnest(words) AS word, generate_subscripts(words, 1) AS pos
+                FROM string_words
+            )
+            SELECT s.v,
+                coalesce(x.norm, '') AS norm,
+                coalesce(x.terms, []::VARCHAR[]) AS terms,
+                coalesce(x.generic, true) AS generic
+            FROM string_words s LEFT JOIN (
+                SELECT sw.v,
+                    string_agg(wf.surface, ' ' ORDER BY sw.pos) AS norm,
+                    list_distinct(flatten(list(wf.forms) FILTER (WHERE wf.indexable))) AS terms,
+                    bool_and(wf.generic) FILTER (WHERE wf.indexable) AS generic
+                FROM sw JOIN word_forms wf USING (word)
+                GROUP BY sw.v
+            ) x USING (v)
+            """
+        )
+    finally:
+        con.unregister("string_words")
+        con.unregister("word_forms")
+
+
+def _folder_strings(con: duckdb.DuckDBPyConnection) -> None:
+    """Temp table `folder_strings`: a folder's terms, and its last name normalised."""
+    con.execute(
+        """
+        CREATE TEMP TABLE folder_strings AS
+        SELECT f.folder, coalesce(l.norm, '') AS last_norm, s.terms
+        FROM (SELECT DISTINCT folder FROM m) f
+        JOIN strings s ON s.v = f.folder
+        LEFT JOIN strings l ON l.v = parse_filename(f.folder, false, '/')
+        """
+    )
 
 
 def _guess(filename: str) -> tuple[object, ...]:
+    import guessit  # slow to import: only index builds need it
+
     try:
         guess = guessit.guessit(filename)
     except Exception:  # guessit may fail on odd names; the name stem still identifies it
@@ -277,19 +342,58 @@ def _guess(filename: str) -> tuple[object, ...]:
     )
 
 
-def _parse_video_names(con: duckdb.DuckDBPyConnection) -> None:
-    """Fill series/season/episode (or film title/year) of videos the crawler left blank.
+def _guess_all(filenames: list[str]) -> list[tuple[object, ...]]:
+    return [_guess(name) for name in filenames]
 
-    guessit is slow (milliseconds a name), so it runs once per distinct file name and only
-    for videos that have neither a series nor a title.
+
+# guessit takes ~15 ms a name: with more names than this, it runs in a child process
+# (`python -m queries.index`) while DuckDB and the tokeniser work.
+_GUESS_IN_BACKGROUND = 100
+
+
+def _start_guessing(con: duckdb.DuckDBPyConnection) -> Callable[[], list[tuple[object, ...]]]:
+    """Start guessing series/season/episode (or film title/year) from the names of videos
+    the crawler left without a series and a title; returns a function giving the guesses.
+
+    guessit runs once per distinct file name and only for videos that have neither a
+    series nor a title.
     """
-    names = con.execute(
-        """
-        SELECT DISTINCT filename FROM m
-        WHERE kind = 'video' AND series IS NULL AND title IS NULL
-        """
-    ).fetchall()
-    rows = [_guess(name) for (name,) in names]
+    names = [name for (name,) in con.execute(
+        "SELECT DISTINCT filename FROM m WHERE kind = 'video' AND series IS NULL AND title IS NULL"
+    ).fetchall()]  # fmt: skip
+    if len(names) < _GUESS_IN_BACKGROUND:
+        return lambda: _guess_all(names)
+    # A plain child process, not multiprocessing: spawn would re-import the caller's
+    # __main__, and fork is unsafe with DuckDB's threads running.
+    project = str(Path(__file__).resolve().parents[1])
+    env = os.environ | {"PYTHONPATH": os.pathsep.join(
+        p for p in (project, os.environ.get("PYTHONPATH")) if p
+    )}  # fmt: skip
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "queries.index", "--guess"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
+        )  # fmt: skip
+        assert child.stdin is not None
+        child.stdin.write(json.dumps(names))
+        child.stdin.close()
+    except OSError:
+        return lambda: _guess_all(names)
+
+    def result() -> list[tuple[object, ...]]:
+        assert child.stdout is not None
+        output = child.stdout.read()
+        if child.wait() != 0:  # the child failed: guess here rather than lose the names
+            return _guess_all(names)
+        return [tuple(row) for row in json.loads(output)]
+
+    return result
+
+
+def _apply_guesses(con: duckdb.DuckDBPyConnection, rows: list[tuple[object, ...]]) -> None:
+    """Fill the blanks of `m` from the guesses, and tokenise the titles and series found."""
+    if not rows:
+        return
     table = pa.table(
         {
             "filename": pa.array([r[0] for r in rows], pa.string()),
@@ -301,8 +405,6 @@ def _parse_video_names(con: duckdb.DuckDBPyConnection) -> None:
             "g_resolution": pa.array([r[6] for r in rows], pa.int32()),
         }
     )
-    if not rows:
-        return
     _create_from_arrow(con, "guesses", table, temp=True)
     con.execute(
         """
@@ -315,21 +417,15 @@ def _parse_video_names(con: duckdb.DuckDBPyConnection) -> None:
           AND m.series IS NULL AND m.title IS NULL
         """
     )
-    # Titles and series names found by guessit need their terms too.
     new_values = con.execute(
         """
         SELECT DISTINCT v FROM (SELECT g_title AS v FROM guesses UNION ALL
                                 SELECT g_series FROM guesses)
-        WHERE v IS NOT NULL AND v NOT IN (SELECT v FROM tag_strings)
+        WHERE v IS NOT NULL AND v NOT IN (SELECT v FROM strings)
         """
     ).fetchall()
-    rows = [(v, text.normalised(v), text.terms(v)) for (v,) in new_values]
-    if rows:
-        con.register("_new_strings", _arrow_strings(rows, ["v", "norm", "terms"]))
-        try:
-            con.execute("INSERT INTO tag_strings SELECT * FROM _new_strings")
-        finally:
-            con.unregister("_new_strings")
+    if new_values:
+        _add_strings(con, [v for (v,) in new_values], create=False)
 
 
 def _group_works(con: duckdb.DuckDBPyConnection) -> None:
@@ -409,7 +505,7 @@ def _group_works(con: duckdb.DuckDBPyConnection) -> None:
         """
         CREATE TABLE copies AS
         SELECT work_id, host, share, path, kind, format, bitrate_kbps, size, mtime, online
-        FROM mw ORDER BY work_id, host, share, path
+        FROM mw ORDER BY work_id  -- grouped by work; a full sort by path costs seconds
         """
     )
 
@@ -493,3 +589,8 @@ def _build_postings(con: duckdb.DuckDBPyConnection) -> None:
         """
     )
     con.execute("DROP TABLE tf")
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--guess"]:
+    # The guessing child of _start_guessing: JSON list of names in, JSON guesses out.
+    json.dump(_guess_all(json.load(sys.stdin)), sys.stdout)

@@ -90,15 +90,21 @@ def word_forms(word: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys((surface, stem or surface, loose(surface))))
 
 
-def _indexable(surface: str) -> bool:
-    # Single letters and one- or two-digit numbers (track numbers) only add noise.
+def indexable(surface: str) -> bool:
+    """Whether a word's surface form is worth indexing: single letters and one- or two-digit
+    numbers (track numbers) only add noise."""
     return len(surface) > 2 or (len(surface) == 2 and not surface.isdigit())
+
+
+def is_generic_word(surface: str) -> bool:
+    """Whether a word's surface form says nothing about a work ('track', '01')."""
+    return surface.isdigit() or surface in GENERIC_WORDS
 
 
 def surface_words(text: str | None) -> list[str]:
     """The Latin surface forms of the words of `text` worth indexing, in order."""
     forms = (word_forms(w)[0] for w in words(text))
-    return [s for s in forms if _indexable(s)]
+    return [s for s in forms if indexable(s)]
 
 
 def normalised(text: str | None) -> str:
@@ -116,7 +122,7 @@ def terms(text: str | None) -> list[str]:
     out: dict[str, None] = {}
     for word in words(text):
         forms = word_forms(word)
-        if _indexable(forms[0]):
+        if indexable(forms[0]):
             out.update(dict.fromkeys(forms))
     return list(out)
 
@@ -126,11 +132,11 @@ def query_words(text: str) -> list[tuple[str, ...]]:
     result = []
     for word in words(text):
         forms = word_terms(word)
-        if _indexable(forms[0]):
+        if indexable(forms[0]):
             result.append(forms)
     return result
 
 
 def is_generic_name(stem: str | None) -> bool:
     """True when a file name (without extension) has no word beyond generic ones."""
-    return all(w.isdigit() or w in GENERIC_WORDS for w in surface_words(stem))
+    return all(is_generic_word(w) for w in surface_words(stem))

@@ -206,6 +206,11 @@ def test_works_matching_every_word_come_before_partial_matches(index: Path) -> N
     assert titles(search(index, "frozen xyzzy")) == ["Frozen"]
     # but a field-restricted word is a must
     assert search(index, "frozen artist:xyzzy") == []
+    # the most words matched counts among the works shown: not the hidden offline one
+    assert titles(search(index, "secret band frozen")) == ["Frozen"]
+    assert titles(search(index, "secret band frozen", all_hosts=True)) == ["Hidden Track"]
+    # and among the works passing the filters: Frozen (1998) is filtered out here
+    assert set(titles(search(index, "madonna frozen year:2000.."))) == {"Music", "Hung Up"}
 
 
 def test_generic_names_group_by_folder(index: Path) -> None:
@@ -284,3 +289,78 @@ def test_format_results_lines(index: Path) -> None:
     assert lines[0].startswith("  1. Madonna — Music (Music, 2000)")
     assert "3 copies on 3 hosts, 3 online" in lines[0]
     assert "flac" in lines[1] and "smb://beta/share/incoming/song_01.flac" in lines[1]
+
+
+REFERENCE_SQL = """
+    WITH hits AS (
+        SELECT p.work_id, q.position, p.impact
+        FROM postings p JOIN terms t USING (term_id) JOIN query_terms q ON q.term = t.term
+        WHERE p.visible
+    ),
+    per_word AS (SELECT work_id, position, max(impact) AS s FROM hits GROUP BY ALL),
+    scored AS (
+        SELECT work_id, sum(s) + any_value(w.prior) AS score, count(*) AS matched
+        FROM per_word JOIN works w USING (work_id) GROUP BY work_id
+    )
+    SELECT work_id, score FROM scored
+    WHERE matched = (SELECT max(matched) FROM scored)
+    ORDER BY score DESC, work_id LIMIT 20
+"""
+
+
+@pytest.mark.parametrize(
+    "query", ["madonna", "madonna music", "lost", "мадонна", "track01", "music night", "up"]
+)
+def test_ranking_equals_bm25_sums_in_sql(index: Path, query: str) -> None:
+    """The in-memory ranking gives what the definition, written in SQL, gives."""
+    from queries.text import query_words
+
+    terms = [(position, term) for position, forms in enumerate(query_words(query))
+             for term in forms]  # fmt: skip
+    table = pa.table({"position": [p for p, _ in terms], "term": [t for _, t in terms]})
+    with duckdb.connect(str(index), read_only=True) as con:
+        con.register("query_terms", table)
+        expected = con.execute(REFERENCE_SQL).fetchall()
+    results = search(index, query)
+    assert [(r["work_id"], r["score"]) for r in results] == [
+        (work_id, round(score, 4)) for work_id, score in expected
+    ]
+
+
+def test_filters_only_lists_most_copied_first(index: Path) -> None:
+    results = search(index, "kind:audio", limit=100)
+    copies = [r["copies"] for r in results]
+    assert copies == sorted(copies, reverse=True) and all(r["score"] == 0 for r in results)
+    assert not any(r["online_copies"] == 0 for r in results)
+    assert len(search(index, "kind:audio", limit=100, all_hosts=True)) == len(results) + 1
+
+
+def test_a_fresh_process_searches_like_a_warm_one(index: Path) -> None:
+    """The first search of a process looks its display rows up in SQL; later ones use the
+    copy kept in memory: both give the same results."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys; from queries.search import search; "
+        "print(json.dumps(search(sys.argv[1], 'madonna', limit=5)))"
+    )
+    root = Path(__file__).resolve().parents[1]
+    cold = subprocess.run(
+        [sys.executable, "-c", code, str(index)], check=True, capture_output=True, text=True,
+        cwd=root,
+    )  # fmt: skip
+    search(index, "madonna")  # make sure this process holds the display rows
+    assert json.loads(cold.stdout) == search(index, "madonna", limit=5)
+
+
+def test_video_names_guessed_in_a_child_process(tmp_path: Path, monkeypatch) -> None:
+    import queries.index
+
+    monkeypatch.setattr(queries.index, "_GUESS_IN_BACKGROUND", 1)
+    out = tmp_path / "search.duckdb"
+    build_index(write_version(tmp_path, MEDIA_ROWS), out)
+    episodes = [(r["season"], r["episode"]) for r in search(out, "lost", latest=True)]
+    assert (5, 10) in episodes
+    assert search(out, "matrix kind:video")[0]["year"] == 1999

@@ -23,6 +23,7 @@ from crawl_io.sources import (
     SourceTimeout,
     parse_host_url,
 )
+from tests import smbd
 from tests.smbd import FORBIDDEN_NAMES, SmbServer, free_port, make_tree
 
 pytestmark = pytest.mark.smb
@@ -56,6 +57,23 @@ def test_listing_equals_local_walk(smb_server: SmbServer) -> None:
     assert max(path.count("/") for path, *_ in remote_rows) >= 40
 
 
+def test_walk_that_skips_subtrees(smb_server: SmbServer) -> None:
+    """Folders listed ahead that the walk never asks for leave the read-ahead window."""
+
+    def pruned(source: Source, path: str = "") -> Iterator[tuple[str, bool, int, int]]:
+        for entry in source.listdir("media", path):
+            child = f"{path}/{entry.name}" if path else entry.name
+            yield child, entry.is_dir, entry.size, entry.mtime_us
+            if entry.is_dir and entry.name != "deep":
+                yield from pruned(source, child)
+
+    with guest(smb_server, window=2) as remote:
+        rows = list(pruned(remote))
+        assert ("media", "deep") not in remote._inflight
+    assert rows == list(pruned(local(smb_server)))
+    assert not any(path.startswith("deep/") for path, *_ in rows)
+
+
 def test_listing_of_large_folders_needs_several_queries(smb_server: SmbServer) -> None:
     with guest(smb_server) as remote:
         remote.list_buffer = 4096  # ~60 entries per answer: 'many files' takes the long path
@@ -75,6 +93,67 @@ def test_user_share_and_wrong_password(smb_server: SmbServer) -> None:
     assert "logon failure" in str(caught.value)
     with guest(smb_server) as anonymous, pytest.raises(AccessDenied):
         anonymous.listdir("private", "")
+
+
+def test_signed_user_session_walks_like_guest(smb_server: SmbServer) -> None:
+    """User sessions sign every request and verify every answer, compounds included."""
+    host = parse_host_url(smb_server.url)
+    with SMBSource(host, Credentials("root", smb_server.password), timeout_s=10) as user:
+        assert user._wire is not None and user._wire._sign is not None
+        rows = list(walk(user, "media"))
+        name = FORBIDDEN_NAMES[1]
+        assert (
+            user.read("media", name, 0, 1 << 20)
+            == (smb_server.root_dir / "media" / name).read_bytes()
+        )
+    assert rows == list(walk(local(smb_server), "media"))
+
+
+def test_answer_with_a_bad_signature_retires_the_connection(smb_server: SmbServer) -> None:
+    host = parse_host_url(smb_server.url)
+    with SMBSource(host, Credentials("root", smb_server.password), timeout_s=10) as user:
+        sign = user._wire._sign
+
+        def forge(raw: bytes, message_id: int, command: int, response: bool) -> bytes:
+            signature = sign(raw, message_id, command, response)
+            return bytes(16) if response else signature  # answers no longer verify
+
+        user._wire._sign = forge
+        with pytest.raises(HostUnreachable):
+            user.listdir("media", "")
+        with pytest.raises(HostUnreachable):  # never reused
+            user.listdir("media", "empty folder")
+
+
+def test_smbprotocol_receive_thread_is_retired(smb_server: SmbServer) -> None:
+    """After the session is set up the caller's thread owns the socket: no SMB threads run."""
+    before = {t.ident for t in threading.enumerate()}
+    with guest(smb_server) as remote:
+        remote.listdir("media", "")
+        extra = [t.name for t in threading.enumerate() if t.ident not in before]
+        assert extra == [], extra
+
+
+def test_wide_window_waits_for_credits(smb_server: SmbServer) -> None:
+    """64 folders in flight at 18 credits each need more credits than the server grants at
+    once: requests wait for answers to bring credits back."""
+    with guest(smb_server, window=64) as remote:
+        rows = list(walk(remote, "media"))
+    assert rows == list(walk(local(smb_server), "media"))
+
+
+def test_encrypted_share(smbd_factory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A share that demands encryption is listed and read through encrypted messages."""
+    monkeypatch.setattr(
+        smbd, "CONFIG", smbd.CONFIG.replace("[media]\n", "[media]\n  smb encrypt = required\n")
+    )
+    server = smbd_factory()
+    host = parse_host_url(server.url)
+    with SMBSource(host, Credentials("root", server.password), timeout_s=10) as user:
+        rows = list(walk(user, "media"))
+        assert user._trees["media"] in user._encrypted_trees
+        assert user.read("private", "secret.txt", 0, 100) == b"only for root"
+    assert rows == list(walk(local(server), "media"))
 
 
 def test_missing_share_and_path(smb_server: SmbServer) -> None:
@@ -103,6 +182,16 @@ def test_partial_reads(smb_server: SmbServer) -> None:
         assert remote.read("media", name, 0, 1 << 20) == data
         assert remote.read("media", name, 5, 7) == data[5:12]
         assert remote.read("media", name, len(data) + 10, 5) == b""
+
+
+def test_reads_larger_than_one_request(smb_server: SmbServer) -> None:
+    name = FORBIDDEN_NAMES[-1]
+    data = (smb_server.root_dir / "media" / name).read_bytes()
+    assert len(data) > 200
+    with guest(smb_server) as remote:
+        remote._max_read = 64  # as a server with a small MaxReadSize would have it
+        assert remote.read("media", name, 0, 1 << 20) == data
+        assert remote.read("media", name, 10, 150) == data[10:160]
 
 
 def test_tags_over_smb_equal_local_tags(smb_server: SmbServer) -> None:
@@ -178,6 +267,19 @@ def test_hung_server_at_connect_times_out(smbd_factory) -> None:
     server.pause()
     error = run_bounded(lambda: guest(server, timeout_s=2))
     assert isinstance(error, SourceTimeout), error
+
+
+def test_hung_server_during_read_times_out(smbd_factory) -> None:
+    server = smbd_factory()
+    remote = guest(server, timeout_s=2)
+    assert remote.listdir("media", "empty folder") == []
+    server.pause()
+    error = run_bounded(lambda: remote.read("media", "plain.txt", 0, 100))
+    assert isinstance(error, SourceTimeout), error
+    server.resume()
+    with pytest.raises(SourceTimeout):
+        remote.read("media", "plain.txt", 0, 100)
+    remote.close()
 
 
 def test_killed_server_mid_walk_is_a_source_error(smbd_factory) -> None:

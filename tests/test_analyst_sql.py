@@ -1,0 +1,123 @@
+"""The SQL examples of docs/analysts.md, each run with `sharecrawl sql` on a small crawl, and
+the status plot."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from crawl_io.crawldir import CrawlDir
+from pipeline.plots import plot_status, status_figures
+from tests.conftest import LAN
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "analysts.md"
+
+
+def doc_queries() -> dict[str, str]:
+    """Name (the `-- ` line opening a ```sql block) -> query."""
+    blocks = re.findall(r"```sql\n(.*?)```", DOC.read_text(), re.S)
+    return {b.splitlines()[0].removeprefix("-- ").strip(): b for b in blocks}
+
+
+@pytest.fixture(scope="module")
+def crawled(tmp_path_factory: pytest.TempPathFactory) -> LAN:
+    """pc-1: two albums and a big media-free tree; pc-2: a copy of one album and a video."""
+    lan = LAN(tmp_path_factory.mktemp("lan"))
+    for i in range(3):
+        for host in ("pc-1", "pc-2"):  # the same album on both hosts: a duplicate folder
+            lan.media(host, f"music/Abba/Gold/{i:02d}.mp3", artist="ABBA", title=f"t{i}")
+        lan.media("pc-1", f"music/Queen/Hits/{i:02d}.flac", "flac", artist="Queen")
+    lan.media("pc-2", "video/clip.mp4", "mp4")
+    src = lan.host("pc-1") / "music" / "src"
+    for i in range(30):
+        (src / f"m{i % 3}").mkdir(parents=True, exist_ok=True)
+        (src / f"m{i % 3}" / f"f{i}.c").write_text("int x;\n")
+    lan.write_hosts("pc-1", "pc-2")
+    lan.crawl()
+    return lan
+
+
+@pytest.fixture
+def sql(crawled: LAN, run_json: Callable[..., object]) -> Callable[[str], list[dict]]:
+    queries = doc_queries()
+    return lambda name: run_json(crawled, "sql", queries[name])  # type: ignore[return-value]
+
+
+def test_every_block_is_named_and_tested() -> None:
+    tested = {
+        "largest media folders", "largest media subtrees", "hosts by media bytes",
+        "formats by host", "duplicate folders", "folders without media", "changes by folder",
+    }  # fmt: skip
+    assert set(doc_queries()) == tested
+
+
+def test_largest_media_folders(sql: Callable[[str], list[dict]]) -> None:
+    rows = sql("largest media folders")
+    folders = {(r["host"], r["share"], r["folder"]): r["n_media"] for r in rows}
+    assert folders == {("pc-1", "music", "Abba/Gold"): 3, ("pc-1", "music", "Queen/Hits"): 3,
+                       ("pc-2", "music", "Abba/Gold"): 3, ("pc-2", "video", ""): 1}  # fmt: skip
+    assert [r["media_bytes"] for r in rows] == sorted((r["media_bytes"] for r in rows),
+                                                      reverse=True)  # fmt: skip
+
+
+def test_largest_media_subtrees(sql: Callable[[str], list[dict]]) -> None:
+    rows = sql("largest media subtrees")
+    assert {(r["host"], r["prefix"]) for r in rows} == {("pc-1", "Abba"), ("pc-1", "Queen"),
+                                                        ("pc-2", "Abba")}  # fmt: skip
+    assert all(r["n_media"] == 3 for r in rows)
+
+
+def test_hosts_by_media_bytes(sql: Callable[[str], list[dict]]) -> None:
+    rows = sql("hosts by media bytes")
+    by_host = {r["host"]: r for r in rows}
+    assert by_host["pc-1"]["n_media"] == 6 and by_host["pc-1"]["video"] == 0
+    assert by_host["pc-2"]["audio"] == 3 and by_host["pc-2"]["video"] == 1
+    assert all(r["online"] for r in rows)
+    assert rows[0]["media_bytes"] >= rows[1]["media_bytes"]
+
+
+def test_formats_by_host(sql: Callable[[str], list[dict]]) -> None:
+    rows = sql("formats by host")
+    assert {(r["host"], r["format"], r["n_media"]) for r in rows} == {
+        ("pc-1", "mp3", 3), ("pc-1", "flac", 3), ("pc-2", "mp3", 3), ("pc-2", "mp4", 1),
+    }  # fmt: skip
+
+
+def test_duplicate_folders(sql: Callable[[str], list[dict]]) -> None:
+    rows = sql("duplicate folders")
+    assert rows, "the Abba album is on both hosts"
+    gold = next(r for r in rows if "Abba/Gold" in str(r["copies"]))
+    assert gold["n_hosts"] == 2 and gold["n_files"] == 3
+    assert gold["redundant_bytes"] == gold["bytes"] > 0
+
+
+def test_folders_without_media(sql: Callable[[str], list[dict]]) -> None:
+    rows = sql("folders without media")
+    assert rows[0]["prefix"] == "src" and rows[0]["entries"] == 33
+    assert all(r["prefix"].startswith("src") for r in rows)
+
+
+def test_changes_by_folder(sql: Callable[[str], list[dict]]) -> None:
+    rows = sql("changes by folder")  # the first round: everything is new
+    new = {(r["host"], r["prefix"]): r["n_new"] for r in rows}
+    assert new[("pc-1", "src")] == 30 and new[("pc-2", "Abba")] == 3
+
+
+def test_status_plot(crawled: LAN, tmp_path: Path) -> None:
+    crawl = CrawlDir(crawled.crawl_dir)
+    vdir = crawl.version_dir(crawl.current())
+    data = status_figures(vdir)
+    assert data["hosts"] == ["pc-1", "pc-2"]
+    assert data["audio"] == [6, 3] and data["video"] == [0, 1]
+    assert len(data["entries"]) == crawl.read(crawl.current(), "partitions").num_rows
+    out = tmp_path / "plots" / "status.png"
+    plot_status(vdir, out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_status_plot_of_an_empty_version(tmp_path: Path) -> None:
+    plot_status(tmp_path / "v000000", tmp_path / "empty.png")
+    assert (tmp_path / "empty.png").stat().st_size > 0

@@ -1,0 +1,121 @@
+"""The change-rate estimator recovers known Poisson rates from changed/unchanged scan outcomes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipeline.rates import (
+    DEFAULT_PRIOR_RATE_PER_S,
+    estimate_rate,
+    estimate_rates,
+    intervals,
+    naive_rate,
+)
+
+HOUR = 3600.0
+DAY = 86400.0
+WINDOW = 30 * DAY
+
+
+def scan_history(
+    rate_per_s: float, scan_times: np.ndarray, rng: np.random.Generator
+) -> list[tuple[float, bool]]:
+    """Outcomes of scans at the given times of a partition changing as a Poisson process."""
+    changes = np.sort(rng.uniform(0, scan_times[-1], rng.poisson(rate_per_s * scan_times[-1])))
+    counts = np.searchsorted(changes, scan_times, side="right")
+    changed = np.diff(counts, prepend=0) > 0
+    changed[0] = False  # the first scan has nothing to compare with
+    return list(zip(scan_times.tolist(), changed.tolist(), strict=True))
+
+
+def regular(every_s: float) -> np.ndarray:
+    return np.arange(0.0, WINDOW, every_s)
+
+
+def irregular(mean_every_s: float, rng: np.random.Generator) -> np.ndarray:
+    gaps = rng.exponential(mean_every_s, int(WINDOW / mean_every_s))
+    return np.cumsum(gaps)
+
+
+@pytest.mark.parametrize("rate_per_h", [0.02, 0.2, 1.0])
+def test_regular_scans_recover_rate(rate_per_h: float) -> None:
+    rng = np.random.default_rng(1)
+    estimates = [
+        estimate_rate(scan_history(rate_per_h / HOUR, regular(HOUR), rng), WINDOW) * HOUR
+        for _ in range(20)
+    ]
+    assert np.mean(estimates) == pytest.approx(rate_per_h, rel=0.1)
+
+
+@pytest.mark.parametrize("rate_per_h", [0.05, 0.5, 2.0])
+def test_irregular_scans_recover_rate(rate_per_h: float) -> None:
+    rng = np.random.default_rng(2)
+    estimates = [
+        estimate_rate(scan_history(rate_per_h / HOUR, irregular(HOUR, rng), rng), WINDOW) * HOUR
+        for _ in range(20)
+    ]
+    assert np.mean(estimates) == pytest.approx(rate_per_h, rel=0.1)
+
+
+def test_changes_outpacing_scans_naive_biased_low_mle_not() -> None:
+    """Three changes an hour, scans every hour (regular) or every hour on average (irregular):
+    most scans find a change, so changes per scanned hour saturate near one."""
+    rng = np.random.default_rng(3)
+    rate = 3.0 / HOUR
+    for times in (regular(HOUR), irregular(HOUR, rng)):
+        history = scan_history(rate, times, rng)
+        naive = naive_rate(history, WINDOW)
+        mle = estimate_rate(history, WINDOW)
+        assert naive < 0.5 * rate  # biased low by more than half
+        assert mle == pytest.approx(rate, rel=0.15)
+
+
+def test_new_partition_gets_the_prior() -> None:
+    assert estimate_rate([], 0.0) == pytest.approx(DEFAULT_PRIOR_RATE_PER_S)
+    assert estimate_rate([(100.0, False)], 200.0) == pytest.approx(DEFAULT_PRIOR_RATE_PER_S)
+    assert estimate_rate([], 0.0, prior_rate_per_s=1e-4) == pytest.approx(1e-4)
+
+
+def test_all_changed_or_none_stays_finite() -> None:
+    always = [(i * HOUR, True) for i in range(50)]
+    never = [(i * HOUR, False) for i in range(24 * 30)]
+    high = estimate_rate(always, 50 * HOUR)
+    low = estimate_rate(never, 30 * DAY)
+    assert np.isfinite(high) and high > 2.0 / HOUR  # at least a couple of changes an hour
+    assert 0 < low < DEFAULT_PRIOR_RATE_PER_S  # a month unchanged lowers the prior
+
+
+def test_window_forgets_old_scans() -> None:
+    """Busy two months ago, quiet for the last month: the 30-day window sees only the quiet."""
+    old = [(i * HOUR, True) for i in range(24 * 30)]
+    recent = [(40 * DAY + i * HOUR, False) for i in range(24 * 30)]
+    now = 70 * DAY
+    assert estimate_rate(old + recent, now) < DEFAULT_PRIOR_RATE_PER_S
+    assert estimate_rate(old + recent, now, window_s=100 * DAY) > 0.1 / HOUR
+
+
+def test_intervals_skip_first_scan_and_window() -> None:
+    history = [(0.0, True), (10.0, True), (30.0, False), (60.0, True)]
+    dt, changed = intervals(history, now=60.0, window_s=40.0)
+    assert dt.tolist() == [20.0, 30.0]
+    assert changed.tolist() == [False, True]
+
+
+def test_batch_matches_single() -> None:
+    rng = np.random.default_rng(4)
+    histories = [scan_history(r / HOUR, irregular(2 * HOUR, rng), rng) for r in (0.1, 1, 4)]
+    single = [estimate_rate(h, WINDOW) for h in histories]
+    dts, groups, unchanged = [], [], []
+    for g, h in enumerate(histories):
+        dt, changed = intervals(h, WINDOW)
+        dts.append(dt[changed])
+        groups.append(np.full(int(changed.sum()), g))
+        unchanged.append(dt[~changed].sum())
+    batch = estimate_rates(
+        changed_dt=np.concatenate(dts),
+        changed_weight=np.ones(sum(len(d) for d in dts)),
+        changed_group=np.concatenate(groups),
+        unchanged_s=np.array(unchanged),
+    )
+    assert batch == pytest.approx(single, rel=1e-6)
