@@ -14,6 +14,7 @@ from pipeline.plots import plot_status, status_figures
 from tests.conftest import LAN
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "analysts.md"
+README = DOC.parents[1] / "README.md"
 
 
 def doc_queries() -> dict[str, str]:
@@ -104,6 +105,15 @@ def test_changes_by_folder(sql: Callable[[str], list[dict]]) -> None:
     rows = sql("changes by folder")  # the first round: everything is new
     new = {(r["host"], r["prefix"]): r["n_new"] for r in rows}
     assert new[("pc-1", "src")] == 30 and new[("pc-2", "Abba")] == 3
+
+
+def test_readme_queries_run(crawled: LAN, run_json: Callable[..., object]) -> None:
+    """The README's examples are short forms of the ones above; each must run and find rows."""
+    blocks = re.findall(r"```sql\n(.*?)```", README.read_text(), re.S)
+    queries = [q for b in blocks for q in b.split(";") if q.strip(" \n")]
+    assert len(queries) == 2
+    for query in queries:
+        assert run_json(crawled, "sql", query), query
 
 
 def test_status_plot(crawled: LAN, tmp_path: Path) -> None:
