@@ -62,18 +62,26 @@ class FileSource:
         folder = self._fs_path(share, path)
         mapped = (share, path) in self._raw  # children of a mapped folder need mapping too
         entries: list[Entry] = []
+        append, is_dir_mode, is_link_mode = entries.append, stat.S_ISDIR, stat.S_ISLNK
         try:
+            # The loop runs once per entry of the LAN: keep it to one stat and plain calls.
             with os.scandir(folder) as it:
                 for item in it:
                     st = item.stat(follow_symlinks=False)
-                    if stat.S_ISLNK(st.st_mode):
+                    mode = st.st_mode
+                    if is_link_mode(mode):
                         continue
-                    name = None if mapped else _utf8(item.name)
-                    if name is None:
-                        name = self._map_name(share, path, folder, item.name)
-                    is_dir = stat.S_ISDIR(st.st_mode)
-                    size = 0 if is_dir else st.st_size
-                    entries.append(Entry(name, is_dir, size, st.st_mtime_ns // 1000))
+                    raw = item.name
+                    if raw.isascii() and not mapped:
+                        name = raw.decode("ascii")
+                    else:
+                        name = None if mapped else _utf8(raw)
+                        if name is None:
+                            name = self._map_name(share, path, folder, raw)
+                    if is_dir_mode(mode):
+                        append(Entry(name, True, 0, st.st_mtime_ns // 1000))
+                    else:
+                        append(Entry(name, False, st.st_size, st.st_mtime_ns // 1000))
         except OSError as e:
             if not os.path.isdir(self._root):
                 raise HostUnreachable(f"{self.host.host}: folder is gone") from None

@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import quote, unquote
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -511,6 +510,8 @@ def auto_rules(
     media), on hosts with at least `min_host_media` media (seed 002's guard against judging a
     host too early). Only the topmost such folder of a subtree gets a rule; share roots
     never do."""
+    import duckdb  # here, not at the top: fetch workers import this module and never need it
+
     con = duckdb.connect()
     con.register("stats", prefix_stats)
     rows = con.execute(

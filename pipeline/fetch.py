@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import sys
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import contextmanager
+from multiprocessing import forkserver
 from pathlib import Path
 from queue import Empty
 
@@ -53,12 +57,43 @@ def host_jobs(
     return list(jobs.values())
 
 
-def fetch_hosts(jobs: list[HostJob], crawlers: int) -> None:
-    """Fetch hosts in worker processes, `crawlers` at once, showing progress."""
-    # forkserver, not fork: the parent holds threads (Luigi, DuckDB) that fork would copy;
-    # the server imports the fetcher once, so each worker starts as a cheap fork of it
+def worker_context() -> multiprocessing.context.BaseContext:
+    """The fetch workers' start method, its server started (once per process).
+
+    forkserver, not fork: the parent holds threads (Luigi, DuckDB, Arrow) that fork would
+    copy. The server imports the fetcher once, so each worker starts as a cheap fork of it.
+    Starting it is asynchronous: called before a round's Inject, its imports overlap Inject
+    and Generate."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["pipeline.fetcher", "crawl_io.tags", "crawl_io.smb"])
+    forkserver.ensure_running()
+    return context
+
+
+@contextmanager
+def main_module_hidden() -> Iterator[None]:
+    """Start worker processes without re-running the main script in each of them.
+
+    multiprocessing runs the parent's main script (as __mp_main__) in every forkserver
+    child, and Python 3.11 ignores a '__main__' preload; a script that imports the whole
+    pipeline costs each worker half a second. The workers need nothing from it: everything
+    they run lives in pipeline.fetcher."""
+    main = sys.modules["__main__"]
+    file, spec = getattr(main, "__file__", None), getattr(main, "__spec__", None)
+    main.__spec__ = None
+    if file is not None:
+        del main.__file__
+    try:
+        yield
+    finally:
+        main.__spec__ = spec
+        if file is not None:
+            main.__file__ = file
+
+
+def fetch_hosts(jobs: list[HostJob], crawlers: int) -> None:
+    """Fetch hosts in worker processes, `crawlers` at once, showing progress."""
+    context = worker_context()
     queue = context.Queue()
     progress = FetchProgress({job.host: HostProgress(due=len(job.due)) for job in jobs})
     workers = max(1, min(crawlers, len(jobs)))
@@ -66,7 +101,8 @@ def fetch_hosts(jobs: list[HostJob], crawlers: int) -> None:
         progress,
         ProcessPoolExecutor(workers, context, set_progress_queue, (queue,)) as pool,
     ):
-        pending = {pool.submit(fetch_host, job) for job in jobs}
+        with main_module_hidden():  # the workers start on the first submits
+            pending = {pool.submit(fetch_host, job) for job in jobs}
         while pending:
             finished, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
             _drain(queue, progress)

@@ -32,7 +32,7 @@ from crawl_io.sources import (
     open_source,
     parse_host_url,
 )
-from crawl_io.subtree_hash import PartitionHasher
+from crawl_io.subtree_hash import walk_hash
 from crawl_io.walk import WalkStats, walk_partition
 
 _progress: Any = None  # a multiprocessing queue for progress events, set in each worker
@@ -121,7 +121,6 @@ class _HostFetch:
     ) -> None:
         started = time.time()
         stats = WalkStats()
-        hasher = PartitionHasher()
         entries: list[tuple[str, Entry]] = []
         log = {
             "round": self.job.round, "partition_id": key.id, "host": key.host,
@@ -130,9 +129,7 @@ class _HostFetch:
             "listing_s": 0.0, "tags_s": 0.0, "n_folders": 0,
         }  # fmt: skip
         try:
-            for path, entry in walk_partition(source, key, ranges, stats):
-                hasher.update(path, entry.is_dir, entry.size, entry.mtime_us)
-                entries.append((path, entry))
+            entries.extend(walk_partition(source, key, ranges, stats))
         except NotFound:
             log.update(status="gone", error=f"{key.share}/{key.root}: no longer there")
         except SourceError as e:
@@ -140,7 +137,7 @@ class _HostFetch:
             self._finish(log, started, stats)
             raise
         else:
-            digest = hasher.hexdigest()
+            digest = walk_hash(entries)
             log.update(hash=digest, n_entries=len(entries))
             if digest == stored_hash:
                 log["status"] = "unchanged"  # nothing more is read or written for it

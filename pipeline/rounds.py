@@ -12,6 +12,7 @@ from collections.abc import Callable
 import luigi
 
 from crawl_io.crawldir import CrawlDir
+from pipeline.fetch import worker_context
 from pipeline.index import Index
 
 log = logging.getLogger("sharecrawl")
@@ -30,6 +31,7 @@ class RoundFailed(RuntimeError):
 
 
 def run_round(crawl_dir: str, round_: int) -> None:
+    worker_context()  # the fetch workers' server boots while Inject and Generate run
     result = luigi.build(
         [Round(crawl_dir=crawl_dir, round=round_)],
         local_scheduler=True,

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -204,3 +207,27 @@ def test_fetch_progress_is_plain_log_lines_without_a_terminal(lan: LAN, caplog) 
     lines = [r.getMessage() for r in caplog.records if r.name == "sharecrawl.fetch"]
     assert any(line.startswith("alpha: 1 partitions (1 new)") for line in lines), lines
     assert any(line.startswith("beta: ") and "tags read" in line for line in lines), lines
+
+
+def test_fetch_workers_do_not_rerun_the_main_script(lan: LAN, tmp_path: Path, run_json) -> None:
+    """multiprocessing would run the parent's main script in every fetch worker; a script
+    that imports the whole pipeline would then cost each worker its imports."""
+    lan.media("pc-1", "music/a.mp3", artist="A")
+    lan.media("pc-2", "music/b.mp3", artist="B")
+    lan.write_hosts("pc-1", "pc-2")
+    runs = tmp_path / "main-runs"
+    script = tmp_path / "crawl_script.py"
+    script.write_text(
+        "import os, sys\n"
+        f"with open({str(runs)!r}, 'a') as f: f.write(__name__ + '\\n')\n"
+        "from pipeline.cli import main\n"
+        "if __name__ == '__main__':\n"
+        "    sys.exit(main(sys.argv[1:]))\n"
+    )
+    args = ["crawl", "--crawl-dir", str(lan.crawl_dir), "--hosts-file", str(lan.hosts_file),
+            "--runner", "inline"]  # fmt: skip
+    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1], timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert runs.read_text().split() == ["__main__"]  # not once more per worker
+    assert run_json(lan, "sql", "SELECT count(*) AS n FROM media") == [{"n": 2}]

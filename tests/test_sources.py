@@ -19,7 +19,7 @@ from crawl_io.sources import (
     parse_host_url,
     read_hosts_file,
 )
-from crawl_io.subtree_hash import canonical_key, partition_hash
+from crawl_io.subtree_hash import canonical_key, partition_hash, walk_hash
 from crawl_io.walk import walk_partition
 
 
@@ -133,6 +133,15 @@ def test_hash_changes_with_any_entry_attribute(host: FileSource) -> None:
                     (path, is_dir, size + 1, mtime), (path, is_dir, size, mtime + 1)]:  # fmt: skip
         assert partition_hash([*rows[:3], changed, *rows[4:]]) != base
     assert partition_hash(rows[:-1]) != base
+
+
+def test_walk_hash_is_the_partition_hash(host: FileSource) -> None:
+    """The fetcher hashes a walk in one call; the jobs hash stored rows: they must agree."""
+    walk = list(walk_partition(host, share_root("h", "s"), Ranges([])))
+    rows = [(p, e.is_dir, e.size, e.mtime_us) for p, e in walk]
+    assert walk_hash(walk) == partition_hash(rows)
+    assert walk_hash(walk[:-1]) != partition_hash(rows)
+    assert walk_hash([]) == partition_hash([])
 
 
 def test_host_urls() -> None:
