@@ -110,7 +110,8 @@ def synthetic_crawldb(crawl: CrawlDir, hosts: int, files_per_host: int) -> None:
         files = pa.table(rows, FILES)
         write_parquet(files, v1 / "files" / host_file(name))
         media = files.filter(pc.ends_with(files["path"], ".mp3")).select(
-            ["host", "share", "path", "size", "mtime", "partition_id"])
+            ["host", "share", "path", "size", "mtime", "partition_id"]
+        )
         media = media.append_column("kind", pa.array(["audio"] * media.num_rows))
         media = media.append_column("title", media["path"])
         media_schema = pa.schema([MEDIA.field(c) for c in media.column_names])

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from crawl_io.crawldir import CrawlDir, write_parquet
 from crawl_io.schema import FETCHLIST
+from pipeline.history import Histories
 from pipeline.inject import Inject
 from pipeline.policies import Budget, PartitionState, get_policy
 from pipeline.settings import sharecrawl
@@ -24,10 +25,10 @@ def partition_states(
     partitions: pa.Table, online: dict[str, bool], default_cost_s: float
 ) -> list[PartitionState]:
     states = []
-    for p in partitions.to_pylist():
+    histories = Histories.of(partitions).events()
+    for p, history in zip(partitions.drop_columns(["history"]).to_pylist(), histories, strict=True):
         if p["host"] not in online:
             continue  # retired host
-        history = [(e["t"].timestamp(), e["changed"]) for e in p["history"] or ()]
         last = p["last_scan"].timestamp() if p["last_scan"] else None
         states.append(
             PartitionState(
@@ -65,7 +66,7 @@ class Generate(luigi.Task):
         policy = get_policy(settings.policy)
         budget = Budget(crawlers=settings.crawlers, round_seconds=settings.round_seconds)
         chosen = policy.choose(states, time.time(), budget)
-        by_id = {p["partition_id"]: p for p in partitions.to_pylist()}
+        by_id = {p["partition_id"]: p for p in partitions.drop_columns(["history"]).to_pylist()}
         score = {pid: float(len(chosen) - i) for i, pid in enumerate(chosen)}
         rows = [
             {

@@ -30,12 +30,12 @@ from jobs.prefix_stats import round_prefix_stats
 from jobs.subtree_hash import MRSubtreeHash, folder_summaries
 from pipeline import repartition
 from pipeline.fetch import Fetch
+from pipeline.history import Histories
 from pipeline.inject import Inject
-from pipeline.rates import estimate_rate
+from pipeline.rates import DEFAULT_WINDOW_S
 from pipeline.settings import sharecrawl
 from pipeline.targets import PublishedVersion
 
-RATE_WINDOW_S = 30 * 86400
 REPLACED = ("changed", "new")
 LOST = ("unreachable", "timeout")
 EWMA = 0.3  # weight of this round's measurement in a host's cost estimates
@@ -95,13 +95,25 @@ def merged_media(old: pa.Table, fetched: pa.Table, files: pa.Table) -> pa.Table:
     return table.select(MEDIA.names).cast(MEDIA)
 
 
+def partitions_table(partitions: list[dict], histories: Histories) -> pa.Table:
+    """The rows, each with its history (none for partitions made by this round's splits)."""
+    table = pa.Table.from_pylist(
+        [{**p, "history": None} for p in partitions], PARTITIONS
+    )  # fmt: skip
+    column = histories.updated([p["partition_id"] for p in partitions]).column()
+    return table.set_column(table.schema.get_field_index("history"), "history", column)
+
+
 def updated_partitions(
     old: pa.Table, log: list[dict], summaries: dict[str, dict], listed_hosts: set[str],
     now: float,
-) -> tuple[list[dict], set[str]]:  # fmt: skip
-    """Partitions after the round, and the ids of those removed (gone or retired)."""
-    parts = {p["partition_id"]: p for p in old.to_pylist() if p["host"] in listed_hosts}
-    removed = {p["partition_id"] for p in old.to_pylist()} - set(parts)
+) -> tuple[list[dict], set[str], Histories]:  # fmt: skip
+    """Partitions after the round (their `history` left out), the ids of those removed (gone
+    or retired), and the kept ones' scan histories over the rate window."""
+    rows = old.drop_columns(["history"]).to_pylist()
+    parts = {p["partition_id"]: p for p in rows if p["host"] in listed_hosts}
+    removed = {p["partition_id"] for p in rows} - set(parts)
+    scans: dict[str, tuple[int, bool]] = {}  # partition_id -> this round's history event
     for row in log:
         pid, status, t = row["partition_id"], row["status"], row["started"]
         if pid is None:
@@ -122,8 +134,8 @@ def updated_partitions(
         part["status"] = "ok" if status in ("unchanged", *REPLACED) else status
         if status in LOST or status == "error":
             continue
-        if part["n_scans"]:
-            part["history"] = [*part["history"], {"t": t, "changed": status == "changed"}]
+        if part["n_scans"]:  # the first scan found the partition, not a change
+            scans[pid] = (round(t.timestamp() * 1e6), status == "changed")
         part["n_scans"] += 1
         part["last_scan"] = t
         if status in REPLACED:
@@ -146,17 +158,13 @@ def updated_partitions(
             if child not in removed:
                 removed.add(child)
                 stack.append(child)
-    kept = []
-    for pid, part in parts.items():
-        if pid in removed:
-            continue
-        window = [e for e in part["history"] if e["t"].timestamp() >= now - RATE_WINDOW_S]
-        part["history"] = window
-        part["rate_per_h"] = 3600 * estimate_rate(
-            [(e["t"].timestamp(), e["changed"]) for e in window], now
-        )
-        kept.append(part)
-    return kept, removed
+    kept = [part for pid, part in parts.items() if pid not in removed]
+    histories = Histories.of(old).updated(
+        [p["partition_id"] for p in kept], scans, since_us=round((now - DEFAULT_WINDOW_S) * 1e6)
+    )
+    for part, rate in zip(kept, histories.rates_per_s(now), strict=True):
+        part["rate_per_h"] = 3600 * float(rate)
+    return kept, removed, histories
 
 
 def updated_hosts(
@@ -222,7 +230,7 @@ class Update(luigi.Task):
         hosts = updated_hosts(crawl.read(prev, "hosts"), inject, log,
                               (settings.list_s_per_folder, settings.tag_s_per_file))  # fmt: skip
         listed = {h["host"] for h in hosts}
-        partitions, removed = updated_partitions(
+        partitions, removed, histories = updated_partitions(
             crawl.read(prev, "partitions"), log, summaries, listed, now
         )
         replaced = {r["partition_id"] for r in log if r["status"] in REPLACED}
@@ -267,7 +275,7 @@ class Update(luigi.Task):
             pace = host_rows[p["host"]]["list_s_per_folder"]
             p["est_scan_s"] = max(p["n_folders"] or 0, 1) * pace
         write_parquet(pa.Table.from_pylist(hosts, HOSTS), out / "hosts.parquet")
-        write_parquet(pa.Table.from_pylist(partitions, PARTITIONS), out / "partitions.parquet")
+        write_parquet(partitions_table(partitions, histories), out / "partitions.parquet")
         stats = round_prefix_stats(
             round_=self.round, version_dir=out, prev_dir=crawl.version_dir(prev) if prev else None,
             old_stats=crawl.read(prev, "prefix_stats"), listed=listed, touched=touched,

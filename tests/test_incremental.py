@@ -115,3 +115,23 @@ def test_index_is_rebuilt_only_when_the_round_changed_something(lan: LAN, run_js
     third = index_meta(lan)
     assert third["version"] == "v000003" and third["built_at"] != first["built_at"]
     assert run_json(lan, "search", "kukushka") == []
+
+
+def test_scan_history_and_rates_follow_the_scans(lan: LAN, run_json) -> None:
+    """Each scan after the first adds a (time, changed) event; a partition that changed in
+    every scan gets a higher rate than one that never did."""
+    build(lan)
+    lan.crawl()
+    for i in range(2):
+        lan.media("alpha", f"incoming/new{i}.mp3", artist="x", title=f"new {i}")
+        lan.crawl()
+    rows = run_json(lan, "sql", "SELECT share, n_scans, n_changes, rate_per_h, "
+                                "[e.changed FOR e IN history] AS changed, "
+                                "[epoch(e.t) FOR e IN history] AS t, last_scan "
+                                "FROM partitions WHERE host = 'alpha' ORDER BY share")  # fmt: skip
+    by_share = {r["share"]: r for r in rows}
+    assert by_share["incoming"]["changed"] == [True, True]
+    assert by_share["music"]["changed"] == [False, False]
+    assert by_share["incoming"]["n_scans"] == 3 and by_share["incoming"]["n_changes"] == 2
+    assert by_share["incoming"]["t"] == sorted(by_share["incoming"]["t"])
+    assert by_share["incoming"]["rate_per_h"] > by_share["music"]["rate_per_h"] > 0
