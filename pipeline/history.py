@@ -55,7 +55,7 @@ class Histories:
         starts = np.where(where >= 0, self.offsets[where], 0)
         lengths = np.where(where >= 0, self.offsets[where + 1] - starts, 0)
         owner = np.repeat(np.arange(len(ids)), lengths)
-        first = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if len(ids) else lengths
+        first = np.cumsum(lengths) - lengths  # where each id's events go in the result
         take = np.repeat(starts - first, lengths) + np.arange(int(lengths.sum()))
         t_us, changed = self.t_us[take], self.changed[take]
         if since_us is not None:
