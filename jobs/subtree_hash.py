@@ -15,6 +15,7 @@ the analysts' `duplicate_folders` view (the same content on two hosts or more).
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,7 +32,9 @@ from crawl_io.mediatypes import AUDIO_EXTENSIONS, VIDEO_EXTENSIONS
 from crawl_io.schema import FOLDERS
 
 COLUMNS = ["host", "share", "partition_id", "path", "name", "is_dir", "size", "mtime"]
-MEDIA_EXTENSIONS = pa.array(sorted(AUDIO_EXTENSIONS | VIDEO_EXTENSIONS), pa.large_string())
+# crawl_io.mediatypes.media_kind as one regex: a character, the last dot, a media extension.
+_EXTENSIONS = "|".join(map(re.escape, sorted(AUDIO_EXTENSIONS | VIDEO_EXTENSIONS)))
+MEDIA_NAME = rf"(?s).\.(?:{_EXTENSIONS})$"
 EMPTY_MD5 = hashlib.md5().hexdigest()
 
 
@@ -49,8 +52,7 @@ def read_listing(part_path: str | Path) -> pa.Table:
 
 def media_mask(names: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Vectorised crawl_io.mediatypes.media_kind(name) is not None."""
-    ext = pc.struct_field(pc.extract_regex(names, r"(?s)^.+\.(?P<ext>[^.]*)$"), "ext")
-    return pc.fill_null(pc.is_in(pc.utf8_lower(ext), value_set=MEDIA_EXTENSIONS), False)
+    return pc.fill_null(pc.match_substring_regex(names, MEDIA_NAME, ignore_case=True), False)
 
 
 def canonical_sort_key(paths: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawl_io.crawldir import write_parquet
+from crawl_io.mediatypes import media_kind
 from crawl_io.schema import LISTING
 from crawl_io.subtree_hash import folder_hashes, partition_hash
 from jobs.manifest import run_job, write_manifest
@@ -19,6 +20,7 @@ from jobs.subtree_hash import (
     MRSubtreeHash,
     create_duplicate_folders_view,
     folder_summaries,
+    media_mask,
     partition_summaries,
 )
 
@@ -132,4 +134,17 @@ def test_duplicate_folders_view_finds_an_album_on_two_hosts(tmp_path: Path) -> N
                 {"host": "b", "share": "s", "path": "Music/Album"},
             ],
         )
+    ]
+
+
+NAME_PARTS = st.sampled_from(["mp3", "MP3", "flac", "Mkv", "txt", "jpg", ".", "..", "a", " ",
+                              "\n", "mp3\n", "m\u212av", "ｍｐ3", "ogg.txt", "tar.gz"])  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(NAME_PARTS, max_size=4).map("".join), max_size=30))
+def test_media_mask_agrees_with_media_kind(names: list[str]) -> None:
+    """The vectorised test the jobs use is the fetcher's media_kind, name for name."""
+    assert media_mask(pa.array(names, pa.string())).to_pylist() == [
+        media_kind(n) is not None for n in names
     ]
