@@ -50,15 +50,17 @@ def walk_partition(
     else:
         first = [e for e in top if e.is_dir and key.covers(e.name)]
 
-    # An explicit stack instead of recursion: shares can be thousands of folders deep.
-    stack: list[tuple[str, Iterator[Entry]]] = [(root, iter(first))]
+    # An explicit stack instead of recursion: shares can be thousands of folders deep. Each
+    # level is (the prefix of its children's paths, its children still to visit); the inner
+    # loop runs once per entry of the LAN, so it is kept to a plain for over the children.
+    stack: list[tuple[str, Iterator[Entry]]] = [(f"{root}/" if root else "", iter(first))]
     while stack:
-        folder, pending = stack[-1]
-        entry = next(pending, None)
-        if entry is None:
+        prefix, pending = stack[-1]
+        for entry in pending:
+            path = prefix + entry.name
+            yield path, entry
+            if entry.is_dir:
+                stack.append((path + "/", iter(members(path, children(path)))))
+                break
+        else:
             stack.pop()
-            continue
-        path = f"{folder}/{entry.name}" if folder else entry.name
-        yield path, entry
-        if entry.is_dir:
-            stack.append((path, iter(members(path, children(path)))))
