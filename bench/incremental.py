@@ -8,7 +8,7 @@ reads 0 tags and takes no longer than listing alone; publish with a 10x crawldb 
 
 A round has a fixed cost of about 0.2 s here (Luigi, publishing with fsync, relabelling the
 index, starting the fetch workers) on top of its per-entry work: with `--files 200000` the
-unchanged round measured 1.17x listing alone, with 1 M files 0.90x (2 cores).
+unchanged round measured 1.17-1.24x listing alone, with 1 M files 0.90-0.96x (2 cores).
 
     python bench/incremental.py [--files 1000000] [--workdir DIR] [--publish-only]
 """
