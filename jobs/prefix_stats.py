@@ -28,6 +28,7 @@ from mrjob.job import MRJob
 from mrjob.protocol import JSONProtocol, RawValueProtocol
 
 from crawl_io.crawldir import host_file
+from crawl_io.duck import cursor
 from crawl_io.mediatypes import AUDIO_EXTENSIONS, VIDEO_EXTENSIONS
 from crawl_io.schema import FILES, MEDIA, PREFIX_STATS
 from jobs.manifest import run_job
@@ -110,7 +111,7 @@ def host_prefix_stats(
 ) -> pa.Table:  # fmt: skip
     """One host's PREFIX_STATS rows from its files now, its files before and its media (the
     same computation the job's mapper does, in this process)."""
-    con = duckdb.connect()
+    con = cursor()
     try:
         for name, table, schema in (
             ("new_files", new_files, FILES),
@@ -142,7 +143,7 @@ class MRPrefixStats(MRJob):
         if not line:
             return
         part = json.loads(line)
-        con = duckdb.connect()
+        con = cursor()
         try:
             _register(con, "new_files", part["new"], FILES)
             _register(con, "old_files", part.get("old"), FILES)
@@ -211,7 +212,7 @@ def run_prefix_stats(
 def carried_over(old_stats: pa.Table, hosts: Iterable[str], min_entries: int) -> pa.Table:
     """Rows of hosts the round did not touch, as this round's: nothing new, changed or
     deleted under them (so what only a deletion kept goes), the rest as it was."""
-    con = duckdb.connect()
+    con = cursor()
     con.register("old", old_stats)
     table = con.sql(
         """SELECT * REPLACE (0::BIGINT AS n_new, 0::BIGINT AS n_changed, 0::BIGINT AS n_deleted)

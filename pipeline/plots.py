@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from crawl_io.crawldir import read_parquet
+from crawl_io.duck import cursor
 from crawl_io.schema import MEDIA, PARTITIONS
 
 MAX_HOSTS = 30  # the bar chart shows the hosts with the most media; the rest are summed
@@ -18,7 +18,7 @@ MAX_HOSTS = 30  # the bar chart shows the hosts with the most media; the rest ar
 
 def status_figures(version_dir: Path) -> dict[str, list]:
     """What the plot draws: partition sizes (entries, est. scan seconds) and media per host."""
-    con = duckdb.connect()
+    con = cursor()
     con.register("partitions", read_parquet(version_dir / "partitions.parquet", PARTITIONS))
     con.register("media", read_parquet(version_dir / "media", MEDIA))
     sizes = con.sql(

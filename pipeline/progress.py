@@ -34,6 +34,13 @@ class FetchProgress:
     _last_line: float = field(default_factory=time.monotonic)
     _live: Any = None
     _tasks: dict[str, Any] = field(default_factory=dict)
+    # running totals: an event must not cost a pass over a thousand hosts
+    _done: int = 0
+    _entries: int = 0
+    _tags: int = 0
+
+    def __post_init__(self) -> None:
+        self._due = sum(h.due for h in self.hosts.values())
 
     def __enter__(self) -> FetchProgress:
         if sys.stderr.isatty():
@@ -50,8 +57,7 @@ class FetchProgress:
                 TextColumn("{task.fields[detail]}"), TimeRemainingColumn(), transient=False,
             )  # fmt: skip
             self._live.start()
-            total = sum(h.due for h in self.hosts.values())
-            self._tasks[""] = self._live.add_task("all hosts", total=total, detail="")
+            self._tasks[""] = self._live.add_task("all hosts", total=self._due, detail="")
             for host, h in self.hosts.items():
                 self._tasks[host] = self._live.add_task(host[:24], total=h.due, detail="")
         return self
@@ -63,19 +69,23 @@ class FetchProgress:
     def event(self, host: str, kind: str, **counts: int | str) -> None:
         """kind: 'partition' (one scanned: entries, tags) or 'done' (summary)."""
         h = self.hosts[host]
+        before = h.partitions
         if kind == "partition":
+            entries, tags = int(counts.get("entries", 0)), int(counts.get("tags", 0))
             h.partitions += 1
-            h.entries += int(counts.get("entries", 0))
-            h.tags += int(counts.get("tags", 0))
+            h.entries += entries
+            h.tags += tags
+            self._entries += entries
+            self._tags += tags
         elif kind == "done":
             h.done, h.summary = True, str(counts.get("summary", ""))
             h.partitions = max(h.partitions, h.due)
+        self._done += h.partitions - before
         self._show(host, h, kind)
 
     def totals(self) -> tuple[int, int, int, int]:
-        hs = self.hosts.values()
-        return (sum(h.partitions for h in hs), sum(h.due for h in hs),
-                sum(h.entries for h in hs), sum(h.tags for h in hs))  # fmt: skip
+        """Partitions done, due, entries and tags over all hosts."""
+        return self._done, self._due, self._entries, self._tags
 
     def _show(self, host: str, h: HostProgress, kind: str) -> None:
         done, due, entries, tags = self.totals()

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import duckdb
-
 from crawl_io.crawldir import CrawlDir, read_parquet
+from crawl_io.duck import cursor
 from crawl_io.schema import FETCHLOG
 
 
 def round_report(crawl: CrawlDir) -> dict:
     last = crawl.current()
     log = read_parquet(crawl.segment_dir(last) / "fetchlog.parquet", FETCHLOG)
-    con = duckdb.connect()
+    con = cursor()
     con.register("log", log)
     counts = dict(
         con.execute(  # host rows (no partition) say a host could not be opened at all

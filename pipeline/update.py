@@ -14,13 +14,13 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-import duckdb
 import luigi
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir, host_file, read_parquet, write_parquet
+from crawl_io.duck import cursor
 from crawl_io.filters import RulesStore, load_rules
 from crawl_io.partitioning import share_root
 from crawl_io.schema import FETCHLOG, FILES, HOSTS, LISTING, MEDIA, PARTITIONS
@@ -54,7 +54,7 @@ def listing_manifest(seg: Path) -> Path | None:
 def merged_files(old: pa.Table, listing: pa.Table, log: pa.Table, drop: set[str]) -> pa.Table:
     """The host's rows now: stored rows of partitions not rescanned, plus the new listings
     (first_seen kept from the stored row of the same path)."""
-    con = duckdb.connect()
+    con = cursor()
     con.register("old", old)
     con.register("listing", listing)
     con.register("log", log)
@@ -74,7 +74,7 @@ def merged_files(old: pa.Table, listing: pa.Table, log: pa.Table, drop: set[str]
 def merged_media(old: pa.Table, fetched: pa.Table, files: pa.Table) -> pa.Table:
     """Stored tags of files still present unchanged, plus the tags read this round; each
     with its file's partition."""
-    con = duckdb.connect()
+    con = cursor()
     for name, table in (("old", old), ("fetched", fetched), ("files", files)):
         con.register(name, table)
     sql = """

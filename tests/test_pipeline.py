@@ -231,3 +231,21 @@ def test_fetch_workers_do_not_rerun_the_main_script(lan: LAN, tmp_path: Path, ru
     assert done.returncode == 0, done.stderr
     assert runs.read_text().split() == ["__main__"]  # not once more per worker
     assert run_json(lan, "sql", "SELECT count(*) AS n FROM media") == [{"n": 2}]
+
+
+def test_fetch_progress_totals_and_overall_line(caplog) -> None:
+    """Running totals over hosts; a finished host counts all its due partitions."""
+    import logging
+
+    from pipeline.progress import FetchProgress, HostProgress
+
+    caplog.set_level(logging.INFO, logger="sharecrawl.fetch")
+    progress = FetchProgress({"a": HostProgress(due=3), "b": HostProgress(due=2)}, every_s=0)
+    progress.event("a", "partition", entries=10, tags=2)
+    progress.event("b", "partition", entries=5, tags=0)
+    progress.event("a", "partition", entries=1, tags=1)
+    assert progress.totals() == (3, 5, 16, 3)
+    progress.event("a", "done", summary="a: done")  # its third partition was lost
+    assert progress.totals() == (4, 5, 16, 3)
+    overall = [r.getMessage() for r in caplog.records if r.getMessage().startswith("fetch:")]
+    assert overall[-1].startswith("fetch: 4/5 partitions, 16 entries")
