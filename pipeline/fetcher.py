@@ -264,9 +264,15 @@ class _HostFetch:
     def _write(self, result: HostResult) -> HostResult:
         seg = self.crawl.segment_dir(self.job.round)
         name = host_file(self.host.host)
-        listing = pa.concat_tables(self.listing) if self.listing else LISTING.empty_table()
-        write_parquet(listing, seg / "listing" / name)
-        write_parquet(pa.Table.from_pylist(self.media, MEDIA), seg / "media" / name)
+        # An unchanged host (most, most rounds) has no listing or tags: no part, which reads
+        # as empty; a part left by an attempt of this round that was killed goes.
+        listing = pa.concat_tables(self.listing) if self.listing else None
+        media = pa.Table.from_pylist(self.media, MEDIA) if self.media else None
+        for folder, table in (("listing", listing), ("media", media)):
+            if table is None:
+                (seg / folder / name).unlink(missing_ok=True)
+            else:
+                write_parquet(table, seg / folder / name)
         write_parquet(pa.Table.from_pylist(self.log, FETCHLOG), seg / "fetchlog" / name)
         for row in self.log:
             result.statuses[row["status"]] = result.statuses.get(row["status"], 0) + 1

@@ -75,3 +75,21 @@ def test_killed_crawl_process_leaves_a_whole_version(lan: LAN, run_json) -> None
     lan.crawl()
     assert crawl.current() >= 2
     assert [r["title"] for r in run_json(lan, "search", "gruppa", "krovi")] == ["Gruppa krovi"]
+
+
+def test_a_killed_attempts_listing_part_does_not_outlive_the_refetch(lan: LAN) -> None:
+    """An attempt of round 2 died after writing alpha's listing and tag parts, before its
+    fetchlog part; the rerun finds alpha unchanged, so those parts must not reach Update."""
+    build(lan)
+    lan.crawl()
+    crawl = CrawlDir(lan.crawl_dir)
+    before = snapshot(crawl, 1)
+    seg = crawl.segment_dir(2)
+    for folder in ("listing", "media"):  # round 1's full parts, as if fetched again
+        (seg / folder).mkdir(parents=True)
+        os.link(crawl.segment_dir(1) / folder / "alpha.parquet", seg / folder / "alpha.parquet")
+    lan.crawl()
+    assert crawl.current() == 2
+    assert not (seg / "listing" / "alpha.parquet").exists()
+    assert not (seg / "media" / "alpha.parquet").exists()
+    assert snapshot(crawl, 2) == before
