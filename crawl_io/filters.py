@@ -20,8 +20,10 @@ only), `type` (`dir` or `file`), `id` (a name for the rule, to disable it). Patt
   `re:REGEX`   a Python regular expression searched in the value (anchor with ^ and $);
   `prefix:P`   the value starts with P;   `exact:V`  the value is V;
   `pct:V`      the value is V after %-decoding (for names with control characters).
-Values with spaces or quotes are quoted as in a shell (`'...'` or `"..."`; no backslash
-escapes, so regexes need no doubling). Paths are share-relative with `/` and no leading `/`.
+Names and patterns are compared in Unicode NFC, so a rule typed `Música` also matches the
+decomposed `Mu\u0301sica` that macOS shares list. Values with spaces or quotes are quoted as
+in a shell (`'...'` or `"..."`; no backslash escapes, so regexes need no doubling). Paths are
+share-relative with `/` and no leading `/`.
 
 A rule with only host and share conditions applies to whole shares (`exclude
 host=printer-*`, `exclude share=C$`): an excluded share is not listed at all.
@@ -39,6 +41,7 @@ import hashlib
 import os
 import re
 import shlex
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,12 +113,23 @@ def _split_kind(value: str) -> tuple[str, str]:
     return (kind, rest) if sep and kind in KINDS else ("glob", value)
 
 
+def _nfc(value: str) -> str:
+    """Composed form: macOS and some Samba set-ups list names decomposed (NFD), while rules
+    are typed composed; both sides are compared composed."""
+    return value if value.isascii() else unicodedata.normalize("NFC", value)
+
+
 def compile_pattern(value: str, *, ignore_case: bool, name_glob: bool = False) -> Matcher:
-    """A predicate for one condition's pattern. With `name_glob`, a glob without `/`
-    matches the last `/`-separated component (an entry's name)."""
+    """A predicate for one condition's pattern, comparing NFC forms. With `name_glob`, a
+    glob without `/` matches the last `/`-separated component (an entry's name)."""
     kind, pattern = _split_kind(value)
     if kind == "pct":
         kind, pattern = "exact", unquote(pattern)
+    matcher = _compile_pattern(kind, _nfc(pattern), ignore_case, name_glob)
+    return lambda v: matcher(_nfc(v))
+
+
+def _compile_pattern(kind: str, pattern: str, ignore_case: bool, name_glob: bool) -> Matcher:
     fold = str.casefold if ignore_case else None
     if kind in ("exact", "prefix"):
         want = fold(pattern) if fold else pattern
@@ -257,7 +271,7 @@ class _ExactFolders:
     paths: set[str]
 
     def folder(self, path: str) -> bool:
-        return path in self.paths
+        return _nfc(path) in self.paths
 
     def file(self, path: str) -> bool:
         return False
@@ -411,7 +425,7 @@ def _compile(rule: Rule) -> _Pending:
     if path_value is not None and not ignore_case and exts is None and kinds == "dir":
         kind, pattern = _split_kind(path_value)
         if kind in ("exact", "pct"):
-            exact = unquote(pattern) if kind == "pct" else pattern
+            exact = _nfc(unquote(pattern) if kind == "pct" else pattern)
 
     def matcher(key: str) -> Matcher | None:
         return compile_pattern(c[key], ignore_case=True) if key in c else None

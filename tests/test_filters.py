@@ -118,6 +118,24 @@ def test_hostile_and_unicode_names() -> None:
         assert not f.excludes_file(name) and not f.excludes_folder(name)
 
 
+def test_names_compare_composed() -> None:
+    """macOS shares list names decomposed (NFD); rules are typed composed (NFC)."""
+    composed, decomposed = "Música", "Mu\u0301sica"
+    r = rules(
+        f"""
+        exclude path={composed}/Tmp/**
+        exclude path=exact:{composed}/Old type=dir
+        exclude ipath='re:^CAFÉ' type=file
+        exclude share={composed}
+        """
+    )
+    f = r.for_share("h", "s")
+    assert f.excludes_folder(f"{decomposed}/Tmp/x") and f.excludes_folder(f"{composed}/Tmp/x")
+    assert f.excludes_folder(f"{decomposed}/Old") and not f.excludes_folder(f"{decomposed}/New")
+    assert f.excludes_file("cafe\u0301 noir.txt") and not f.excludes_file("cafe noir.txt")
+    assert r.excludes_share("h", decomposed) and not r.excludes_share("h", "Musica")
+
+
 @pytest.mark.parametrize(
     ("glob", "path", "matches"),
     [
