@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from crawl_io.crawldir import write_parquet
-from crawl_io.mediatypes import AUDIO_EXTENSIONS, VIDEO_EXTENSIONS
+from crawl_io.mediatypes import MEDIA_NAME
 from crawl_io.partitioning import PartitionKey, share_root
 from crawl_io.schema import LISTING
 from jobs.manifest import run_job, write_manifest
@@ -37,7 +37,6 @@ from jobs.partition_split import HostCost, Limits, MRPartitionSplit, write_state
 from jobs.subtree_hash import MRSubtreeHash
 
 ALBUMS, TRACKS, ARTISTS_PER_PARTITION = 10, 10, 100  # a track folder row per album
-MEDIA_SQL = ", ".join(f"'{e}'" for e in sorted(AUDIO_EXTENSIONS | VIDEO_EXTENSIONS))
 
 
 def _s(values: np.ndarray, fmt: str) -> pa.Array:
@@ -104,24 +103,23 @@ def generate(folder: Path, n_rows: int, hosts: int) -> tuple[Path, list[dict], i
     return write_manifest(parts, folder / "manifest"), partitions, total
 
 
-HASH_SQL = f"""
+HASH_SQL = """
 SELECT partition_id,
        md5(string_agg(path || chr(0) || CASE WHEN is_dir THEN 'd' ELSE 'f' END || chr(0)
                       || size || chr(0) || epoch_us(mtime) || chr(10), ''
                       ORDER BY replace(path, '/', chr(0)))) AS hash,
        count(*) FILTER (is_dir) AS n_folders, count(*) FILTER (NOT is_dir) AS n_files,
-       count(*) FILTER (NOT is_dir AND lower(regexp_extract(name, '^.+\\.([^.]*)$', 1))
-                        IN ({MEDIA_SQL})) AS n_media,
+       count(*) FILTER (NOT is_dir AND regexp_matches(name, $media_name, 'i')) AS n_media,
        coalesce(sum(size) FILTER (NOT is_dir), 0) AS bytes
 FROM read_parquet($parts)
 GROUP BY partition_id
 """
 
-FOLDER_COST_SQL = f"""
+FOLDER_COST_SQL = """
 SELECT host, share, regexp_replace(path, '(^|/)[^/]*$', '') AS folder,
        count(*) AS n_media, sum(strlen(path)) AS mem_bytes
 FROM read_parquet($parts)
-WHERE NOT is_dir AND lower(regexp_extract(name, '^.+\\.([^.]*)$', 1)) IN ({MEDIA_SQL})
+WHERE NOT is_dir AND regexp_matches(name, $media_name, 'i')
 GROUP BY ALL
 """
 
@@ -142,14 +140,15 @@ def bench_size(n_rows: int, hosts: int) -> dict[str, float]:
                             rescanned=[p["partition_id"] for p in partitions])  # fmt: skip
         con = duckdb.connect()
         con.execute("SET threads TO 2")
-        t_hash_db, db = timed(lambda: con.execute(HASH_SQL, {"parts": parts}).fetchall())
+        params = {"parts": parts, "media_name": MEDIA_NAME}  # the jobs' own media test
+        t_hash_db, db = timed(lambda: con.execute(HASH_SQL, params).fetchall())
         t_hash_job, job = timed(lambda: dict(run_job(MRSubtreeHash, manifest, "local")))
         mismatch = sum(
             job.get(pid) != {"hash": h, "n_folders": f, "n_files": n, "n_media": m, "bytes": b}
             for pid, h, f, n, m, b in db
         )  # fmt: skip
         assert mismatch == 0 and len(job) == len(db), f"{mismatch} partitions differ"
-        t_split_db, _ = timed(lambda: con.execute(FOLDER_COST_SQL, {"parts": parts}).fetchall())
+        t_split_db, _ = timed(lambda: con.execute(FOLDER_COST_SQL, params).fetchall())
         t_split_job, plan = timed(
             lambda: list(run_job(MRPartitionSplit, manifest, "local", "--state", str(state)))
         )

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import re
+
 AUDIO_EXTENSIONS = frozenset(
     "mp3 mp2 flac ogg oga opus m4a m4b aac wma aiff aif aifc wav wv ape mpc spx alac".split()
 )
 VIDEO_EXTENSIONS = frozenset(
     "mp4 m4v mkv avi wmv mov mpg mpeg ts m2ts webm flv 3gp vob ogv divx".split()
 )
+_EXTENSIONS = "|".join(map(re.escape, sorted(AUDIO_EXTENSIONS | VIDEO_EXTENSIONS)))
+# media_kind(name) is not None as one RE2-compatible regex, for Arrow and DuckDB (match it
+# case-insensitively): a character, the last dot, a media extension.
+MEDIA_NAME = rf"(?s).\.(?:{_EXTENSIONS})$"
 
 
 def extension(name: str) -> str:

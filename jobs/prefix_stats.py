@@ -29,11 +29,10 @@ from mrjob.protocol import JSONProtocol, RawValueProtocol
 
 from crawl_io.crawldir import host_file
 from crawl_io.duck import cursor
-from crawl_io.mediatypes import AUDIO_EXTENSIONS, VIDEO_EXTENSIONS
+from crawl_io.mediatypes import MEDIA_NAME
 from crawl_io.schema import FILES, MEDIA, PREFIX_STATS
 from jobs.manifest import run_job
 
-MEDIA_EXTENSIONS = sorted(AUDIO_EXTENSIONS | VIDEO_EXTENSIONS)
 KEY = ("host", "share", "prefix")
 COUNTS = tuple(f.name for f in PREFIX_STATS if f.name not in (*KEY, "depth"))
 
@@ -52,8 +51,7 @@ WITH changes AS (
 ),
 entries AS (
     SELECT f.share, f.path, f.is_dir, CASE WHEN f.is_dir THEN 0 ELSE f.size END AS size,
-           NOT f.is_dir AND list_contains($media,
-               lower(regexp_extract(f.name, '^.+\\.([^.]*)$', 1))) AS is_media,
+           NOT f.is_dir AND regexp_matches(f.name, $media_name, 'i') AS is_media,
            coalesce(c.is_new, false) AS is_new, coalesce(c.is_changed, false) AS is_changed,
            false AS is_deleted, NOT f.is_dir AND m.tag_error IS NOT NULL AS is_error
     FROM new_files f
@@ -83,7 +81,7 @@ GROUP BY ALL
 
 def _aggregate(con: duckdb.DuckDBPyConnection, depth: int) -> list[tuple]:
     """(share, prefix, depth, *COUNTS) of every prefix with anything under it, no threshold."""
-    params = {"media": MEDIA_EXTENSIONS, "depth": depth}
+    params = {"media_name": MEDIA_NAME, "depth": depth}
     return con.execute(SQL, params).fetchall()
 
 

@@ -15,7 +15,6 @@ the analysts' `duplicate_folders` view (the same content on two hosts or more).
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,13 +27,10 @@ from mrjob.job import MRJob
 from mrjob.protocol import JSONProtocol, RawValueProtocol
 
 from crawl_io.crawldir import write_parquet
-from crawl_io.mediatypes import AUDIO_EXTENSIONS, VIDEO_EXTENSIONS
+from crawl_io.mediatypes import MEDIA_NAME
 from crawl_io.schema import FOLDERS
 
 COLUMNS = ["host", "share", "partition_id", "path", "name", "is_dir", "size", "mtime"]
-# crawl_io.mediatypes.media_kind as one regex: a character, the last dot, a media extension.
-_EXTENSIONS = "|".join(map(re.escape, sorted(AUDIO_EXTENSIONS | VIDEO_EXTENSIONS)))
-MEDIA_NAME = rf"(?s).\.(?:{_EXTENSIONS})$"
 EMPTY_MD5 = hashlib.md5().hexdigest()
 
 

@@ -22,11 +22,12 @@ from pipeline.settings import sharecrawl
 
 
 def partition_states(
-    partitions: pa.Table, online: dict[str, bool], default_cost_s: float
+    partitions: pa.Table, rows: list[dict], online: dict[str, bool], default_cost_s: float
 ) -> list[PartitionState]:
+    """The policies' view of `partitions`, whose rows (history left out) are `rows`."""
     states = []
     histories = Histories.of(partitions).events()
-    for p, history in zip(partitions.drop_columns(["history"]).to_pylist(), histories, strict=True):
+    for p, history in zip(rows, histories, strict=True):
         if p["host"] not in online:
             continue  # retired host
         last = p["last_scan"].timestamp() if p["last_scan"] else None
@@ -62,13 +63,14 @@ class Generate(luigi.Task):
         online = {h["host"]: h["online"] for h in hosts}
         urls = {h["host"]: h["url"] for h in hosts}
         partitions = crawl.read(self.round - 1, "partitions")
-        states = partition_states(partitions, online, settings.partition_max_seconds)
+        rows = partitions.drop_columns(["history"]).to_pylist()
+        states = partition_states(partitions, rows, online, settings.partition_max_seconds)
         policy = get_policy(settings.policy)
         budget = Budget(crawlers=settings.crawlers, round_seconds=settings.round_seconds)
         chosen = policy.choose(states, time.time(), budget)
-        by_id = {p["partition_id"]: p for p in partitions.drop_columns(["history"]).to_pylist()}
+        by_id = {p["partition_id"]: p for p in rows}
         score = {pid: float(len(chosen) - i) for i, pid in enumerate(chosen)}
-        rows = [
+        fetchlist = [
             {
                 **{
                     k: by_id[pid][k]
@@ -81,9 +83,9 @@ class Generate(luigi.Task):
             for pid in chosen
         ]
         with_partitions = {p["host"] for p in by_id.values()}
-        rows += [
+        fetchlist += [
             {"host": h["host"], "url": h["url"], "reason": "discover", "score": 0.0}
             for h in hosts
             if h["online"] and h["host"] not in with_partitions
         ]
-        write_parquet(pa.Table.from_pylist(rows, FETCHLIST), Path(self.output().path))
+        write_parquet(pa.Table.from_pylist(fetchlist, FETCHLIST), Path(self.output().path))
