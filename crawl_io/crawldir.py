@@ -98,7 +98,7 @@ class CrawlDir:
         self.crawldb = self.root / "crawldb"
         self.segments = self.root / "segments"
         self.index = self.root / "index" / "search.duckdb"
-        self._manifests: dict[int, Manifest | None] = {}  # versions are immutable
+        self._manifests: dict[int, Manifest] = {}  # published versions are immutable
         self._damaged: set[tuple[int, str]] = set()  # (version, host) found damaged on read
 
     def check(self, *, create: bool) -> None:
@@ -185,9 +185,12 @@ class CrawlDir:
         """The version's manifest, None for a legacy version; CrawlDamaged when garbled."""
         if version not in self._manifests:
             try:
-                self._manifests[version] = read_manifest(self.version_dir(version))
+                manifest = read_manifest(self.version_dir(version))
             except ManifestError as e:
                 raise self.damaged(str(e)) from None
+            if manifest is None:
+                return None  # not cached: the version may not be written yet
+            self._manifests[version] = manifest
         return self._manifests[version]
 
     def version_dir(self, version: int) -> Path:
@@ -280,8 +283,10 @@ class CrawlDir:
 
     def read_host(self, version: int, name: str, host: str) -> pa.Table:
         """One host's part of a per-host table. Reading it in full, the SHA-256 is checked
-        too. A host with any damaged part reads as having no rows at all: its stored hashes
-        read as null (see read), so the round lists it again and reads its tags again."""
+        too. A host with any damaged part reads as having no rows at all, and its tags are
+        read again: found by the cheap check, its stored hashes read as null too (see read)
+        and the round lists it again whole; found only now, Update clears the hashes of
+        its partitions this round did not list, and the next round lists those."""
         if version == 0:
             return TABLES[name].empty_table()
         path = self.table_path(version, name) / host_file(host)

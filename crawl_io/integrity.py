@@ -99,9 +99,15 @@ def index_state(crawl: CrawlDir) -> tuple[str | None, str | None]:
     built from?"""
     if not crawl.index.exists():
         return f"{crawl.index}: missing", None
+    path = "'" + str(crawl.index).replace("'", "''") + "'"
     try:
-        with duckdb.connect(str(crawl.index), read_only=True) as con:
-            row = con.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+        # ATTACH in a new in-memory database reads the file as it is now; connect() would
+        # hand back a database this process already has open under that path
+        with duckdb.connect(":memory:") as con:
+            con.execute(f"ATTACH {path} AS search_index (READ_ONLY)")
+            row = con.execute(
+                "SELECT value FROM search_index.meta WHERE key = 'version'"
+            ).fetchone()  # fmt: skip
     except duckdb.Error as e:
         return f"{crawl.index}: does not open as a search index ({first_line(e)})", None
     if not row:
@@ -182,34 +188,40 @@ def repair_crawl(crawl: CrawlDir) -> Repair:
             "is unfinished); restore it from a backup, or move it aside to start over"
         )  # fmt: skip
         return Repair(lines, False)
+    aside = crawl.root / DAMAGED_DIR / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     if chosen.version != live:
-        moved = _move_newer_aside(crawl, chosen.version)
+        newer = [crawl.version_dir(v) for v in crawl.versions() if v > chosen.version]
+        newer += [p for p in sorted(crawl.segments.glob("r*"))
+                  if p.name[1:].isdigit() and int(p.name[1:]) > chosen.version]  # fmt: skip
+        moved = _move_aside(crawl, newer, aside)
         crawl.publish(chosen.version)
         lines.append(f"{crawl.crawldb / 'CURRENT'} now names {chosen.name} (was: {was})")
         if moved:
             lines.append(
-                f"moved {', '.join(p.name for p in moved)} to {moved[0].parent.parent}: what "
-                f"those rounds found is lost and is fetched again by the next crawl"
+                f"moved {', '.join(p.name for p in moved)} to {aside}: what those rounds "
+                "found is lost, and the next crawl fetches it again"
             )  # fmt: skip
     else:
         lines.append(f"{chosen.name}: CURRENT already names the newest usable version")
-    for line in chosen.lines(crawl.version_dir(chosen.version)):
-        lines.append(f"{line} (its host is listed again as new by the next crawl)")
+    # A damaged per-host part found only by reading it (bit rot keeps its size) goes aside:
+    # missing, it is what a round's cheap check finds, and its host is listed again as new.
+    vdir = crawl.version_dir(chosen.version)
+    damaged = [vdir / rel for rel, _ in chosen.problems if (vdir / rel).exists()]
+    for path in _move_aside(crawl, damaged, aside):
+        lines.append(f"moved damaged {path.relative_to(aside)} to {aside}: "
+                     "the next crawl lists its host again as new")  # fmt: skip
+    for line in chosen.lines(vdir):
+        if "missing" in line:
+            lines.append(f"{line}: the next crawl lists its host again as new")
     index, indexed = index_state(crawl)
     return Repair(lines, True, index is not None or indexed != chosen.name, chosen.version)
 
 
-def _move_newer_aside(crawl: CrawlDir, version: int) -> list[Path]:
-    """Move versions and segments newer than `version` under crawl/damaged/<UTC time>/."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    target = crawl.root / DAMAGED_DIR / stamp
+def _move_aside(crawl: CrawlDir, paths: list[Path], target: Path) -> list[Path]:
+    """Move paths inside the crawl dir to the same relative place under `target`."""
     moved = []
-    newer = [crawl.version_dir(v) for v in crawl.versions() if v > version]
-    newer += sorted(
-        p for p in crawl.segments.glob("r*") if p.name[1:].isdigit() and int(p.name[1:]) > version
-    )  # fmt: skip
-    for path in newer:
-        dest = target / path.parent.name / path.name
+    for path in paths:
+        dest = target / path.relative_to(crawl.root)
         dest.parent.mkdir(parents=True, exist_ok=True)
         os.replace(path, dest)
         moved.append(dest)

@@ -38,8 +38,6 @@ def _existing_crawl(args: argparse.Namespace) -> CrawlDir:
 
 def cmd_crawl(args: argparse.Namespace) -> int:
     from pipeline.policies import get_policy
-    from pipeline.rounds import run_rounds
-    from pipeline.status import format_report, round_report
 
     if args.rounds < 1:
         raise UsageError("--rounds must be at least 1")
@@ -60,7 +58,9 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     crawl.check(create=True)
     crawl.root.mkdir(parents=True, exist_ok=True)
     with CrawlLock(crawl.root).acquire():  # before anything else is written
-        from crawl_io.integrity import verify_round_start
+        from crawl_io.integrity import verify_round_start  # (a refused crawl imports less)
+        from pipeline.rounds import run_rounds
+        from pipeline.status import format_report, round_report
 
         verify_round_start(crawl)  # damaged state tables: refuse, never start history over
         crawl.crawldb.mkdir(exist_ok=True)
