@@ -67,7 +67,8 @@ class CrawlLock:
         """Take the lock or raise CrawlLocked. Creates only the LOCK file (the crawl
         directory must exist); a refused attempt changes nothing on disk."""
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+            fd = os.open(self.path, flags, 0o644)
         except OSError as e:
             raise LockError(f"cannot open {self.path}: {e.strerror}") from None
         try:

@@ -60,10 +60,13 @@ def read_manifest(vdir: Path) -> Manifest | None:
     path = vdir / MANIFEST_NAME
     try:
         record = json.loads(path.read_bytes())
-        return {
+        parts = {
             rel: PartEntry(int(e["size"]), str(e["sha256"]))
             for rel, e in record["parts"].items()
         }  # fmt: skip
+        if any(rel.startswith("/") or ".." in rel.split("/") for rel in parts):
+            raise ValueError("a part outside its version folder")
+        return parts
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:

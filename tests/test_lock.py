@@ -96,3 +96,16 @@ def test_a_first_crawl_may_find_only_the_lock_file_in_its_folder(lan: LAN) -> No
         pass
     lan.crawl()
     assert CrawlDir(lan.crawl_dir).current() == 1
+
+
+def test_repair_is_refused_while_a_crawl_holds_the_lock(lan: LAN, capsys) -> None:
+    build(lan)
+    lan.crawl()
+    (lan.crawl_dir / "crawldb" / "CURRENT").write_text("")
+    with CrawlLock(lan.crawl_dir).acquire():
+        capsys.readouterr()
+        assert lan.cli("check", "--repair") == EXIT_LOCKED
+        assert "holds" in capsys.readouterr().err
+        assert (lan.crawl_dir / "crawldb" / "CURRENT").read_text() == ""  # untouched
+    assert lan.cli("check", "--repair") == 0
+    assert CrawlDir(lan.crawl_dir).current() == 1
