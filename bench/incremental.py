@@ -31,8 +31,9 @@ import pyarrow.compute as pc
 
 from crawl_io.crawldir import CrawlDir, host_file, write_parquet
 from crawl_io.partitioning import share_root
-from crawl_io.schema import FETCHLOG, FILES, HOSTS, LISTING, MEDIA, PARTITIONS
+from crawl_io.schema import FETCHLOG, FILES, HOSTS, LISTING, MEDIA, PARTITIONS, PREFIX_STATS
 from crawl_io.tags import write_tagged
+from crawl_io.version_manifest import write_manifest as write_version_manifest
 from pipeline import settings as config
 from pipeline.inject import INJECT
 from pipeline.rounds import run_round
@@ -130,6 +131,9 @@ def synthetic_crawldb(crawl: CrawlDir, hosts: int, files_per_host: int) -> None:
                             "online": True, "checked_at": t})  # fmt: skip
     write_parquet(pa.Table.from_pylist(part_rows, PARTITIONS), v1 / "partitions.parquet")
     write_parquet(pa.Table.from_pylist(host_rows, HOSTS), v1 / "hosts.parquet")
+    write_parquet(PREFIX_STATS.empty_table(), v1 / "prefix_stats.parquet")
+    write_version_manifest(v1, {})  # a version of this release, not a legacy one
+    crawl.note_manifests_from(1)
     crawl.publish(1)
     seg = crawl.segment_dir(2)
     write_parquet(pa.Table.from_pylist(inject_rows, INJECT), seg / "inject.parquet")

@@ -1,27 +1,61 @@
 """The crawl directory: versioned crawldb with an atomic CURRENT pointer, segments, index.
 
 crawl/
+  LOCK                   held (flock) by the one crawl running here: crawl_io.lock
   crawldb/CURRENT        name of the live version, replaced by write + rename
+  crawldb/MANIFESTS_FROM the first version written with a manifest (older ones are legacy)
   crawldb/v000012/       hosts.parquet, partitions.parquet, prefix_stats.parquet,
                          files/, media/, folders/: <host>.parquet  (immutable once published)
+                         MANIFEST.json: every part's size and SHA-256 (crawl_io.version_manifest)
   segments/r000013/      inject.parquet, fetchlist.parquet, listing/, media/, fetchlog/
   index/search.duckdb
+
+A version is complete when its manifest exists: Update writes it before renaming the version
+folder into place, and CURRENT only ever names a complete version. Versions made before
+manifests existed (older than MANIFESTS_FROM, or in a crawl dir without it) are legacy:
+complete by construction, verified by reading their parts; the next round writes manifests.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import shutil
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from crawl_io.lock import LOCK_NAME
 from crawl_io.schema import TABLES
 from crawl_io.sources import ConfigError
+from crawl_io.version_manifest import (
+    MANIFEST_NAME,
+    Manifest,
+    ManifestError,
+    checksum_problem,
+    first_line,
+    read_manifest,
+    size_problem,
+)
 
 PER_HOST_TABLES = ("files", "media", "folders")
+STATE_TABLES = ("hosts", "partitions")  # a round cannot go on without them (history)
+VERSION_NAME = re.compile(r"v(\d{6,})")
+
+log = logging.getLogger("sharecrawl")
+
+
+class CrawlDamaged(Exception):
+    """The crawldb cannot be used as it is: one line naming what is wrong and saying to run
+    `sharecrawl check --repair` (exit status 1)."""
+
+    def __init__(self, root: Path, what: str) -> None:
+        super().__init__(f"{what}; run `sharecrawl check --crawl-dir {root} --repair`")
+        self.what = what
 
 
 def host_file(host: str) -> str:
@@ -29,23 +63,32 @@ def host_file(host: str) -> str:
     return quote(host, safe="") + ".parquet"
 
 
+def part_host(name: str) -> str:
+    """The host key of a part file name (host_file's inverse)."""
+    return unquote(name.removesuffix(".parquet"))
+
+
 def write_parquet(table: pa.Table, path: Path) -> None:
-    """Write a Parquet file so that it appears whole or not at all."""
+    """Write a Parquet file so that it appears whole or not at all, with a CRC in every page
+    header so that a flipped bit is caught when the page is read."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    pq.write_table(table, tmp, compression="zstd")
+    pq.write_table(table, tmp, compression="zstd", write_page_checksum=True)
     os.replace(tmp, path)
 
 
 def read_parquet(path: Path, schema: pa.Schema) -> pa.Table:
-    """A table file or a folder of part files; an absent one reads as empty."""
+    """A table file or a folder of part files; an absent one reads as empty. Page CRCs are
+    verified (an ArrowException or OSError says a part is damaged)."""
     if path.is_dir():
         parts = sorted(path.glob("*.parquet"))
         if not parts:
             return schema.empty_table()
-        return pa.concat_tables(pq.read_table(p, schema=schema) for p in parts)
+        return pa.concat_tables(
+            pq.read_table(p, schema=schema, page_checksum_verification=True) for p in parts
+        )  # fmt: skip
     if path.exists():
-        return pq.read_table(path, schema=schema)
+        return pq.read_table(path, schema=schema, page_checksum_verification=True)
     return schema.empty_table()
 
 
@@ -55,6 +98,8 @@ class CrawlDir:
         self.crawldb = self.root / "crawldb"
         self.segments = self.root / "segments"
         self.index = self.root / "index" / "search.duckdb"
+        self._manifests: dict[int, Manifest] = {}  # published versions are immutable
+        self._damaged: set[tuple[int, str]] = set()  # (version, host) found damaged on read
 
     def check(self, *, create: bool) -> None:
         """Raise ConfigError unless this is a crawl directory (or, with create, can be one)."""
@@ -62,20 +107,91 @@ class CrawlDir:
             return
         if self.root.exists() and not self.root.is_dir():
             raise ConfigError(f"crawl directory {str(self.root)!r} is a file")
-        if self.root.is_dir() and any(self.root.iterdir()):
+        # a first crawl creates the folder and its LOCK before crawldb/
+        if self.root.is_dir() and any(p.name != LOCK_NAME for p in self.root.iterdir()):
             raise ConfigError(
                 f"{str(self.root)!r} is not a crawl directory (no crawldb/) and is not empty"
             )
         if not create:
             raise ConfigError(f"{str(self.root)!r} is not a crawl directory: crawl it first")
 
+    def damaged(self, what: str) -> CrawlDamaged:
+        return CrawlDamaged(self.root, what)
+
+    # -- versions ---------------------------------------------------------------------------
+    def versions(self) -> list[int]:
+        """Numbers of the version folders present (published or not), oldest first."""
+        if not self.crawldb.is_dir():
+            return []
+        found = (VERSION_NAME.fullmatch(p.name) for p in self.crawldb.iterdir() if p.is_dir())
+        return sorted(int(m[1]) for m in found if m)
+
     def current(self) -> int:
-        """The live version number, 0 before the first round is published."""
+        """The live version number, 0 before the first round is published. Raises
+        CrawlDamaged when CURRENT is empty, garbled, or names a version that is not
+        complete, and when it is missing although rounds were published."""
+        path = self.crawldb / "CURRENT"
         try:
-            name = (self.crawldb / "CURRENT").read_text().strip()
+            text = path.read_text()
         except FileNotFoundError:
+            # a first round killed between its rename and CURRENT leaves v000001 alone
+            if any(v > 1 for v in self.versions()):
+                raise self.damaged(f"{path} is missing but published versions exist") from None
             return 0
-        return int(name.lstrip("v"))
+        except (OSError, UnicodeDecodeError) as e:
+            raise self.damaged(f"{path} cannot be read ({e})") from None
+        name = text.strip()
+        if not name:
+            raise self.damaged(f"{path} is empty")
+        match = VERSION_NAME.fullmatch(name)
+        if match is None:
+            raise self.damaged(f"{path} is garbled ({name[:40]!r})")
+        version = int(match[1])
+        problem = self.incomplete(version)
+        if problem:
+            raise self.damaged(f"{path} names {name}, {problem}")
+        return version
+
+    def incomplete(self, version: int) -> str | None:
+        """Why `version` is not a complete version, or None when it is."""
+        vdir = self.version_dir(version)
+        if not vdir.is_dir():
+            return "which does not exist"
+        if (vdir / MANIFEST_NAME).exists() or self.is_legacy(version):
+            return None
+        return f"whose {MANIFEST_NAME} is missing (an unfinished or damaged version)"
+
+    def is_legacy(self, version: int) -> bool:
+        """Made before this crawl dir's versions had manifests (then verified by reading)."""
+        try:
+            first = VERSION_NAME.fullmatch(
+                (self.crawldb / "MANIFESTS_FROM").read_text().strip()
+            )  # fmt: skip
+        except FileNotFoundError:
+            return True
+        except (OSError, UnicodeDecodeError):
+            return False
+        return first is not None and version < int(first[1])
+
+    def note_manifests_from(self, version: int) -> None:
+        """Record, once, that every version from `version` on has a manifest."""
+        path = self.crawldb / "MANIFESTS_FROM"
+        if not path.exists():
+            tmp = self.crawldb / f".MANIFESTS_FROM.tmp{os.getpid()}"
+            tmp.write_text(f"v{version:06d}\n")
+            os.replace(tmp, path)
+
+    def manifest(self, version: int) -> Manifest | None:
+        """The version's manifest, None for a legacy version; CrawlDamaged when garbled."""
+        if version not in self._manifests:
+            try:
+                manifest = read_manifest(self.version_dir(version))
+            except ManifestError as e:
+                raise self.damaged(str(e)) from None
+            if manifest is None:
+                return None  # not cached: the version may not be written yet
+            self._manifests[version] = manifest
+        return self._manifests[version]
 
     def version_dir(self, version: int) -> Path:
         return self.crawldb / f"v{version:06d}"
@@ -85,6 +201,9 @@ class CrawlDir:
 
     def publish(self, version: int) -> None:
         """Make `version` live: readers see the old version whole until the rename."""
+        problem = self.incomplete(version)
+        if problem:
+            raise self.damaged(f"v{version:06d} cannot be published, {problem}")
         tmp = self.crawldb / f".CURRENT.tmp{os.getpid()}"
         with open(tmp, "w") as f:
             f.write(f"v{version:06d}\n")
@@ -96,19 +215,97 @@ class CrawlDir:
         vdir = self.version_dir(version)
         return vdir / name if name in PER_HOST_TABLES else vdir / f"{name}.parquet"
 
+    # -- reading a version ------------------------------------------------------------------
     def read(self, version: int, name: str) -> pa.Table:
+        """A whole table of a version. A one-file table (hosts, partitions, prefix_stats)
+        must be there and match its manifest entry, size and SHA-256 (it is read in full
+        anyway): else CrawlDamaged, never an empty table that would start history over.
+
+        In `partitions`, the stored hash of a partition whose host has a damaged or missing
+        part reads as null: a hash vouches for stored rows, and without them the partition
+        must be listed again as new (its scan history stays)."""
         if version == 0:
             return TABLES[name].empty_table()
-        return read_parquet(self.table_path(version, name), TABLES[name])
+        path = self.table_path(version, name)
+        if name in PER_HOST_TABLES:
+            try:
+                return read_parquet(path, TABLES[name])
+            except (pa.ArrowException, OSError) as e:
+                raise self.damaged(f"{path}: a part does not read ({first_line(e)})") from None
+        manifest = self.manifest(version)
+        rel = path.relative_to(self.version_dir(version)).as_posix()
+        entry = manifest.get(rel) if manifest is not None else None
+        if manifest is not None and entry is None:
+            problem: str | None = f"not in {MANIFEST_NAME}"
+        elif entry is not None:
+            problem = checksum_problem(path, entry)
+        else:
+            problem = size_problem(path, None)
+        if problem is None:
+            try:
+                table = read_parquet(path, TABLES[name])
+            except (pa.ArrowException, OSError) as e:
+                problem = f"does not read ({first_line(e)})"
+        if problem is not None:
+            raise self.damaged(f"{path}: {problem}")
+        if name == "partitions":
+            lost = self.damaged_hosts(version)
+            if lost:
+                hit = pc.is_in(table["host"], pa.array(sorted(lost), pa.string()))
+                index = table.schema.get_field_index("hash")
+                nulls = pa.nulls(table.num_rows, pa.string())
+                table = table.set_column(index, "hash", pc.if_else(hit, nulls, table["hash"]))
+        return table
+
+    def damaged_hosts(self, version: int) -> set[str]:
+        """Hosts with a per-host part that is missing or has the wrong size: the cheap check
+        (a stat per part), run wherever a round decides what to re-fetch or link."""
+        manifest = self.manifest(version) if version else None
+        vdir = self.version_dir(version)
+        found = {host for v, host in self._damaged if v == version}
+        for rel, entry in (manifest or {}).items():
+            table, _, name = rel.partition("/")
+            if table in PER_HOST_TABLES and size_problem(vdir / rel, entry):
+                found.add(part_host(name))
+        return found
+
+    def host_damaged(self, version: int, host: str) -> bool:
+        """Is any of the host's parts missing, of the wrong size, or found unreadable?"""
+        if (version, host) in self._damaged:
+            return True
+        manifest = self.manifest(version) or {}
+        for name in PER_HOST_TABLES:
+            rel = f"{name}/{host_file(host)}"
+            if rel in manifest and size_problem(self.version_dir(version) / rel, manifest[rel]):
+                self._damaged.add((version, host))
+                return True
+        return False
 
     def read_host(self, version: int, name: str, host: str) -> pa.Table:
+        """One host's part of a per-host table. Reading it in full, the SHA-256 is checked
+        too. A host with any damaged part reads as having no rows at all, and its tags are
+        read again: found by the cheap check, its stored hashes read as null too (see read)
+        and the round lists it again whole; found only now, Update clears the hashes of
+        its partitions this round did not list, and the next round lists those."""
         if version == 0:
             return TABLES[name].empty_table()
-        return read_parquet(self.table_path(version, name) / host_file(host), TABLES[name])
+        path = self.table_path(version, name) / host_file(host)
+        if self.host_damaged(version, host):
+            return TABLES[name].empty_table()
+        entry = (self.manifest(version) or {}).get(f"{name}/{host_file(host)}")
+        try:
+            problem = checksum_problem(path, entry) if entry is not None else None
+            if problem is None:
+                return read_parquet(path, TABLES[name])
+        except (pa.ArrowException, OSError) as e:
+            problem = f"does not read ({first_line(e)})"
+        log.warning("sharecrawl: %s: %s; its host is crawled again as new", path, problem)
+        self._damaged.add((version, host))
+        return TABLES[name].empty_table()
 
     def drop_unpublished(self) -> None:
         """Remove versions newer than CURRENT: leftovers of a round killed before publish."""
         live = self.current()
-        for vdir in self.crawldb.glob("v*"):
-            if vdir.is_dir() and int(vdir.name[1:]) > live:
-                shutil.rmtree(vdir)
+        for version in self.versions():
+            if version > live:
+                shutil.rmtree(self.version_dir(version))

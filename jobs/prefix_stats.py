@@ -172,10 +172,14 @@ def _sum(values: Iterable[list]) -> list:
 
 
 # -- running it ----------------------------------------------------------------------------
-def host_parts(version_dir: Path, prev_dir: Path | None, hosts: Iterable[str]) -> list[dict]:
+def host_parts(
+    version_dir: Path, prev_dir: Path | None, hosts: Iterable[str], damaged: Iterable[str] = ()
+) -> list[dict]:
     """Manifest entries for `hosts` of crawldb version folder `version_dir`, compared with
-    `prev_dir` (the previous version, None for none). Absent parts are null; a host without
-    a files part now is skipped (it has no prefixes)."""
+    `prev_dir` (the previous version, None for none). Absent parts are null, and so are the
+    old parts of `damaged` hosts (their files count as new); a host without a files part now
+    is skipped (it has no prefixes)."""
+    damaged = set(damaged)
 
     def part(vdir: Path | None, table: str, host: str) -> str | None:
         path = None if vdir is None else vdir / table / host_file(host)
@@ -185,7 +189,8 @@ def host_parts(version_dir: Path, prev_dir: Path | None, hosts: Iterable[str]) -
     for host in sorted(set(hosts)):
         new = part(version_dir, "files", host)
         if new is not None:
-            entries.append({"host": host, "new": new, "old": part(prev_dir, "files", host),
+            old = None if host in damaged else part(prev_dir, "files", host)
+            entries.append({"host": host, "new": new, "old": old,
                             "media": part(version_dir, "media", host)})  # fmt: skip
     return entries
 
@@ -230,14 +235,14 @@ def is_complete_round(round_: int, stats_every: int) -> bool:
 def round_prefix_stats(
     *, round_: int, version_dir: Path, prev_dir: Path | None, old_stats: pa.Table,
     listed: Iterable[str], touched: Iterable[str], runner: str, depth: int, min_entries: int,
-    stats_every: int, workdir: Path,
+    stats_every: int, workdir: Path, damaged: Iterable[str] = (),
 ) -> pa.Table:  # fmt: skip
     """The `prefix_stats` table of the version being written to `version_dir` (its files/
     and media/ parts all in place): the touched hosts recomputed by the job and the other
     listed hosts' rows carried over, or every listed host recomputed on a complete round."""
     listed = set(listed)
     redo = listed if is_complete_round(round_, stats_every) else set(touched) & listed
-    fresh = run_prefix_stats(host_parts(version_dir, prev_dir, redo), runner, depth,
+    fresh = run_prefix_stats(host_parts(version_dir, prev_dir, redo, damaged), runner, depth,
                              min_entries, workdir)  # fmt: skip
     kept = carried_over(old_stats, listed - redo, min_entries)
     return pa.concat_tables([kept, fresh]).sort_by([(k, "ascending") for k in KEY])

@@ -1,5 +1,7 @@
 """The `sharecrawl` command. Every subcommand exits non-zero on failure: 2 for bad input
-(nothing is written then), 1 for a failed round or query."""
+(nothing is written then), 1 for a failed round or query or a damaged crawl directory (the
+line says to run `sharecrawl check --repair`), 75 when another crawl holds the crawl
+directory's lock (nothing is written then either)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from crawl_io.crawldir import CrawlDir
+from crawl_io.crawldir import CrawlDamaged, CrawlDir
+from crawl_io.lock import EXIT_LOCKED, CrawlLock, CrawlLocked, LockError
 from crawl_io.sources import ConfigError, read_hosts_file
 from pipeline import settings as config
 
@@ -35,8 +38,6 @@ def _existing_crawl(args: argparse.Namespace) -> CrawlDir:
 
 def cmd_crawl(args: argparse.Namespace) -> int:
     from pipeline.policies import get_policy
-    from pipeline.rounds import run_rounds
-    from pipeline.status import format_report, round_report
 
     if args.rounds < 1:
         raise UsageError("--rounds must be at least 1")
@@ -55,9 +56,37 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         raise UsageError("--crawlers must be at least 1")
     crawl = CrawlDir(settings.crawl_dir)
     crawl.check(create=True)
-    crawl.crawldb.mkdir(parents=True, exist_ok=True)
-    run_rounds(str(crawl.root), args.rounds, lambda n: print(format_report(round_report(crawl))))
+    crawl.root.mkdir(parents=True, exist_ok=True)
+    with CrawlLock(crawl.root).acquire():  # before anything else is written
+        from crawl_io.integrity import verify_round_start  # (a refused crawl imports less)
+        from pipeline.rounds import run_rounds
+        from pipeline.status import format_report, round_report
+
+        verify_round_start(crawl)  # damaged state tables: refuse, never start history over
+        crawl.crawldb.mkdir(exist_ok=True)
+        run_rounds(str(crawl.root), args.rounds,
+                   lambda n: print(format_report(round_report(crawl))))  # fmt: skip
     return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from crawl_io.integrity import check_crawl, repair_crawl
+
+    crawl = _crawl_dir(args)
+    crawl.check(create=False)
+    if not args.repair:
+        lines, ok = check_crawl(crawl)
+        print("\n".join(lines))
+        return 0 if ok else 1
+    with CrawlLock(crawl.root).acquire():  # never repair under a running crawl
+        repair = repair_crawl(crawl)
+        print("\n".join(repair.lines))
+        if repair.ok and repair.rebuild_index:
+            from queries.index import build_index
+
+            build_index(crawl.version_dir(repair.live), crawl.index)
+            print(f"{crawl.index}: rebuilt from v{repair.live:06d}")
+    return 0 if repair.ok else 1
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -160,6 +189,12 @@ def parser() -> argparse.ArgumentParser:
     crawl_dir(sp)
     sp.set_defaults(func=cmd_status)
 
+    sp = sub.add_parser("check", help="verify the live version's parts and the search index")
+    sp.add_argument("--repair", action="store_true",
+                    help="point CURRENT at the newest usable version, rebuild the index")
+    crawl_dir(sp)
+    sp.set_defaults(func=cmd_check)
+
     sp = sub.add_parser("demo", help="crawl a demo LAN of real tagged media in three rounds")
     sp.add_argument("--workdir", default="demo-lan")
     sp.set_defaults(func=cmd_demo)
@@ -186,6 +221,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ConfigError) as e:
         print(f"sharecrawl: error: {e}", file=sys.stderr)
         return 2
+    except (CrawlDamaged, LockError) as e:  # one line, saying what to do next
+        print(f"sharecrawl: error: {e}", file=sys.stderr)
+        return EXIT_LOCKED if isinstance(e, CrawlLocked) else 1
     except Exception as e:  # a failed round: say what failed, not a traceback
         from pipeline.rounds import RoundFailed
 

@@ -1,7 +1,9 @@
 """Generate: score every partition with the scheduling policy and choose the round's fetch list.
 
 Output: the round's `fetchlist.parquet`: the partitions to scan, with their stored hashes, and
-one 'discover' row for each online host that has no partition yet.
+one 'discover' row for each online host that has no partition yet. Partitions without a stored
+hash (never listed, or their rows lost to a damaged part: crawl_io.crawldir.CrawlDir.read)
+come first, whatever the policy says: until listed again they have no rows in the crawldb.
 """
 
 from __future__ import annotations
@@ -67,7 +69,10 @@ class Generate(luigi.Task):
         states = partition_states(partitions, rows, online, settings.partition_max_seconds)
         policy = get_policy(settings.policy)
         budget = Budget(crawlers=settings.crawlers, round_seconds=settings.round_seconds)
-        chosen = policy.choose(states, time.time(), budget)
+        refetch = [p["partition_id"] for p in rows if p["hash"] is None and online.get(p["host"])]
+        first = set(refetch)
+        chosen = refetch + [pid for pid in policy.choose(states, time.time(), budget)
+                            if pid not in first]  # fmt: skip
         by_id = {p["partition_id"]: p for p in rows}
         score = {pid: float(len(chosen) - i) for i, pid in enumerate(chosen)}
         fetchlist = [
@@ -78,7 +83,7 @@ class Generate(luigi.Task):
                 },
                 "url": urls[by_id[pid]["host"]],
                 "score": score[pid],
-                "reason": policy.name,
+                "reason": "refetch" if pid in first else policy.name,
             }
             for pid in chosen
         ]

@@ -3,11 +3,18 @@
 Runs the subtree-hash mrjob job over the segment's listings (its hashes must equal the ones
 the fetchers streamed), rewrites the files and media of the hosts the round touched,
 hard-links the others' parts unchanged, updates partitions (scan history, rate) and hosts,
-and publishes by renaming the finished version folder and moving CURRENT.
+writes the version's manifest, and publishes by renaming the finished version folder and
+moving CURRENT.
+
+A damaged or missing part is never linked forward: its host's rows are left out and its
+partitions' hashes cleared, so a round lists them again as new (Generate puts them first)
+while their scan history stays. A damaged state table (hosts, partitions) stops the round
+(crawl_io.crawldir.CrawlDamaged) instead of starting history over.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import time
@@ -19,11 +26,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir, host_file, read_parquet, write_parquet
+from crawl_io.crawldir import (
+    PER_HOST_TABLES,
+    CrawlDamaged,
+    CrawlDir,
+    host_file,
+    read_parquet,
+    write_parquet,
+)
 from crawl_io.duck import cursor
 from crawl_io.filters import RulesStore, load_rules
 from crawl_io.partitioning import share_root
-from crawl_io.schema import FETCHLOG, FILES, HOSTS, LISTING, MEDIA, PARTITIONS
+from crawl_io.schema import FETCHLOG, FILES, HOSTS, LISTING, MEDIA, PARTITIONS, PREFIX_STATS
+from crawl_io.version_manifest import Manifest, read_problem
+from crawl_io.version_manifest import write_manifest as write_version_manifest
 from jobs.manifest import run_job, write_manifest
 from jobs.partition_split import Limits
 from jobs.prefix_stats import round_prefix_stats
@@ -39,6 +55,8 @@ from pipeline.targets import PublishedVersion
 REPLACED = ("changed", "new")
 LOST = ("unreachable", "timeout")
 EWMA = 0.3  # weight of this round's measurement in a host's cost estimates
+
+logger = logging.getLogger("sharecrawl")  # `log` is the round's fetchlog in this module
 
 
 def _ts(seconds: float) -> datetime:
@@ -146,7 +164,8 @@ def updated_partitions(
             part.update(
                 {k: summary[k] for k in ("hash", "n_folders", "n_files", "n_media", "bytes")}
             )
-            part["last_change"] = t
+            if status == "changed" or part["last_change"] is None:
+                part["last_change"] = t  # a partition listed again after damage is not new
             part["n_changes"] += status == "changed"
     # a removed partition takes the partitions under it along
     children: dict[str | None, list[str]] = {}
@@ -251,9 +270,12 @@ class Update(luigi.Task):
         by_host: dict[str, list[dict]] = {}
         for p in partitions:
             by_host.setdefault(p["host"], []).append(p)
+        carried: Manifest = {}  # manifest entries of the parts linked from version N-1
+        unlinked: set[str] = set()
         for host in sorted(listed):
             if host not in touched:
-                self._link_host(crawl, prev, host, out)
+                if not self._link_host(crawl, prev, host, out, carried):
+                    unlinked.add(host)
                 continue
             part = host_file(host)
             files = merged_files(
@@ -270,15 +292,28 @@ class Update(luigi.Task):
             write_parquet(files, out / "files" / part)
             write_parquet(media, out / "media" / part)
             write_parquet(folder_summaries(files), out / "folders" / part)
+        # hosts whose old rows were lost to a damaged part (found by a stat, or on reading
+        # a touched host's parts in full): what this round did not list again is listed
+        # as new by the next one
+        lost = (crawl.damaged_hosts(prev) if prev else set()) | unlinked
+        for p in partitions:
+            if p["host"] in lost and p["partition_id"] not in replaced:
+                p["hash"] = None
         host_rows = {h["host"]: h for h in hosts}
         for p in partitions:  # the scheduler's cost: listing every folder, at the host's pace
             pace = host_rows[p["host"]]["list_s_per_folder"]
             p["est_scan_s"] = max(p["n_folders"] or 0, 1) * pace
         write_parquet(pa.Table.from_pylist(hosts, HOSTS), out / "hosts.parquet")
         write_parquet(partitions_table(partitions, histories), out / "partitions.parquet")
+        redo_stats = touched | lost  # a host whose rows were lost keeps no stale statistics
+        try:
+            old_stats = crawl.read(prev, "prefix_stats")
+        except CrawlDamaged as e:  # derived from the files parts: computed again in full
+            logger.warning("sharecrawl: %s; prefix statistics are computed again", e.what)
+            old_stats, redo_stats = PREFIX_STATS.empty_table(), set(listed)
         stats = round_prefix_stats(
             round_=self.round, version_dir=out, prev_dir=crawl.version_dir(prev) if prev else None,
-            old_stats=crawl.read(prev, "prefix_stats"), listed=listed, touched=touched,
+            old_stats=old_stats, listed=listed, touched=redo_stats, damaged=lost,
             runner=settings.runner, depth=settings.stats_depth,
             min_entries=settings.stats_min_entries, stats_every=settings.stats_every,
             workdir=seg / "jobs",
@@ -288,13 +323,39 @@ class Update(luigi.Task):
             RulesStore(crawl.root, settings.rules_file or None).regenerate_auto(
                 stats, min_entries=settings.auto_rule_min_entries
             )
+        # the manifest goes in last, before the rename: a version with one is complete
+        write_version_manifest(out, carried)
+        crawl.note_manifests_from(self.round)
         os.replace(out, crawl.version_dir(self.round))
         crawl.publish(self.round)
 
     @staticmethod
-    def _link_host(crawl: CrawlDir, prev: int, host: str, out: Path) -> None:
-        """An untouched host's parts are shared with the previous version, not copied."""
+    def _link_host(crawl: CrawlDir, prev: int, host: str, out: Path, carried: Manifest) -> bool:
+        """An untouched host's parts are shared with the previous version, not copied, and
+        carry their manifest entries forward. Only their size is checked here (a stat), so
+        that publishing costs what changed; their bytes are checked when a round rewrites
+        them and by `sharecrawl check`. A part of a legacy version (no manifest) is read in
+        full once, and gets its entry in the new manifest. False: a part is damaged or
+        missing, and none of the host's parts is linked."""
+        if not prev:
+            return True
+        manifest = crawl.manifest(prev)
+        if crawl.host_damaged(prev, host):
+            logger.warning("sharecrawl: %s: a part in v%06d is damaged or missing; "
+                        "crawled again as new", host, prev)  # fmt: skip
+            return False
+        links = []
         for name in PER_HOST_TABLES:
-            src = crawl.table_path(prev, name) / host_file(host)
+            rel = f"{name}/{host_file(host)}"
+            src = crawl.version_dir(prev) / rel
+            if manifest is None and src.exists() and (problem := read_problem(src)):
+                logger.warning("sharecrawl: %s: %s; its host is crawled again as new", src, problem)
+                return False
+            if manifest is None or rel in manifest:
+                links.append((src, rel))
+        for src, rel in links:
             if src.exists():
-                os.link(src, out / name / host_file(host))
+                os.link(src, out / rel)
+                if manifest is not None:
+                    carried[rel] = manifest[rel]
+        return True

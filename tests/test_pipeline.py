@@ -180,7 +180,8 @@ def test_damaged_crawldb_fails_the_round_with_exit_1(lan: LAN, capsys) -> None:
     (lan.crawl_dir / "crawldb" / "v000001" / "partitions.parquet").write_bytes(b"not parquet")
     assert lan.cli("crawl") == 1
     err = capsys.readouterr().err
-    assert "round 2 failed" in err and "Generate" in err
+    assert len(err.splitlines()) == 1 and "partitions.parquet" in err and "--repair" in err
+    assert not (lan.crawl_dir / "segments" / "r000002").exists()  # refused before writing
     assert (lan.crawl_dir / "crawldb" / "CURRENT").read_text().strip() == "v000001"
 
 

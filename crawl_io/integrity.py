@@ -1,0 +1,228 @@
+"""`sharecrawl check`: verify the live crawldb version part by part, and repair CURRENT.
+
+A version is verified against its manifest (crawl_io.version_manifest): every part listed is
+there, has its size and SHA-256, and reads (footer and every page, page CRCs checked); no
+Parquet part is there that the manifest does not list. A legacy version (made before
+manifests) is verified by reading every part it holds.
+
+Damage comes in two kinds. A damaged per-host part (files/, media/, folders/) costs its
+host's rows until the next round lists that host again as new (crawl_io.crawldir): the
+version stays usable. Damaged state tables (hosts, partitions: the scan history) or a
+damaged manifest make the version unusable: a round refuses to start from it, and
+`check --repair` points CURRENT at the newest usable version instead, moving the newer
+versions and segments aside (never deleting them).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+
+from crawl_io.crawldir import STATE_TABLES, CrawlDamaged, CrawlDir
+from crawl_io.version_manifest import (
+    MANIFEST_NAME,
+    ManifestError,
+    checksum_problem,
+    first_line,
+    read_manifest,
+    read_problem,
+    size_problem,
+    version_parts,
+)
+
+ONE_FILE_TABLES = (*STATE_TABLES, "prefix_stats")
+DAMAGED_DIR = "damaged"  # where --repair moves what it takes out of the crawldb
+
+
+@dataclass
+class VersionReport:
+    version: int
+    parts: int = 0  # parts verified
+    legacy: bool = False
+    problems: list[tuple[str, str]] = field(default_factory=list)  # (relative path, what)
+
+    @property
+    def name(self) -> str:
+        return f"v{self.version:06d}"
+
+    @property
+    def usable(self) -> bool:
+        """Can a round go on from it? Only per-host parts may be damaged."""
+        fatal = {MANIFEST_NAME, *(f"{t}.parquet" for t in STATE_TABLES)}
+        return not any(rel in fatal for rel, _ in self.problems)
+
+    def lines(self, vdir: Path) -> list[str]:
+        return [f"{vdir / rel}: {what}" for rel, what in self.problems]
+
+
+def verify_version(crawl: CrawlDir, version: int) -> VersionReport:
+    """Read every part of a version in full and compare it with the manifest."""
+    vdir = crawl.version_dir(version)
+    report = VersionReport(version)
+    problem = crawl.incomplete(version)
+    if problem:
+        report.problems.append((MANIFEST_NAME, f"{report.name} is not complete: {problem}"))
+        return report
+    try:
+        manifest = read_manifest(vdir)
+    except ManifestError as e:
+        report.problems.append((MANIFEST_NAME, str(e).removeprefix(f"{vdir / MANIFEST_NAME}: ")))
+        return report
+    present = version_parts(vdir)
+    report.legacy = manifest is None
+    listed = present if manifest is None else sorted(manifest)
+    for rel in (f"{t}.parquet" for t in ONE_FILE_TABLES):
+        if rel not in listed:
+            where = "missing" if manifest is None else f"missing from {MANIFEST_NAME}"
+            report.problems.append((rel, where))
+    for rel in listed:
+        path = vdir / rel
+        if manifest is not None:
+            problem = checksum_problem(path, manifest[rel])
+        else:
+            problem = size_problem(path, None)
+        problem = problem or read_problem(path)
+        if problem:
+            report.problems.append((rel, problem))
+        report.parts += 1
+    for rel in sorted(set(present) - set(listed)):
+        report.problems.append((rel, f"not in {MANIFEST_NAME} (not written by a round)"))
+    return report
+
+
+def index_state(crawl: CrawlDir) -> tuple[str | None, str | None]:
+    """(problem, version): does the search index open and name the crawldb version it was
+    built from?"""
+    if not crawl.index.exists():
+        return f"{crawl.index}: missing", None
+    path = "'" + str(crawl.index).replace("'", "''") + "'"
+    try:
+        # ATTACH in a new in-memory database reads the file as it is now; connect() would
+        # hand back a database this process already has open under that path
+        with duckdb.connect(":memory:") as con:
+            con.execute(f"ATTACH {path} AS search_index (READ_ONLY)")
+            row = con.execute(
+                "SELECT value FROM search_index.meta WHERE key = 'version'"
+            ).fetchone()  # fmt: skip
+    except duckdb.Error as e:
+        return f"{crawl.index}: does not open as a search index ({first_line(e)})", None
+    if not row:
+        return f"{crawl.index}: names no crawldb version", None
+    return None, str(row[0])
+
+
+def verify_round_start(crawl: CrawlDir) -> None:
+    """Raise CrawlDamaged unless a round can start from the live version: CURRENT names a
+    complete version whose manifest parses and whose state tables match it. The state
+    tables are read in full by the round anyway; per-host parts are left to the round."""
+    live = crawl.current()
+    if live == 0:
+        return
+    vdir = crawl.version_dir(live)
+    manifest = crawl.manifest(live)
+    for rel in (f"{t}.parquet" for t in STATE_TABLES):
+        path = vdir / rel
+        if manifest is None:
+            problem = size_problem(path, None) or read_problem(path)
+        elif rel not in manifest:
+            problem = f"missing from {MANIFEST_NAME}"
+        else:
+            problem = checksum_problem(path, manifest[rel])
+        if problem:
+            raise crawl.damaged(f"{path}: {problem}; a round would start its history over")
+
+
+def check_crawl(crawl: CrawlDir) -> tuple[list[str], bool]:
+    """`sharecrawl check`: one line per problem (naming the file), or one line saying how
+    many parts are intact; True when there is no problem."""
+    live = crawl.current()
+    if live == 0:
+        return ["no round published yet: nothing to check"], True
+    report = verify_version(crawl, live)
+    lines = report.lines(crawl.version_dir(live))
+    index, _ = index_state(crawl)
+    if index:
+        lines.append(index)
+    if lines:
+        return lines, False
+    legacy = " (a legacy version without a manifest: read in full)" if report.legacy else ""
+    return [f"{report.name}: {report.parts} parts intact{legacy}"], True
+
+
+@dataclass
+class Repair:
+    lines: list[str]
+    ok: bool
+    rebuild_index: bool = False
+    live: int = 0
+
+
+def repair_crawl(crawl: CrawlDir) -> Repair:
+    """Point CURRENT at the newest usable version (complete, manifest and state tables
+    intact). What is newer is moved under crawl/damaged/<time>/, never deleted. Run under
+    the crawl lock."""
+    try:
+        live: int | None = crawl.current()
+        was = f"v{live:06d}"
+    except CrawlDamaged as e:
+        live, was = None, e.what
+    if live == 0 and not crawl.versions():
+        return Repair(["no round published yet: nothing to repair"], True)
+    lines: list[str] = []
+    chosen: VersionReport | None = None
+    # with CURRENT readable, versions newer than it are unpublished leftovers: never them
+    candidates = [v for v in crawl.versions() if live is None or v <= live]
+    for version in sorted(candidates, reverse=True):
+        report = verify_version(crawl, version)
+        if report.usable:
+            chosen = report
+            break
+        lines += report.lines(crawl.version_dir(version))
+    if chosen is None:
+        lines.append(
+            f"{crawl.crawldb}: no usable version (every one has damaged state tables or "
+            "is unfinished); restore it from a backup, or move it aside to start over"
+        )  # fmt: skip
+        return Repair(lines, False)
+    aside = crawl.root / DAMAGED_DIR / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    if chosen.version != live:
+        newer = [crawl.version_dir(v) for v in crawl.versions() if v > chosen.version]
+        newer += [p for p in sorted(crawl.segments.glob("r*"))
+                  if p.name[1:].isdigit() and int(p.name[1:]) > chosen.version]  # fmt: skip
+        moved = _move_aside(crawl, newer, aside)
+        crawl.publish(chosen.version)
+        lines.append(f"{crawl.crawldb / 'CURRENT'} now names {chosen.name} (was: {was})")
+        if moved:
+            lines.append(
+                f"moved {', '.join(p.name for p in moved)} to {aside}: what those rounds "
+                "found is lost, and the next crawl fetches it again"
+            )  # fmt: skip
+    else:
+        lines.append(f"{chosen.name}: CURRENT already names the newest usable version")
+    # A damaged per-host part found only by reading it (bit rot keeps its size) goes aside:
+    # missing, it is what a round's cheap check finds, and its host is listed again as new.
+    vdir = crawl.version_dir(chosen.version)
+    damaged = [vdir / rel for rel, _ in chosen.problems if (vdir / rel).exists()]
+    for path in _move_aside(crawl, damaged, aside):
+        lines.append(f"moved damaged {path.relative_to(aside)} to {aside}: "
+                     "the next crawl lists its host again as new")  # fmt: skip
+    for line in chosen.lines(vdir):
+        if "missing" in line:
+            lines.append(f"{line}: the next crawl lists its host again as new")
+    index, indexed = index_state(crawl)
+    return Repair(lines, True, index is not None or indexed != chosen.name, chosen.version)
+
+
+def _move_aside(crawl: CrawlDir, paths: list[Path], target: Path) -> list[Path]:
+    """Move paths inside the crawl dir to the same relative place under `target`."""
+    moved = []
+    for path in paths:
+        dest = target / path.relative_to(crawl.root)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, dest)
+        moved.append(dest)
+    return moved

@@ -1,0 +1,121 @@
+"""One crawl per crawl directory: an exclusive flock on `crawl/LOCK`.
+
+The kernel drops an flock when the last descriptor of its open file goes, so a crawl that
+is killed (even by SIGKILL) or whose machine reboots never leaves a stale lock behind, and
+no pid file has to be guessed at. Python opens files close-on-exec, and the fetch workers
+start from a forkserver, so no worker keeps the lock of a dead parent alive.
+
+The holder writes its pid, host name and start time into the file for the one line a
+refused crawl prints. Readers (search, sql, status, check) never take the lock: published
+versions are immutable and CURRENT moves by rename, so they need no coordination.
+
+Later, several worker processes of one round (Luigi's central scheduler) are to cooperate
+while a second, independent round stays refused: the round's driver holds this lock and
+hands its workers the round, never the lock, so this API stays small: acquire(), holder().
+On NFS, Linux emulates flock with POSIX byte-range locks, which the server arbitrates.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+
+LOCK_NAME = "LOCK"
+EXIT_LOCKED = 75  # sysexits' EX_TEMPFAIL: another crawl runs; try again later
+
+
+class LockError(Exception):
+    """The crawl lock could not be taken; the message is one line saying what to do."""
+
+
+@dataclass(frozen=True)
+class Holder:
+    pid: int
+    host: str
+    started: datetime
+
+    def describe(self) -> str:
+        where = "" if self.host == socket.gethostname() else f" on {self.host}"
+        return f"pid {self.pid}{where}, started {self.started:%Y-%m-%d %H:%M} UTC"
+
+
+class CrawlLocked(LockError):
+    """Another crawl holds the lock."""
+
+    def __init__(self, path: Path, holder: Holder | None) -> None:
+        who = holder.describe() if holder else "holder not yet recorded"
+        super().__init__(f"another crawl ({who}) holds {path}; wait for it or stop it")
+        self.holder = holder
+
+
+class CrawlLock:
+    """`with CrawlLock(crawl_dir).acquire(): ...` runs a crawl's rounds; raises CrawlLocked
+    at once (never waits) when another process holds the lock."""
+
+    def __init__(self, crawl_dir: str | os.PathLike) -> None:
+        self.path = Path(crawl_dir) / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self) -> CrawlLock:
+        """Take the lock or raise CrawlLocked. Creates only the LOCK file (the crawl
+        directory must exist); a refused attempt changes nothing on disk."""
+        try:
+            flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+            fd = os.open(self.path, flags, 0o644)
+        except OSError as e:
+            raise LockError(f"cannot open {self.path}: {e.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise CrawlLocked(self.path, self._wait_for_holder()) from None
+        except OSError as e:
+            os.close(fd)
+            raise LockError(f"cannot lock {self.path}: {e.strerror}") from None
+        record = {"pid": os.getpid(), "host": socket.gethostname(),
+                  "started": datetime.now(UTC).isoformat(timespec="seconds")}  # fmt: skip
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        """Drop the lock. The file stays: unlinking it would let a waiter lock an inode
+        that a newcomer no longer finds by name."""
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)  # a finished crawl leaves no holder to name
+            os.close(self._fd)  # closing the last descriptor drops the flock
+            self._fd = None
+
+    def holder(self) -> Holder | None:
+        """Who holds the lock (or held it when killed), as its file says; None when unrecorded."""
+        try:
+            record = json.loads(self.path.read_text())
+            return Holder(int(record["pid"]), str(record["host"]),
+                          datetime.fromisoformat(record["started"]))  # fmt: skip
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _wait_for_holder(self) -> Holder | None:
+        """The holder writes its record right after locking: give it a moment."""
+        deadline = time.monotonic() + 0.5
+        while (holder := self.holder()) is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return holder
+
+    def __enter__(self) -> CrawlLock:
+        if self._fd is None:
+            self.acquire()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()

@@ -1,0 +1,134 @@
+"""A crawldb version's manifest: every Parquet part of the version, by its path relative to
+the version folder, with its size and SHA-256.
+
+    crawldb/v000012/MANIFEST.json
+    {"format": 1, "checksum": "sha256",
+     "parts": {"hosts.parquet": {"size": 2048, "sha256": "9f86..."}, "files/pc-1.parquet": ...}}
+
+Update writes it into the version folder before renaming the folder into place, so a
+version with a manifest is complete. A part hard-linked from the previous version carries
+that version's entry forward (after a size check), so writing a manifest costs what the
+round changed: only new parts are hashed, and they were just written (page cache).
+
+What is checked where:
+- size (a stat): every part an Update links forward, every part a round reads;
+- SHA-256 (reads the file): every part a round reads in full anyway (the state tables, the
+  parts of the hosts it rewrites), every part `sharecrawl check` verifies;
+- Parquet page CRCs (written by crawl_io.crawldir.write_parquet): every page pyarrow reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+MANIFEST_NAME = "MANIFEST.json"
+FORMAT = 1
+
+
+class ManifestError(ValueError):
+    """A manifest that does not parse: the version it describes is not complete."""
+
+
+@dataclass(frozen=True)
+class PartEntry:
+    size: int
+    sha256: str
+
+
+Manifest = dict[str, PartEntry]  # path relative to the version folder -> entry
+
+
+def file_sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def version_parts(vdir: Path) -> list[str]:
+    """Every Parquet part under a version folder, relative, '/'-separated, sorted."""
+    return sorted(p.relative_to(vdir).as_posix() for p in vdir.rglob("*.parquet"))
+
+
+def read_manifest(vdir: Path) -> Manifest | None:
+    """The version's manifest; None when it has none; ManifestError when it is garbled."""
+    path = vdir / MANIFEST_NAME
+    try:
+        record = json.loads(path.read_bytes())
+        parts = {
+            rel: PartEntry(int(e["size"]), str(e["sha256"]))
+            for rel, e in record["parts"].items()
+        }  # fmt: skip
+        if any(rel.startswith("/") or ".." in rel.split("/") for rel in parts):
+            raise ValueError("a part outside its version folder")
+        return parts
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ManifestError(f"{path}: garbled ({type(e).__name__})") from None
+
+
+def write_manifest(vdir: Path, carried: Manifest) -> Manifest:
+    """Write the manifest of every part now in `vdir`; a part whose entry is in `carried`
+    (a hard link to a verified part) and whose size agrees is not read again."""
+    parts: Manifest = {}
+    for rel in version_parts(vdir):
+        path = vdir / rel
+        size = path.stat().st_size
+        entry = carried.get(rel)
+        parts[rel] = entry if entry is not None and entry.size == size else PartEntry(
+            size, file_sha256(path)
+        )  # fmt: skip
+    record = {"format": FORMAT, "checksum": "sha256",
+              "parts": {rel: {"size": e.size, "sha256": e.sha256} for rel, e in parts.items()}}
+    tmp = vdir / f".{MANIFEST_NAME}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(record, f, indent=0, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, vdir / MANIFEST_NAME)
+    return parts
+
+
+def size_problem(path: Path, entry: PartEntry | None) -> str | None:
+    """The cheap check (one stat): is the part there, with the size its manifest says?"""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return "missing"
+    except OSError as e:
+        return f"cannot be read ({e.strerror})"
+    if entry is not None and size != entry.size:
+        return f"size {size} bytes, the manifest says {entry.size}"
+    return None
+
+
+def checksum_problem(path: Path, entry: PartEntry) -> str | None:
+    """Size, then SHA-256 against the manifest (reads the whole file)."""
+    problem = size_problem(path, entry)
+    if problem is None and file_sha256(path) != entry.sha256:
+        problem = "checksum mismatch (its bytes changed since it was written)"
+    return problem
+
+
+def read_problem(path: Path) -> str | None:
+    """Does the part read: its footer, then every page of every row group (page CRCs
+    verified where the writer stored them)?"""
+    try:
+        with pq.ParquetFile(path, page_checksum_verification=True) as f:
+            for i in range(f.metadata.num_row_groups):
+                f.read_row_group(i)
+    except (pa.ArrowException, OSError, ValueError) as e:
+        return f"does not read as Parquet ({first_line(e)})"
+    return None
+
+
+def first_line(error: BaseException) -> str:
+    """An error's message in one line (Arrow's messages run over several)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -1,0 +1,111 @@
+"""One crawl per crawl directory: real `sharecrawl crawl` processes on one crawl dir."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from crawl_io.crawldir import CrawlDir
+from crawl_io.lock import EXIT_LOCKED, CrawlLock, CrawlLocked
+from tests.conftest import LAN
+from tests.test_pipeline import build
+
+
+def tree(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in root.rglob("*")}  # fmt: skip
+
+
+def crawl_command(lan: LAN) -> list[str]:
+    return [sys.executable, "-m", "pipeline.cli", "crawl", "--crawl-dir", str(lan.crawl_dir),
+            "--hosts-file", str(lan.hosts_file), "--runner", "inline"]  # fmt: skip
+
+
+def test_a_second_lock_is_refused_at_once_naming_the_holder(tmp_path: Path) -> None:
+    with CrawlLock(tmp_path).acquire() as held:
+        holder = held.holder()
+        assert holder is not None and holder.pid == os.getpid()
+        with pytest.raises(CrawlLocked) as refused:
+            CrawlLock(tmp_path).acquire()  # another open file description: refused
+        assert refused.value.holder == holder
+        message = str(refused.value)
+        assert message.startswith(f"another crawl (pid {os.getpid()}, started ")
+        assert message.endswith(f"UTC) holds {tmp_path / 'LOCK'}; wait for it or stop it")
+    with CrawlLock(tmp_path).acquire():  # released: free again
+        pass
+    assert CrawlLock(tmp_path).holder() is None  # a finished crawl names no holder
+
+
+def test_a_second_crawl_is_refused_readers_run_and_a_killed_holder_frees_the_lock(
+    lan: LAN, capsys
+) -> None:  # fmt: skip
+    build(lan)
+    lan.crawl()
+    crawl = CrawlDir(lan.crawl_dir)
+    lan.media("alpha", "music/new/track09.mp3", artist="Nautilus Pompilius", title="Skovannye")
+    first = subprocess.Popen(crawl_command(lan), start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        lock = CrawlLock(lan.crawl_dir)
+        deadline = time.monotonic() + 120
+        while (held := lock.holder()) is None or held.pid != first.pid:
+            assert first.poll() is None and time.monotonic() < deadline, "no lock taken"
+            time.sleep(0.01)
+        os.killpg(first.pid, signal.SIGSTOP)  # the holder, frozen wherever it was
+        before = tree(lan.crawl_dir)
+
+        second = subprocess.run(crawl_command(lan), capture_output=True, text=True, timeout=120)
+        assert second.returncode == EXIT_LOCKED
+        assert second.stderr.splitlines() == [
+            f"sharecrawl: error: another crawl (pid {first.pid}, started "
+            f"{held.started:%Y-%m-%d %H:%M} UTC) holds {lan.crawl_dir / 'LOCK'}; "
+            "wait for it or stop it"
+        ]
+        assert tree(lan.crawl_dir) == before  # the refused crawl wrote nothing
+
+        # readers neither take nor wait for the lock (its holder is stopped)
+        for command in (["status"], ["search", "madonna"], ["sql", "SELECT count(*) FROM files"],
+                        ["check"]):  # fmt: skip
+            capsys.readouterr()
+            assert lan.cli(*command) == 0, command
+        assert tree(lan.crawl_dir) == before
+
+        os.killpg(first.pid, signal.SIGKILL)  # the kernel drops a dead holder's flock
+        first.wait(timeout=60)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait()
+    lan.crawl()
+    assert crawl.current() == 2
+    capsys.readouterr()
+    assert lan.cli("search", "skovannye") == 0
+    assert "Skovannye" in capsys.readouterr().out
+
+
+def test_a_first_crawl_may_find_only_the_lock_file_in_its_folder(lan: LAN) -> None:
+    build(lan)
+    lan.crawl_dir.mkdir()
+    with CrawlLock(lan.crawl_dir).acquire():  # another first crawl, before its crawldb/
+        pass
+    lan.crawl()
+    assert CrawlDir(lan.crawl_dir).current() == 1
+
+
+def test_repair_is_refused_while_a_crawl_holds_the_lock(lan: LAN, capsys) -> None:
+    build(lan)
+    lan.crawl()
+    (lan.crawl_dir / "crawldb" / "CURRENT").write_text("")
+    with CrawlLock(lan.crawl_dir).acquire():
+        capsys.readouterr()
+        assert lan.cli("check", "--repair") == EXIT_LOCKED
+        assert "holds" in capsys.readouterr().err
+        assert (lan.crawl_dir / "crawldb" / "CURRENT").read_text() == ""  # untouched
+    assert lan.cli("check", "--repair") == 0
+    assert CrawlDir(lan.crawl_dir).current() == 1
