@@ -115,7 +115,7 @@ def frames(tag: bytes) -> Iterator[tuple[str, int, bytes]]:
 def whole_frames(tag: bytes) -> bytes:
     """The tag itself if the file holds it whole, else a tag of its whole frames only (so a
     frame cut short is never read as a shorter value)."""
-    version, body = _body(tag)
+    version, _ = _body(tag)
     if version is None or len(tag) >= 10 + synchsafe(tag[6:10]):
         return tag
     header_length = 6 if version == 2 else 10
