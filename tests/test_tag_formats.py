@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from mutagen.flac import FLAC, Picture
-from mutagen.id3 import ID3, TIT2
+from mutagen.id3 import APIC, ID3, TIT2
 from mutagen.mp4 import MP4, MP4Cover
 from mutagen.ogg import OggPage
 
@@ -306,16 +306,18 @@ def test_asf_values_in_stored_order_and_kind_from_streams() -> None:
 def test_a_big_tag_is_one_request_and_a_huge_one_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A 3 MB mp3 with 400 KB of cover art in its ID3 tag: the head block, the rest of the
+    tag with the first frames after it, and the tail (ID3v1): three requests, not fifteen."""
     path = make_media(tmp_path / "x.mp3", "mp3", title="Cover")
     audio = ID3(path)
-    from mutagen.id3 import APIC
-
     audio.add(APIC(encoding=3, mime="image/jpeg", type=3, desc="", data=bytes(400_000)))
     audio.save(path)
-    row, fileobj = through_source(tmp_path, "x.mp3", path.read_bytes())
+    frames = mpeg_frame(2.0, 3, 4, 0, 104)  # MPEG-2 layer 3, 22.05 kHz, 32 kbps
+    data = path.read_bytes() + frames * 25_000
+    row, fileobj = through_source(tmp_path, "x.mp3", data)
     assert row["title"] == "Cover" and row["tag_error"] is None
-    assert fileobj.requests <= 3  # the 400 KB tag in one request, not thirteen
+    assert fileobj.requests <= 3 and fileobj.bytes_read < 520_000
     monkeypatch.setattr(rangefile, "MAX_BYTES", 256 * 1024)
-    row, fileobj = through_source(tmp_path, "x.mp3", path.read_bytes())
+    row, fileobj = through_source(tmp_path, "x.mp3", data)
     assert row["tag_error"] == "tags of this mp3 file are past the read limit"
     assert fileobj.bytes_read <= 256 * 1024

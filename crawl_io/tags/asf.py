@@ -32,6 +32,7 @@ METADATA = _guid("C5F8CBEA-5BAF-4877-8467-AA8C44FA4CCA")
 METADATA_LIBRARY = _guid("44231C94-9498-49D1-A141-1D134E457054")
 AUDIO_STREAM = _guid("F8699E40-5B4D-11CF-A8FD-00805F5C442B")
 VIDEO_STREAM = _guid("BC19EFC0-5B4D-11CF-A8FD-00805F5C442B")
+HEADER_MAX = 16 << 20  # header bytes read at most (pictures live in it)
 CONTENT_DESCRIPTION_NAMES = ("Title", "Author", "Copyright", "Description", "Rating")
 
 
@@ -41,7 +42,7 @@ def read_asf(row: dict[str, Any], fileobj: IO[bytes], size: int) -> None:
     if len(head) < 30 or head[:16] != HEADER:
         raise NotThisFormat("not an ASF file")
     header_size = int.from_bytes(head[16:24], "little")
-    body = fileobj.read(max(0, min(header_size, size) - 30))
+    body = fileobj.read(max(0, min(header_size, size, HEADER_MAX) - 30))
     values: list[tuple[str, Any]] = []
     video = False
     audio: bytes | None = None
@@ -79,7 +80,7 @@ def read_asf(row: dict[str, Any], fileobj: IO[bytes], size: int) -> None:
         raise Truncated("ASF file ends inside its header")
 
 
-def objects(data: bytes, position: int = 0) -> Iterator[tuple[bytes, bytes]]:
+def objects(data: bytes, position: int = 0, nested: bool = False) -> Iterator[tuple[bytes, bytes]]:
     """(GUID, payload) of the objects in `data`, header extension objects in their place."""
     while position + 24 <= len(data):
         guid = data[position : position + 16]
@@ -87,8 +88,8 @@ def objects(data: bytes, position: int = 0) -> Iterator[tuple[bytes, bytes]]:
         if size < 24 or position + size > len(data):
             return  # damaged, or cut short: an object cut short is not read
         payload = data[position + 24 : position + size]
-        if guid == HEADER_EXTENSION:
-            yield from objects(payload, 22)  # after a reserved GUID, a word and a size
+        if guid == HEADER_EXTENSION and not nested:  # it holds objects, but no extension
+            yield from objects(payload, 22, nested=True)  # after a GUID, a word and a size
         else:
             yield guid, payload
         position += size

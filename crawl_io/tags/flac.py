@@ -62,7 +62,7 @@ def _metadata(
         if block_type == INVALID:
             return streaminfo, comment, position, False
         if block_type == STREAMINFO and streaminfo is None:
-            streaminfo = fileobj.read(length)
+            streaminfo = fileobj.read(min(length, 34))
         elif block_type == VORBIS_COMMENT and comment is None:
             # the comment structure measures itself: read past a block size that is too small
             comment = fileobj.read(min(max(length, COMMENT_MIN), COMMENT_MAX))

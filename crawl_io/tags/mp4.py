@@ -129,7 +129,7 @@ def _salvage(fileobj: IO[bytes], size: int, error: Exception) -> bytes:
         raise error  # not a cut moov: nothing to salvage
     offset, header_length, _ = moov
     fileobj.seek(offset + header_length)
-    body = fileobj.read(min(size - offset - header_length, SALVAGE_MAX))
+    body = fileobj.read(max(0, min(size - offset - header_length, SALVAGE_MAX)))
     fileobj.seek(0)
     ftyp = fileobj.read(offset) if offset <= 64 else b""
     rebuilt = _clip(body)

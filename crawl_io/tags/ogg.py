@@ -231,6 +231,8 @@ def comments(data: bytes) -> list[tuple[str, str]]:
     n_comments = int.from_bytes(data[position : position + 4], "little")
     position += 4
     for _ in range(n_comments):
+        if position + 4 > len(data):
+            break  # the count is bigger than what is there
         length = int.from_bytes(data[position : position + 4], "little")
         position += 4
         raw = data[position : position + length]

@@ -17,7 +17,7 @@ from crawl_io.tags.errors import NotThisFormat, describe_error, short
 from crawl_io.tags.fields import fill_from_tags
 from crawl_io.tags.flac import read_flac
 from crawl_io.tags.mp4 import read_mp4
-from crawl_io.tags.mpeg import id3_end, read_mpeg
+from crawl_io.tags.mpeg import read_mpeg
 from crawl_io.tags.ogg import read_ogg
 from crawl_io.tags.record import empty_row, finite, set_stream
 from crawl_io.tags.riff import read_aiff, read_wav
@@ -145,13 +145,10 @@ def _settle_kind(reader: Reader, row: dict[str, Any]) -> None:
 
 def reader_by_magic(fileobj: IO[bytes]) -> Reader | None:
     """The reader a file's first bytes call for: a FLAC file named .mp3 is read as FLAC (the
-    MP3 reader would find false frame syncs in it). None when the header does not say."""
+    MP3 reader would find false frame syncs in it). None when the header does not say (an
+    ID3 tag could precede anything; looking past it would cost a request)."""
     fileobj.seek(0)
     header = fileobj.read(64)
-    if header.startswith(b"ID3"):
-        start = id3_end(fileobj)
-        fileobj.seek(start)
-        return read_flac if fileobj.read(4) == b"fLaC" else None
     if header.startswith(b"fLaC"):
         return read_flac
     if header.startswith(b"OggS"):

@@ -73,7 +73,7 @@ def read_wav(row: dict[str, Any], fileobj: IO[bytes], size: int) -> None:
         elif chunk_id == b"LIST":
             list_type = fileobj.read(4)
             if list_type == b"INFO":
-                info += _info_items(fileobj.read(min(length - 4, INFO_MAX)))
+                info += _info_items(fileobj.read(max(0, min(length - 4, INFO_MAX))))
     by_key: dict[str, list[str]] = {}
     for key, text in info:
         by_key.setdefault(key, []).append(text)
