@@ -93,7 +93,7 @@ def read_ogg(row: dict[str, Any], fileobj: IO[bytes], size: int) -> None:
         raise NotThisFormat("no audio or video stream in the Ogg file")
     cut = _last_granules(fileobj, size, streams)
     row["kind"] = "video" if video is not None else "audio"
-    row["format"] = "ogv" if video is not None else AUDIO_FORMATS[main.codec]  # type: ignore[union-attr]
+    row["format"] = "ogv" if video is not None or main is None else AUDIO_FORMATS[main.codec]
     durations = [d for d in (_duration(s) for s in streams.values()) if d is not None]
     duration = max(durations) if durations else None
     if main is not None:

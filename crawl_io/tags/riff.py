@@ -12,7 +12,7 @@ only the ID3 chunk's bytes go to mutagen. ID3 comes first; the native tags fill 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from crawl_io.tags.errors import NotThisFormat, Truncated
 from crawl_io.tags.fields import fill_fields
@@ -39,7 +39,7 @@ AIFF_TEXT_KEYS = {"artist": ("AUTH",), "title": ("NAME",)}
 
 
 def chunks(
-    fileobj: IO[bytes], start: int, end: int, byteorder: str
+    fileobj: IO[bytes], start: int, end: int, byteorder: Literal["little", "big"]
 ) -> Iterator[tuple[bytes, int, int]]:
     """(id, data offset, data size as the header says) of the chunks from `start`."""
     position = start
@@ -48,7 +48,7 @@ def chunks(
         header = fileobj.read(8)
         if len(header) < 8:
             return
-        chunk_id, size = header[:4], int.from_bytes(header[4:8], byteorder)  # type: ignore[arg-type]
+        chunk_id, size = header[:4], int.from_bytes(header[4:8], byteorder)
         if not chunk_id.strip(b"\0"):
             return  # zeros: the rest is padding or garbage
         yield chunk_id, position + 8, size
