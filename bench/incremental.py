@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 from crawl_io.crawldir import CrawlDir, host_file, write_parquet
 from crawl_io.partitioning import share_root
 from crawl_io.schema import FETCHLOG, FILES, HOSTS, LISTING, MEDIA, PARTITIONS, PREFIX_STATS
-from crawl_io.tags import write_tagged
+from crawl_io.templates import write_tagged
 from crawl_io.version_manifest import write_manifest as write_version_manifest
 from pipeline import settings as config
 from pipeline.inject import INJECT

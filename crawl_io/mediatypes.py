@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 AUDIO_EXTENSIONS = frozenset(
-    "mp3 mp2 flac ogg oga opus m4a m4b aac wma aiff aif aifc wav wv ape mpc spx alac".split()
+    "mp3 mp2 mp1 flac ogg oga opus m4a m4b aac wma aiff aif aifc wav wv ape mpc spx alac".split()
 )
 VIDEO_EXTENSIONS = frozenset(
     "mp4 m4v mkv avi wmv mov mpg mpeg ts m2ts webm flv 3gp vob ogv divx".split()

@@ -3,8 +3,10 @@
 Tag readers seek and read in small pieces; over SMB each piece would be a round trip. Tags
 sit at a file's head (ID3v2, FLAC and Vorbis headers, faststart MP4) and at its tail (ID3v1,
 APE, an MP4 moov atom written last, the last Ogg page), so: reads near the head fetch an
-aligned block, and any read that reaches into the tail fetches everything from it to the
-end in one request. A typical file costs one or two requests.
+aligned block (a bigger read, such as a tag with cover art, one request of whole blocks), and
+any read that reaches into the tail fetches everything from it to the end in one request. A
+typical file costs one or two requests, and no file more than MAX_BYTES: a damaged header
+that claims a huge tag must not make the crawler read a whole film.
 """
 
 from __future__ import annotations
@@ -17,6 +19,11 @@ from crawl_io.sources import Source, SourceError
 BLOCK = 32 * 1024  # aligned blocks away from the tail
 TAIL = 16 * 1024  # a read reaching into the last TAIL bytes fetches through to the end
 MAX_SPANS = 16
+MAX_BYTES = 16 * 1024 * 1024  # per file: the biggest tags (cover art) are a few MiB
+
+
+class ReadLimitExceeded(OSError):
+    """A reader asked for more than MAX_BYTES of one file."""
 
 
 class RangeFile(io.RawIOBase):
@@ -60,7 +67,11 @@ class RangeFile(io.RawIOBase):
             start, length = min(pos, tail_start), self._size - min(pos, tail_start)
         else:
             start = pos - pos % BLOCK
-            length = min(BLOCK, self._size - start)
+            # a big read (a tag with cover art) is one request, to a block boundary: what
+            # follows a tag (the first audio frames) comes with it
+            length = min(-(-(end - start) // BLOCK) * BLOCK, self._size - start)
+        if self.bytes_read + length > MAX_BYTES:
+            raise ReadLimitExceeded(f"read limit of {MAX_BYTES >> 20} MiB per file reached")
         try:
             data = self._source.read(self._share, self._path, start, length)
         except SourceError as e:

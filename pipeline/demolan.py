@@ -19,7 +19,8 @@ from pathlib import Path
 
 import mutagen
 
-from crawl_io.tags import read_tags, write_tagged
+from crawl_io.tags import read_tags
+from crawl_io.templates import write_tagged
 
 HOSTS = ("vasya-pc", "dorm5-srv", "lab-nas", "katya-laptop")
 OFFLINE_AT_STEP_3 = "katya-laptop"  # its folder moves to root/offline/ before round 3

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -314,31 +313,21 @@ def _folder_strings(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _guess(filename: str) -> tuple[object, ...]:
-    import guessit  # slow to import: only index builds need it
+    from crawl_io.tags.video_names import guess_video_name  # guessit loads only here
 
     try:
-        guess = guessit.guessit(filename)
+        video = guess_video_name(filename)
     except Exception:  # guessit may fail on odd names; the name stem still identifies it
         return (filename, None, None, None, None, None, None)
-    title = guess.get("title")
-    is_episode = guess.get("type") == "episode" and guess.get("episode") is not None
-    episode = guess.get("episode")
-    season = guess.get("season")
-    if isinstance(episode, list):  # multi-episode files: keep the first
-        episode = episode[0]
-    if isinstance(season, list):
-        season = season[0]
-    size = str(guess.get("screen_size") or "")
-    resolution = int(m.group(1)) if (m := re.match(r"(\d{3,4})[pi]", size)) else None
-    year = guess.get("year")
+    is_episode = video.is_episode and video.episode is not None
     return (
         filename,
-        None if is_episode else (str(title) if title else None),
-        str(title) if is_episode and title else None,
-        int(season) if is_episode and isinstance(season, int) else None,
-        int(episode) if is_episode and isinstance(episode, int) else None,
-        int(year) if isinstance(year, int) else None,
-        resolution,
+        None if is_episode else video.title,
+        video.title if is_episode else None,
+        video.season if is_episode else None,
+        video.episode if is_episode else None,
+        video.year,
+        video.resolution,
     )
 
 

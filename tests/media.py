@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from crawl_io.tags import TEMPLATES, write_tagged
+from crawl_io.templates import TEMPLATES, template_path, write_tagged
 
-__all__ = ["TEMPLATES", "make_media", "write_tagged"]
+__all__ = ["TEMPLATES", "make_media", "template_path", "write_tagged"]
 
 
 def make_media(path: str | Path, fmt: str = "mp3", **tags: object) -> Path:

@@ -1,0 +1,162 @@
+"""ASF files (wma, wmv, asf), read from their header object (ASF specification 1.20, §3).
+
+mutagen takes the stream properties of the header's last stream, whatever its type (a film's
+video stream gives the sample rate and channels), and lists a field's values by object type
+rather than as stored. So the header is parsed here: the audio stream gives rate, channels
+and bitrate, a video stream makes the file a video, and a field's values are taken in the
+order they are stored (the header extension usually comes first), the first one winning.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import IO, Any
+
+from crawl_io.tags.errors import NotThisFormat, Truncated
+from crawl_io.tags.fields import ASF_KEYS, fill_fields
+from crawl_io.tags.record import set_stream
+
+
+def _guid(text: str) -> bytes:
+    return uuid.UUID(text).bytes_le
+
+
+HEADER = _guid("75B22630-668E-11CF-A6D9-00AA0062CE6C")
+FILE_PROPERTIES = _guid("8CABDCA1-A947-11CF-8EE4-00C00C205365")
+STREAM_PROPERTIES = _guid("B7DC0791-A9B7-11CF-8EE6-00C00C205365")
+CONTENT_DESCRIPTION = _guid("75B22633-668E-11CF-A6D9-00AA0062CE6C")
+EXTENDED_CONTENT_DESCRIPTION = _guid("D2D0A440-E307-11D2-97F0-00A0C95EA850")
+HEADER_EXTENSION = _guid("5FBF03B5-A92E-11CF-8EE3-00C00C205365")
+METADATA = _guid("C5F8CBEA-5BAF-4877-8467-AA8C44FA4CCA")
+METADATA_LIBRARY = _guid("44231C94-9498-49D1-A141-1D134E457054")
+AUDIO_STREAM = _guid("F8699E40-5B4D-11CF-A8FD-00805F5C442B")
+VIDEO_STREAM = _guid("BC19EFC0-5B4D-11CF-A8FD-00805F5C442B")
+HEADER_MAX = 16 << 20  # header bytes read at most (pictures live in it)
+CONTENT_DESCRIPTION_NAMES = ("Title", "Author", "Copyright", "Description", "Rating")
+
+
+def read_asf(row: dict[str, Any], fileobj: IO[bytes], size: int) -> None:
+    fileobj.seek(0)
+    head = fileobj.read(30)
+    if len(head) < 30 or head[:16] != HEADER:
+        raise NotThisFormat("not an ASF file")
+    header_size = int.from_bytes(head[16:24], "little")
+    body = fileobj.read(max(0, min(header_size, size, HEADER_MAX) - 30))
+    values: list[tuple[str, Any]] = []
+    video = False
+    audio: bytes | None = None
+    duration = None
+    for guid, data in objects(body):
+        if guid == FILE_PROPERTIES and len(data) >= 64:
+            play = int.from_bytes(data[40:48], "little")
+            preroll = int.from_bytes(data[56:64], "little")
+            duration = max(0.0, play / 1e7 - preroll / 1000)  # 100-ns units, preroll in ms
+        elif guid == STREAM_PROPERTIES and len(data) >= 66:
+            if data[:16] == VIDEO_STREAM:
+                video = True
+            elif data[:16] == AUDIO_STREAM and audio is None:
+                audio = data[54:66]  # WAVEFORMATEX: tag, channels, rate, bytes per second
+        else:
+            values += _values(guid, data)
+    by_key: dict[str, list[Any]] = {}
+    for key, value in values:
+        by_key.setdefault(key, []).append(value)
+    fill_fields(row, ASF_KEYS, lambda key: by_key.get(key, []))
+    if audio is not None or video:
+        row["kind"] = "video" if video else "audio"
+        row["format"] = "wmv" if video else "wma"
+    set_stream(row, duration=duration)
+    if audio is not None:
+        set_stream(
+            row,
+            channels=int.from_bytes(audio[2:4], "little"),
+            samplerate=int.from_bytes(audio[4:8], "little"),
+            bitrate_bps=int.from_bytes(audio[8:12], "little") * 8,
+        )
+    if duration:
+        set_stream(row, bitrate_bps=size * 8 / duration)  # no audio stream states one
+    if header_size > size:
+        raise Truncated("ASF file ends inside its header")
+
+
+def objects(data: bytes, position: int = 0, nested: bool = False) -> Iterator[tuple[bytes, bytes]]:
+    """(GUID, payload) of the objects in `data`, header extension objects in their place."""
+    while position + 24 <= len(data):
+        guid = data[position : position + 16]
+        size = int.from_bytes(data[position + 16 : position + 24], "little")
+        if size < 24 or position + size > len(data):
+            return  # damaged, or cut short: an object cut short is not read
+        payload = data[position + 24 : position + size]
+        if guid == HEADER_EXTENSION and not nested:  # it holds objects, but no extension
+            yield from objects(payload, 22, nested=True)  # after a GUID, a word and a size
+        else:
+            yield guid, payload
+        position += size
+
+
+def _values(guid: bytes, data: bytes) -> list[tuple[str, Any]]:
+    try:
+        if guid == CONTENT_DESCRIPTION:
+            return _content_description(data)
+        if guid == EXTENDED_CONTENT_DESCRIPTION:
+            return _extended_content_description(data)
+        if guid in (METADATA, METADATA_LIBRARY):
+            return _metadata(data)
+    except IndexError:
+        pass  # a cut or damaged object: what it gave before stays
+    return []
+
+
+def _content_description(data: bytes) -> list[tuple[str, Any]]:
+    lengths = [int.from_bytes(data[i : i + 2], "little") for i in range(0, 10, 2)]
+    values, position = [], 10
+    for name, length in zip(CONTENT_DESCRIPTION_NAMES, lengths, strict=True):
+        text = _utf16(data[position : position + length])
+        position += length
+        if text:
+            values.append((name, text))
+    return values
+
+
+def _extended_content_description(data: bytes) -> list[tuple[str, Any]]:
+    values = []
+    count, position = int.from_bytes(data[0:2], "little"), 2
+    for _ in range(count):
+        name_length = int.from_bytes(data[position : position + 2], "little")
+        name = _utf16(data[position + 2 : position + 2 + name_length])
+        position += 2 + name_length
+        value_type = int.from_bytes(data[position : position + 2], "little")
+        value_length = int.from_bytes(data[position + 2 : position + 4], "little")
+        raw = data[position + 4 : position + 4 + value_length]
+        position += 4 + value_length
+        values.append((name, _value(value_type, raw)))
+    return values
+
+
+def _metadata(data: bytes) -> list[tuple[str, Any]]:
+    values = []
+    count, position = int.from_bytes(data[0:2], "little"), 2
+    for _ in range(count):
+        name_length = int.from_bytes(data[position + 4 : position + 6], "little")
+        value_type = int.from_bytes(data[position + 6 : position + 8], "little")
+        value_length = int.from_bytes(data[position + 8 : position + 12], "little")
+        position += 12
+        name = _utf16(data[position : position + name_length])
+        raw = data[position + name_length : position + name_length + value_length]
+        position += name_length + value_length
+        values.append((name, _value(value_type, raw)))
+    return values
+
+
+def _value(value_type: int, raw: bytes) -> Any:
+    """Text and numbers; None for byte arrays, GUIDs and booleans (no column wants them)."""
+    if value_type == 0:
+        return _utf16(raw)
+    if value_type in (3, 4, 5):  # DWORD, QWORD, WORD
+        return int.from_bytes(raw, "little")
+    return None
+
+
+def _utf16(raw: bytes) -> str:
+    return raw[: len(raw) & ~1].decode("utf-16-le", "replace").rstrip("\x00")
