@@ -93,9 +93,9 @@ def test_refused_and_wrong_password_are_reported(smb_lan, run_json, monkeypatch)
     monkeypatch.setenv("SHARECRAWL_SMB_PASSWORD", "not-" + server.password)
     lan.crawl()
     refused = host_row(lan, run_json, "127.0.0.1:1")
-    assert not refused["online"] and refused["last_error"]
-    denied = host_row(lan, run_json, smb_host(server))
-    assert not denied["online"] and denied["last_error"]
+    assert not refused["online"] and refused["last_error"] and refused["status"] == "refused"
+    denied = host_row(lan, run_json, smb_host(server))  # it answers: it stays online, loudly
+    assert denied["online"] and denied["last_error"] and denied["status"] == "auth_failed"
     secret = server.password.encode()
     assert not [p for p in lan.crawl_dir.rglob("*") if p.is_file() and secret in p.read_bytes()]
     assert run_json(lan, "search", "madonna")  # the file host was crawled all the same
