@@ -237,16 +237,17 @@ def read_credentials_file(path: str) -> dict[str, str]:
         raise ConfigError(f"{where} does not exist") from None
     except OSError as e:
         raise ConfigError(f"{where} cannot be read: {os.strerror(e.errno or 0)}") from None
-    with os.fdopen(fd, "rb") as f:
+    try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise ConfigError(f"{where} is not a regular file")
         if stat.S_IMODE(st.st_mode) & 0o077:
             raise ConfigError(f"{where} must be readable only by its owner (chmod 600)")
-        try:
-            data = f.read(MAX_CREDENTIALS_BYTES + 1)
-        except OSError as e:
-            raise ConfigError(f"{where} cannot be read: {os.strerror(e.errno or 0)}") from None
+        data = os.read(fd, MAX_CREDENTIALS_BYTES + 1)
+    except OSError as e:
+        raise ConfigError(f"{where} cannot be read: {os.strerror(e.errno or 0)}") from None
+    finally:
+        os.close(fd)
     if len(data) > MAX_CREDENTIALS_BYTES or b"\0" in data:
         raise ConfigError(f"{where} is not a credentials file (binary or too large)")
     try:

@@ -173,6 +173,8 @@ def test_merged_files_keeps_rows_below_denied_folders_only() -> None:
     hashes = denied_hashes(merged, log)
     from crawl_io.subtree_hash import partition_hash
 
-    visible = [("a", True, 0, int(t0.timestamp() * 1e6)), ("ab.mp3", False, 5,
-                                                            int(t0.timestamp() * 1e6))]
+    visible = [
+        ("a", True, 0, int(t0.timestamp() * 1e6)),
+        ("ab.mp3", False, 5, int(t0.timestamp() * 1e6)),
+    ]
     assert hashes == {"p1": partition_hash(visible)}
