@@ -138,6 +138,8 @@ def test_wrong_password_is_auth_failed_and_stays_searchable(private_lan, run_jso
     status = run_json(lan, "status")
     expected = {"host": smb_host(server), "status": "auth_failed", "error": row["last_error"]}
     assert status["hosts_not_crawled"] == [expected]
+    text = run_cli("status", "--crawl-dir", str(lan.crawl_dir)).stdout
+    assert f"    {smb_host(server)}: auth failed: logon failure" in text
     found = run_json(lan, "search", "kukushka")  # its copies are still shown, online
     assert found and found[0]["online_copies"] == 1
     secret = wrong.encode()

@@ -199,6 +199,22 @@ def test_bad_numeric_settings_exit_2(
     assert not small_lan.crawl_dir.exists()
 
 
+def test_bad_setting_in_luigi_config_path_exits_2(small_lan: LAN, tmp_path: Path) -> None:
+    """As cron runs it: LUIGI_CONFIG_PATH names a file with a NaN timeout."""
+    from tests.cliproc import run_cli
+
+    cfg = tmp_path / "bad.cfg"
+    cfg.write_text("[sharecrawl]\nhost_timeout_s = nan\n")
+    done = run_cli("crawl", "--crawl-dir", str(small_lan.crawl_dir), "--hosts-file",
+                   str(small_lan.hosts_file), config=cfg)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "sharecrawl: error: [sharecrawl] host_timeout_s (luigi.cfg or LUIGI_CONFIG_PATH) must "
+        "be a finite number, not nan"
+    ]
+    assert not small_lan.crawl_dir.exists()
+
+
 def test_bad_input_leaves_an_existing_crawl_dir_unchanged(
     small_lan: LAN, capsys, monkeypatch, tmp_path: Path, luigi_cfg
 ) -> None:
