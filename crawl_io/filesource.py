@@ -54,6 +54,8 @@ class FileSource:
     def shares(self) -> list[str]:
         try:
             names = [e.name for e in os.scandir(self._root) if e.is_dir(follow_symlinks=False)]
+        except PermissionError:
+            raise AccessDenied(f"{self.host.host}: {self.host.hostname}: access denied") from None
         except OSError as e:
             raise HostUnreachable(f"{self.host.host}: {os.strerror(e.errno or 0)}") from None
         return sorted(os.fsdecode(n) for n in names if not n.startswith(b"."))

@@ -21,6 +21,9 @@ HOSTS = pa.schema(
         ("tag_s_per_file", pa.float64()),
         ("first_seen", TS),
         ("last_check", TS),
+        # why the host was (not) crawled in the last round: ok, refused, timed_out,
+        # unknown_name, offline, auth_failed, access_denied, error (crawl_io.sources)
+        ("status", pa.string()),
     ]
 )
 
@@ -148,6 +151,9 @@ FETCHLOG = pa.schema(
         ("listing_s", pa.float64()),
         ("tags_s", pa.float64()),
         ("n_folders", pa.int64()),
+        ("reason", pa.string()),  # a failed scan's hosts.status code: refused, auth_failed...
+        ("n_denied", pa.int64()),  # folders whose listing was refused (their rows are kept)
+        ("denied", pa.list_(pa.string())),  # those folders' share-relative paths
     ]
 )
 

@@ -54,6 +54,8 @@ from crawl_io.smb_wire import (
 )
 from crawl_io.sources import (
     AccessDenied,
+    AuthFailed,
+    ConnectionRefused,
     Credentials,
     Entry,
     HostUnreachable,
@@ -61,6 +63,7 @@ from crawl_io.sources import (
     NotFound,
     SourceError,
     SourceTimeout,
+    UnknownHostName,
 )
 
 # Access masks and options (MS-SMB2 2.2.13): read-only opens.
@@ -102,15 +105,26 @@ NOT_FOUND_STATUSES = {
     0xC0000123,  # FILE_DELETED
     0xC0000039,  # OBJECT_PATH_INVALID
 }
-DENIED_STATUSES = {
-    0xC0000022,  # ACCESS_DENIED
+# The session itself refused (MS-ERREF 2.3): wrong user or password, an account that may not
+# log on. Not the same as a share or file refused to a session that logged on.
+LOGON_STATUSES = {
     0xC000006D,  # LOGON_FAILURE
     0xC000006A,  # WRONG_PASSWORD
     0xC0000072,  # ACCOUNT_DISABLED
     0xC0000071,  # PASSWORD_EXPIRED
     0xC000006E,  # ACCOUNT_RESTRICTION
+    0xC0000064,  # NO_SUCH_USER
+    0xC0000234,  # ACCOUNT_LOCKED_OUT
+    0xC000006F,  # INVALID_LOGON_HOURS
+    0xC0000070,  # INVALID_WORKSTATION
+    0xC0000193,  # ACCOUNT_EXPIRED
+    0xC0000224,  # PASSWORD_MUST_CHANGE
+}
+DENIED_STATUSES = {
+    0xC0000022,  # ACCESS_DENIED
     0xC00000CA,  # NETWORK_ACCESS_DENIED
     0xC0000043,  # SHARING_VIOLATION
+    *LOGON_STATUSES,
 }
 
 
@@ -229,8 +243,7 @@ class SMBSource:
                 try:
                     conn.connect(timeout=int(self.timeout_s) + 1)  # the watchdog comes first
                 except ValueError as e:  # smbprotocol's wrapper around the socket error
-                    reason = "refused" if "refused" in str(e).lower() else "no connection"
-                    raise HostUnreachable(f"{self.host.host}: {reason}") from None
+                    raise connect_error(self.host.host, e) from None
                 request_handover = smb_wire.prepare_handover(conn)
                 session = self._session_setup(conn)
                 self._wire = smb_wire.take_over(conn, session, request_handover, self.timeout_s)
@@ -253,10 +266,10 @@ class SMBSource:
         try:
             session.connect()
         except SMBAuthenticationError:
-            raise AccessDenied(f"{self.host.host}: logon failure for {who}") from None
+            raise AuthFailed(f"{self.host.host}: logon failure for {who}") from None
         except SMBResponseException as e:
-            if e.status in DENIED_STATUSES:
-                raise AccessDenied(f"{self.host.host}: logon failure for {who}") from None
+            if e.status in DENIED_STATUSES:  # the session is refused: nothing is readable
+                raise AuthFailed(f"{self.host.host}: logon failure for {who}") from None
             raise
         return session
 
@@ -570,10 +583,24 @@ def _append_query_entries(data: bytes, entries: list[Entry]) -> int:
     return length
 
 
+def connect_error(host: str, error: ValueError) -> SourceError:
+    """The source error for smbprotocol's ValueError around a failed TCP connect."""
+    cause = error.__cause__
+    if isinstance(cause, socket.gaierror):
+        return UnknownHostName(f"{host}: unknown host name")
+    if isinstance(cause, ConnectionRefusedError) or "refused" in str(error).lower():
+        return ConnectionRefused(f"{host}: connection refused")
+    if isinstance(cause, TimeoutError):
+        return SourceTimeout(f"{host}: no answer to the connection")
+    return HostUnreachable(f"{host}: no connection")
+
+
 def status_error(status: int, what: str) -> SourceError:
     """The source error for an NTSTATUS answer to one request."""
     if status in NOT_FOUND_STATUSES:
         return NotFound(f"{what}: not found")
+    if status in LOGON_STATUSES:
+        return AuthFailed(f"{what}: logon failure")
     if status in DENIED_STATUSES:
         return AccessDenied(f"{what}: access denied")
     return SourceError(f"{what}: NTSTATUS 0x{status:08X}")

@@ -6,7 +6,9 @@ ranges, and raises only `SourceError` subclasses. Sources only ever read.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -14,23 +16,56 @@ from pathlib import Path
 from typing import NamedTuple, Protocol
 from urllib.parse import unquote, urlsplit
 
+# `hosts.status`: why a host was or was not crawled in the last round. Hosts switched off
+# (unreachable) are normal on a LAN; a host that answers but refuses our credentials or the
+# share (configuration) is up, so its files stay searchable, and the failure is loud.
+HOST_OK = "ok"
+UNREACHABLE_STATUSES = ("refused", "timed_out", "unknown_name", "offline")
+CONFIG_STATUSES = ("auth_failed", "access_denied")
+HOST_STATUSES = (HOST_OK, *UNREACHABLE_STATUSES, *CONFIG_STATUSES, "error")
+
 
 class SourceError(Exception):
-    """A host could not be listed or read. `reason` is a short, stable code for tables."""
+    """A host could not be listed or read. `reason` is a short, stable code for tables;
+    `host_status` the host's `hosts.status` when this error ends its round."""
 
     reason = "error"
+    host_status = "error"
 
 
 class HostUnreachable(SourceError):
     reason = "unreachable"
+    host_status = "offline"
+
+
+class ConnectionRefused(HostUnreachable):
+    """The host answers, but nothing listens on its SMB port."""
+
+    host_status = "refused"
+
+
+class UnknownHostName(HostUnreachable):
+    """The name resolver does not know the host (or did not answer in time)."""
+
+    host_status = "unknown_name"
 
 
 class SourceTimeout(SourceError):
     reason = "timeout"
+    host_status = "timed_out"
 
 
 class AccessDenied(SourceError):
     reason = "access denied"
+    host_status = "access_denied"
+
+
+class AuthFailed(AccessDenied):
+    """The host refused the session itself: wrong user or password (LOGON_FAILURE), or
+    no usable credentials. Unlike a share or folder that is refused, nothing is readable."""
+
+    reason = "auth failed"
+    host_status = "auth_failed"
 
 
 class NotFound(SourceError):
@@ -67,35 +102,84 @@ class HostURL:
         return f"smb://{user}{self.hostname}{port}"
 
 
+# A DNS label (RFC 1035 §2.3.1, relaxed by RFC 2181 §11 to allow '_', which Windows LANs
+# use): letters, digits, '-' and '_', not starting or ending with '-'.
+_DNS_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?")
+
+
+def short_repr(text: str, limit: int = 60) -> str:
+    """A value quoted for a one-line message, cut when long."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def check_hostname(name: str) -> str | None:
+    """None when `name` is an IP address or a DNS name, else why it is not one.
+
+    International names (IDN) are accepted when they encode with IDNA (RFC 3490), as the
+    socket layer will encode them; the rules then apply to the encoded form: at most 253
+    characters, labels of 1 to 63 (RFC 1035 §2.3.4)."""
+    try:
+        ipaddress.ip_address(name)
+        return None
+    except ValueError:
+        pass
+    ascii_name = name
+    if not name.isascii():
+        try:
+            ascii_name = name.encode("idna").decode("ascii")
+        except UnicodeError:
+            return "is not a valid international (IDNA) host name"
+    dotless = ascii_name[:-1] if ascii_name.endswith(".") else ascii_name
+    if len(dotless) > 253:
+        return "is longer than 253 characters"
+    for label in dotless.split("."):
+        if not label:
+            return "has an empty label (two dots in a row)"
+        if len(label) > 63:
+            return "has a label longer than 63 characters"
+        if not _DNS_LABEL.fullmatch(label):
+            return "holds characters a DNS name cannot (letters, digits, '-' and '_' only)"
+    return None
+
+
 def parse_host_url(text: str) -> HostURL:
     text = text.strip()
     try:
         parts = urlsplit(text)
         port = parts.port
     except ValueError as e:
-        raise ConfigError(f"malformed host URL {text!r}: {e}") from None
+        raise ConfigError(f"malformed host URL {short_repr(text)}: {e}") from None
     if parts.scheme == "file":
         if parts.netloc not in ("", "localhost"):
-            raise ConfigError(f"malformed host URL {text!r}: file URLs are file:///abs/dir")
+            raise ConfigError(f"malformed host URL {short_repr(text)}: file URLs are file:///abs/dir")
         folder = os.path.normpath(unquote(parts.path))
         if not folder.startswith("/") or folder == "/":
-            raise ConfigError(f"malformed host URL {text!r}: needs an absolute folder")
+            raise ConfigError(f"malformed host URL {short_repr(text)}: needs an absolute folder")
+        if "\0" in folder:
+            raise ConfigError(f"malformed host URL {short_repr(text)}: the folder holds a NUL")
         return HostURL("file", os.path.basename(folder), folder, None, None, None)
     if parts.scheme == "smb":
         if parts.password is not None:
             raise ConfigError(
-                f"host URL for {parts.hostname!r} carries a password: use "
+                f"host URL for {short_repr(parts.hostname or '')} carries a password: use "
                 "SHARECRAWL_SMB_PASSWORD or a credentials file instead"
             )
         if not parts.hostname:
-            raise ConfigError(f"malformed host URL {text!r}: no host name")
+            raise ConfigError(f"malformed host URL {short_repr(text)}: no host name")
+        why = check_hostname(parts.hostname)
+        if why:
+            raise ConfigError(f"malformed host URL {short_repr(text)}: the host name {why}")
+        if port == 0:
+            raise ConfigError(f"malformed host URL {short_repr(text)}: port 0 (ports are 1-65535)")
         segments = [s for s in unquote(parts.path).split("/") if s]
         if len(segments) > 1:
-            raise ConfigError(f"malformed host URL {text!r}: name at most one share")
+            raise ConfigError(f"malformed host URL {short_repr(text)}: name at most one share")
+        if segments and "\0" in segments[0]:
+            raise ConfigError(f"malformed host URL {short_repr(text)}: the share name holds a NUL")
         key = parts.hostname if port in (None, 445) else f"{parts.hostname}:{port}"
         share = segments[0] if segments else None
         return HostURL("smb", key, parts.hostname, port, parts.username, share)
-    raise ConfigError(f"malformed host URL {text!r}: scheme must be smb:// or file://")
+    raise ConfigError(f"malformed host URL {short_repr(text)}: scheme must be smb:// or file://")
 
 
 def read_hosts_file(path: str | os.PathLike) -> list[HostURL]:
@@ -138,25 +222,88 @@ class Credentials:
         return f"Credentials(user={self.user!r}, password={'***' if self.password else None})"
 
 
+CREDENTIAL_KEYS = ("username", "password", "domain")  # as smbclient's -A reads them
+MAX_CREDENTIALS_BYTES = 64 * 1024
+
+
+def read_credentials_file(path: str) -> dict[str, str]:
+    """The `key = value` lines of a credentials file, checked: a regular file, readable
+    only by its owner, UTF-8 text, only username/password/domain keys, username and password
+    both given. Raises ConfigError with one line that never shows a value."""
+    where = f"credentials file {short_repr(path)} (SHARECRAWL_SMB_CREDENTIALS)"
+    try:  # O_NONBLOCK: a FIFO named by mistake must not hang the crawl
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except FileNotFoundError:
+        raise ConfigError(f"{where} does not exist") from None
+    except OSError as e:
+        raise ConfigError(f"{where} cannot be read: {os.strerror(e.errno or 0)}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"{where} is not a regular file")
+        if stat.S_IMODE(st.st_mode) & 0o077:
+            raise ConfigError(f"{where} must be readable only by its owner (chmod 600)")
+        data = os.read(fd, MAX_CREDENTIALS_BYTES + 1)
+    except OSError as e:
+        raise ConfigError(f"{where} cannot be read: {os.strerror(e.errno or 0)}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_CREDENTIALS_BYTES or b"\0" in data:
+        raise ConfigError(f"{where} is not a credentials file (binary or too large)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{where} is not UTF-8 text") from None
+    values: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        key, equals, value = line.partition("=")
+        key = key.strip().lower()
+        if not equals or key not in CREDENTIAL_KEYS:
+            raise ConfigError(
+                f"{where}, line {number}: not a 'username = ...', 'password = ...' or "
+                "'domain = ...' line"
+            )
+        if key in values:
+            raise ConfigError(f"{where}, line {number}: {key} given twice")
+        values[key] = value.strip()
+    for key in ("username", "password"):
+        if key not in values:
+            raise ConfigError(f"{where} has no '{key} = ...' line")
+    return values
+
+
+def _credentials_file(env: os._Environ[str] | dict[str, str]) -> dict[str, str] | None:
+    cred_file = env.get("SHARECRAWL_SMB_CREDENTIALS")
+    if cred_file is None:
+        return None
+    if not cred_file:
+        raise ConfigError("SHARECRAWL_SMB_CREDENTIALS is set but empty")
+    return read_credentials_file(cred_file)
+
+
+def check_credentials(environ: dict[str, str] | None = None) -> None:
+    """Raise ConfigError when the credentials file named by the environment is unusable."""
+    _credentials_file(os.environ if environ is None else environ)
+
+
 def credentials_for(host: HostURL, environ: dict[str, str] | None = None) -> Credentials:
     """User and password from SHARECRAWL_SMB_USER/PASSWORD or an owner-only credentials file
-    (SHARECRAWL_SMB_CREDENTIALS, lines `username = ...` and `password = ...` as smbclient's -A
-    reads them). Guest access when none is given."""
+    (SHARECRAWL_SMB_CREDENTIALS, lines `username = ...` and `password = ...`, and optionally
+    `domain = ...`, as smbclient's -A reads them). Guest access when none is given.
+    Raises ConfigError when the credentials file is unusable."""
     env = os.environ if environ is None else environ
     user = host.user or env.get("SHARECRAWL_SMB_USER")
     password = env.get("SHARECRAWL_SMB_PASSWORD")
-    cred_file = env.get("SHARECRAWL_SMB_CREDENTIALS")
-    if cred_file and password is None:
-        st = os.stat(cred_file)
-        if stat.S_IMODE(st.st_mode) & 0o077:
-            raise ConfigError(f"credentials file {cred_file!r} must be readable only by its owner")
-        for line in Path(cred_file).read_text(encoding="utf-8").splitlines():
-            key, _, value = line.partition("=")
-            key, value = key.strip().lower(), value.strip()
-            if key == "username" and not host.user:
-                user = value
-            elif key == "password":
-                password = value
+    values = _credentials_file(env)  # checked even when the password comes from elsewhere
+    if values is not None and password is None:
+        if not host.user:
+            user = values["username"]
+            if values.get("domain") and "\\" not in user:
+                user = f"{values['domain']}\\{user}"
+        password = values["password"]
     return Credentials(user, password)
 
 
@@ -182,4 +329,8 @@ def open_source(host: HostURL, timeout_s: float = 30.0) -> Source:
         return FileSource(host)
     from crawl_io.smb import SMBSource  # the SMB stack loads only when a host needs it
 
-    return SMBSource(host, credentials_for(host), timeout_s=timeout_s)
+    try:  # checked before the round; a file changed since then fails this host, loudly
+        credentials = credentials_for(host)
+    except ConfigError as e:
+        raise AuthFailed(f"{host.host}: {e}") from None
+    return SMBSource(host, credentials, timeout_s=timeout_s)

@@ -2,14 +2,15 @@
 
 The walk stops where child partitions begin, so every entry is yielded by exactly one
 partition's walk. A folder that cannot be opened (access denied, deleted mid-walk) is
-yielded with no children; losing the host (unreachable, timed out) ends the walk with the
-error.
+yielded with no children; a denied one is also noted in `WalkStats.denied`, so that its
+stored rows are kept rather than taken for deleted. Losing the host (unreachable, timed
+out) ends the walk with the error.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from crawl_io.partitioning import PartitionKey, Ranges
 from crawl_io.sources import AccessDenied, Entry, NotFound, Source
@@ -19,6 +20,7 @@ from crawl_io.sources import AccessDenied, Entry, NotFound, Source
 class WalkStats:
     folders_listed: int = 0
     folders_unreadable: int = 0
+    denied: list[str] = field(default_factory=list)  # folders whose listing was refused
 
 
 def walk_partition(
@@ -33,8 +35,10 @@ def walk_partition(
     def children(folder: str) -> list[Entry]:
         try:
             listing = source.listdir(share, folder)
-        except (AccessDenied, NotFound):
+        except (AccessDenied, NotFound) as e:
             stats.folders_unreadable += 1
+            if isinstance(e, AccessDenied):
+                stats.denied.append(folder)
             return []
         finally:
             stats.folders_listed += 1

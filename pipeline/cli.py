@@ -14,14 +14,22 @@ from pathlib import Path
 
 from crawl_io.crawldir import CrawlDamaged, CrawlDir
 from crawl_io.lock import EXIT_LOCKED, CrawlLock, CrawlLocked, LockError
-from crawl_io.sources import ConfigError, read_hosts_file
+from crawl_io.sources import ConfigError, check_credentials, read_hosts_file
 from pipeline import settings as config
+from pipeline.inputs import check_count, check_output_file, check_readable_file, load_settings
 
 log = logging.getLogger("sharecrawl")
 
 
 class UsageError(Exception):
     """Bad input from the user: one line on stderr, exit status 2."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad option gets one line on stderr (not usage text), exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"sharecrawl: error: {self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def _crawl_dir(args: argparse.Namespace) -> CrawlDir:
@@ -39,34 +47,45 @@ def _existing_crawl(args: argparse.Namespace) -> CrawlDir:
 def cmd_crawl(args: argparse.Namespace) -> int:
     from pipeline.policies import get_policy
 
-    if args.rounds < 1:
-        raise UsageError("--rounds must be at least 1")
+    # everything is checked now, before anything is written
+    check_count("--rounds", args.rounds)
+    if args.rules_file is not None:  # named: it must be there (luigi.cfg's default may not)
+        check_readable_file("--rules-file", args.rules_file)
     config.override(
         hosts_file=args.hosts_file, rules_file=args.rules_file, crawl_dir=args.crawl_dir,
         crawlers=args.crawlers,
         round_seconds=args.round_seconds, policy=args.policy, runner=args.runner,
     )  # fmt: skip
-    settings = config.sharecrawl()
-    read_hosts_file(settings.hosts_file)  # fail now, before anything is written
+    flags = {"crawlers": "--crawlers", "round_seconds": "--round-seconds"}  # settings' checks
+    settings = load_settings({k: v for k, v in flags.items() if getattr(args, k) is not None})
+    read_hosts_file(settings.hosts_file)
+    check_credentials()
     try:
         get_policy(settings.policy)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    if settings.crawlers < 1:
-        raise UsageError("--crawlers must be at least 1")
     crawl = CrawlDir(settings.crawl_dir)
     crawl.check(create=True)
     crawl.root.mkdir(parents=True, exist_ok=True)
     with CrawlLock(crawl.root).acquire():  # before anything else is written
         from crawl_io.integrity import verify_round_start  # (a refused crawl imports less)
         from pipeline.rounds import run_rounds
-        from pipeline.status import format_report, round_report
+        from pipeline.status import config_failure_line, format_report, round_report
 
         verify_round_start(crawl)  # damaged state tables: refuse, never start history over
         crawl.crawldb.mkdir(exist_ok=True)
-        run_rounds(str(crawl.root), args.rounds,
-                   lambda n: print(format_report(round_report(crawl))))  # fmt: skip
-    return 0
+        refused: list[str] = []
+
+        def after_round(n: int) -> None:
+            report = round_report(crawl)
+            print(format_report(report), flush=True)
+            if report["config_failure"]:
+                refused.append(config_failure_line(report))
+
+        run_rounds(str(crawl.root), args.rounds, after_round)
+    for line in refused:  # switched-off hosts never fail a round; refusing every one does
+        print(f"sharecrawl: {line}", file=sys.stderr)
+    return 1 if refused else 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -92,6 +111,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from pipeline.status import format_report, round_report
 
+    if args.plot:
+        check_output_file("--plot", args.plot)
     crawl = _existing_crawl(args)
     report = round_report(crawl)
     print(json.dumps(report, default=str) if args.json else format_report(report))
@@ -105,6 +126,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     from queries.search import QueryError, format_results, search
 
+    check_count("--limit", args.limit)
     crawl = _existing_crawl(args)
     if not crawl.index.exists():
         raise ConfigError(f"{str(crawl.root)!r} has no search index yet")
@@ -151,7 +173,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sharecrawl", description=__doc__)
+    p = OneLineParser(prog="sharecrawl", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
     def crawl_dir(sp: argparse.ArgumentParser) -> None:

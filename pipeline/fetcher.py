@@ -23,6 +23,7 @@ from crawl_io.partitioning import PartitionKey, Ranges, share_root
 from crawl_io.rangefile import RangeFile
 from crawl_io.schema import FETCHLOG, LISTING, MEDIA
 from crawl_io.sources import (
+    AccessDenied,
     Entry,
     HostUnreachable,
     NotFound,
@@ -126,19 +127,25 @@ class _HostFetch:
             "round": self.job.round, "partition_id": key.id, "host": key.host,
             "share": key.share, "started": _ts(int(started * 1e6)), "hash": None,
             "n_entries": 0, "n_tags_read": 0, "bytes_read": 0, "error": None,
-            "listing_s": 0.0, "tags_s": 0.0, "n_folders": 0,
+            "listing_s": 0.0, "tags_s": 0.0, "n_folders": 0, "reason": None, "n_denied": 0,
+            "denied": [],
         }  # fmt: skip
         try:
             entries.extend(walk_partition(source, key, ranges, stats))
         except NotFound:
             log.update(status="gone", error=f"{key.share}/{key.root}: no longer there")
         except SourceError as e:
-            log.update(status=_status(e), error=str(e))
+            log.update(status=_status(e), error=str(e), reason=e.host_status)
+            if isinstance(e, AccessDenied) and not key.is_share_root:
+                log.update(n_denied=1, denied=[key.root])  # its rows stay: nothing is replaced
             self._finish(log, started, stats)
             raise
         else:
             digest = walk_hash(entries)
-            log.update(hash=digest, n_entries=len(entries))
+            # Denied folders are listed without their children: Update keeps their stored
+            # rows, and the hash (of what could be read) stays the same while they stay shut.
+            log.update(hash=digest, n_entries=len(entries), n_denied=len(stats.denied),
+                       denied=stats.denied)  # fmt: skip
             if digest == stored_hash:
                 log["status"] = "unchanged"  # nothing more is read or written for it
             else:
@@ -257,7 +264,7 @@ class _HostFetch:
                 "share": share, "started": datetime.now(UTC), "duration_s": 0.0,
                 "status": _status(error), "hash": None, "n_entries": 0, "n_tags_read": 0,
                 "bytes_read": 0, "error": str(error), "listing_s": 0.0, "tags_s": 0.0,
-                "n_folders": 0,
+                "n_folders": 0, "reason": error.host_status, "n_denied": 0, "denied": [],
             }
         )  # fmt: skip
 

@@ -10,7 +10,6 @@ file is reported and the last good rules stay in force.
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import pyarrow as pa
 
 from crawl_io.crawldir import CrawlDir, write_parquet
 from crawl_io.filters import RulesStore
-from crawl_io.liveness import check_host
+from crawl_io.liveness import check_hosts
 from crawl_io.sources import HostURL, read_hosts_file
 from pipeline.settings import sharecrawl
 
@@ -33,6 +32,7 @@ INJECT = pa.schema(
         ("online", pa.bool_()),
         ("error", pa.string()),
         ("checked_at", pa.timestamp("us", tz="UTC")),
+        ("status", pa.string()),  # the liveness check's hosts.status: ok, refused, ...
     ]
 )
 
@@ -43,13 +43,10 @@ def host_rows(hosts: list[HostURL], timeout_s: float) -> list[dict]:
     for h in hosts:
         by_key.setdefault(h.host, []).append(h)
     firsts = [lines[0] for lines in by_key.values()]
-    # Connects wait on the network, not the CPU: at night half of a thousand hosts are off
-    # and each costs a whole timeout, so many run at once (500 x 2 s / 256 = 4 s).
-    with ThreadPoolExecutor(max_workers=256) as pool:
-        errors = list(pool.map(lambda h: check_host(h, timeout_s), firsts))
+    checks = check_hosts(firsts, timeout_s)  # names and ports of all hosts at once
     now = datetime.now(UTC)
     rows = []
-    for (key, lines), error in zip(by_key.items(), errors, strict=True):
+    for (key, lines), check in zip(by_key.items(), checks, strict=True):
         every = any(h.share is None for h in lines)
         shares = [] if every else sorted({h.share for h in lines if h.share})
         rows.append(
@@ -57,9 +54,10 @@ def host_rows(hosts: list[HostURL], timeout_s: float) -> list[dict]:
                 "host": key,
                 "url": lines[0].url,
                 "shares": shares,
-                "online": error is None,
-                "error": error,
+                "online": check.online,
+                "error": check.error,
                 "checked_at": now,
+                "status": check.status,
             }
         )
     return rows

@@ -1,10 +1,31 @@
-"""`sharecrawl status`: what the last round did, from its fetchlog and the live crawldb."""
+"""`sharecrawl status`: what the last round did, from its fetchlog and the live crawldb.
+
+Every host not crawled is named with its `hosts.status` (refused, timed_out, unknown_name,
+offline, auth_failed, access_denied, error), and every folder whose listing was refused.
+"""
 
 from __future__ import annotations
+
+from collections import Counter
 
 from crawl_io.crawldir import CrawlDir, read_parquet
 from crawl_io.duck import cursor
 from crawl_io.schema import FETCHLOG
+from crawl_io.sources import CONFIG_STATUSES, HOST_OK, UNREACHABLE_STATUSES
+
+MAX_LINES = 20  # per list in the text report; --json lists everything
+
+
+def host_status(row: dict) -> str:
+    """A hosts row's status (versions written before the column: from `online`)."""
+    return row.get("status") or (HOST_OK if row["online"] else "offline")
+
+
+def config_failure(statuses: list[str]) -> bool:
+    """Did every host that answered fail for a configuration reason (a wrong password, a
+    share refused)? Hosts switched off are normal on a LAN and never count."""
+    reachable = [s for s in statuses if s not in UNREACHABLE_STATUSES]
+    return bool(reachable) and all(s in CONFIG_STATUSES for s in reachable)
 
 
 def round_report(crawl: CrawlDir) -> dict:
@@ -27,12 +48,26 @@ def round_report(crawl: CrawlDir) -> dict:
     errors = con.execute(
         "SELECT host, share, status, error FROM log WHERE error IS NOT NULL ORDER BY host"
     ).fetchall()
+    denied = con.execute(
+        """SELECT DISTINCT host, share, unnest(denied) AS path FROM log
+           WHERE coalesce(n_denied, 0) > 0 ORDER BY ALL"""
+    ).fetchall()
+    with_denied = con.execute(
+        "SELECT count(*) FROM log WHERE coalesce(n_denied, 0) > 0 AND partition_id IS NOT NULL"
+    ).fetchone()[0]
     con.close()
     partitions = crawl.read(last, "partitions")
     hosts = crawl.read(last, "hosts")
     scans = sum(partitions["n_scans"].to_pylist()) - partitions.num_rows
     changes = sum(partitions["n_changes"].to_pylist())
     scanned = sum(counts.get(s, 0) for s in ("unchanged", "changed", "new", "gone"))
+    host_rows = hosts.select(["host", "online", "status", "last_error"]).to_pylist()
+    statuses = [host_status(h) for h in host_rows]
+    not_crawled = [
+        {"host": h["host"], "status": status, "error": h["last_error"]}
+        for h, status in zip(host_rows, statuses, strict=True)
+        if status != HOST_OK
+    ]
     return {
         "round": last,
         "partitions": {
@@ -42,6 +77,7 @@ def round_report(crawl: CrawlDir) -> dict:
             "new": counts.get("new", 0),
             "gone": counts.get("gone", 0),
             "unreachable": counts.get("unreachable", 0) + counts.get("timeout", 0),
+            "with_denied_folders": int(with_denied),
             "total": partitions.num_rows,
         },
         "entries_listed": int(totals[4]),
@@ -52,7 +88,16 @@ def round_report(crawl: CrawlDir) -> dict:
         "round_s": round(float(totals[5] or 0), 3),
         "errors": len(errors),
         "error_list": [{"host": h, "share": s, "status": st, "error": e} for h, s, st, e in errors],
-        "hosts": {"total": hosts.num_rows, "online": sum(hosts["online"].to_pylist())},
+        "hosts": {
+            "total": hosts.num_rows,
+            "online": sum(hosts["online"].to_pylist()),
+            "not_crawled": len(not_crawled),
+            "by_status": dict(sorted(Counter(statuses).items())),
+        },
+        "hosts_not_crawled": not_crawled,
+        "denied_folders": len(denied),
+        "denied_list": [{"host": h, "share": s, "path": p} for h, s, p in denied],
+        "config_failure": config_failure(statuses),
         "change_share": round(changes / scans, 4) if scans else None,
     }
 
@@ -70,7 +115,50 @@ def format_report(report: dict) -> str:
     ]
     if report["change_share"] is not None:
         lines.append(f"  scans that found a change, all rounds: {report['change_share']:.1%}")
-    lines += [
-        f"  {e['host']}/{e['share']}: {e['status']}: {e['error']}" for e in report["error_list"]
-    ]
+    lines += _not_crawled_lines(report)
+    lines += _capped(
+        f"  access denied to {report['denied_folders']} folder(s) below a share's root; "
+        "their rows are kept:",
+        [f"    {d['host']}/{d['share']}/{d['path']}" for d in report["denied_list"]],
+    )
+    lines += _capped(  # hosts that could not be opened are named above
+        "  errors:",
+        [f"    {e['host']}/{e['share']}: {e['status']}: {e['error']}"
+         for e in report["error_list"] if e["share"] is not None],
+    )  # fmt: skip
+    if report["config_failure"]:
+        lines.append(f"  {config_failure_line(report)}")
     return "\n".join(lines)
+
+
+def _not_crawled_lines(report: dict) -> list[str]:
+    hosts = report["hosts_not_crawled"]
+    counts = Counter(h["status"] for h in hosts)
+    summary = ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in sorted(counts.items()))
+    lines = []
+    for h in hosts:
+        error = h["error"] or ""
+        error = error[len(h["host"]) + 2 :] if error.startswith(f"{h['host']}: ") else error
+        note = "; its files stay searchable" if h["status"] in CONFIG_STATUSES else ""
+        lines.append(f"    {h['host']}: {h['status'].replace('_', ' ')}: {error}{note}")
+    return _capped(f"  hosts not crawled this round: {len(hosts)} ({summary})", lines)
+
+
+def _capped(head: str, lines: list[str]) -> list[str]:
+    if not lines:
+        return []
+    more = len(lines) - MAX_LINES
+    tail = [f"    ... and {more} more (status --json lists them all)"] if more > 0 else []
+    return [head, *lines[:MAX_LINES], *tail]
+
+
+def config_failure_line(report: dict) -> str:
+    """One line for a round in which every host that answered refused us."""
+    counts = Counter(h["status"] for h in report["hosts_not_crawled"]
+                     if h["status"] in CONFIG_STATUSES)  # fmt: skip
+    what = ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(counts.items()))
+    return (
+        f"round {report['round']}: every host that answered refused the crawler ({what}): "
+        "check SHARECRAWL_SMB_USER/PASSWORD or the credentials file and the shares' "
+        "permissions; the round is published and nothing indexed was lost"
+    )

@@ -38,12 +38,13 @@ from crawl_io.duck import cursor
 from crawl_io.filters import RulesStore, load_rules
 from crawl_io.partitioning import share_root
 from crawl_io.schema import FETCHLOG, FILES, HOSTS, LISTING, MEDIA, PARTITIONS, PREFIX_STATS
+from crawl_io.sources import CONFIG_STATUSES, HOST_OK, UNREACHABLE_STATUSES
 from crawl_io.version_manifest import Manifest, read_problem
 from crawl_io.version_manifest import write_manifest as write_version_manifest
 from jobs.manifest import run_job, write_manifest
 from jobs.partition_split import Limits
 from jobs.prefix_stats import round_prefix_stats
-from jobs.subtree_hash import MRSubtreeHash, folder_summaries
+from jobs.subtree_hash import MRSubtreeHash, folder_summaries, summarize
 from pipeline import repartition
 from pipeline.fetch import Fetch
 from pipeline.history import Histories
@@ -71,22 +72,58 @@ def listing_manifest(seg: Path) -> Path | None:
 
 def merged_files(old: pa.Table, listing: pa.Table, log: pa.Table, drop: set[str]) -> pa.Table:
     """The host's rows now: stored rows of partitions not rescanned, plus the new listings
-    (first_seen kept from the stored row of the same path)."""
+    (first_seen kept from the stored row of the same path). A folder whose listing was
+    refused keeps its stored rows below it: a folder we may not read is not a deleted one."""
     con = cursor()
     con.register("old", old)
     con.register("listing", listing)
     con.register("log", log)
     sql = """
+        WITH denied AS (
+            SELECT DISTINCT partition_id, share, unnest(denied) || '/' AS below FROM log
+            WHERE status IN ('changed', 'new') AND coalesce(n_denied, 0) > 0
+        )
         SELECT l.*, coalesce(o.first_seen, f.started) AS first_seen, f.started AS last_seen
         FROM listing l JOIN log f USING (partition_id)
         LEFT JOIN old o ON o.share = l.share AND o.path = l.path AND o.is_dir = l.is_dir
         UNION ALL BY NAME
         SELECT * FROM old WHERE NOT list_contains($drop, partition_id)
+        UNION ALL BY NAME
+        SELECT * FROM old o WHERE list_contains($drop, o.partition_id) AND EXISTS (
+            SELECT 1 FROM denied d WHERE d.partition_id = o.partition_id
+                AND d.share = o.share AND starts_with(o.path, d.below))
         ORDER BY share, path
     """
     table = con.sql(sql, params={"drop": sorted(drop)}).to_arrow_table()
     con.close()
     return table.select(FILES.names).cast(FILES)
+
+
+def denied_hashes(files: pa.Table, log: pa.Table) -> dict[str, str]:
+    """partition_id -> hash without the kept rows below this round's denied folders, for the
+    partitions holding such rows: what the next walk hashes while those folders stay shut
+    (re-partitioning recomputes hashes from the rows, which include the kept ones)."""
+    con = cursor()
+    con.register("files", files)
+    con.register("log", log)
+    hidden = """
+        WITH below AS (
+            SELECT DISTINCT share, unnest(denied) || '/' AS prefix FROM log
+            WHERE coalesce(n_denied, 0) > 0
+        )
+        SELECT DISTINCT f.share, f.path, f.partition_id FROM files f
+        JOIN below b ON f.share = b.share AND starts_with(f.path, b.prefix)
+    """
+    affected = [pid for (pid,) in con.sql(f"SELECT DISTINCT partition_id FROM ({hidden})")
+                .fetchall()]  # fmt: skip
+    visible = con.sql(f"""
+        WITH hidden AS ({hidden})
+        SELECT f.* FROM files f ANTI JOIN hidden h ON f.share = h.share AND f.path = h.path
+        WHERE f.partition_id IN (SELECT partition_id FROM hidden)
+    """).to_arrow_table()
+    con.close()
+    summaries = summarize(visible)
+    return {pid: summaries.get(pid, repartition.EMPTY)["hash"] for pid in affected}
 
 
 def merged_media(old: pa.Table, fetched: pa.Table, files: pa.Table) -> pa.Table:
@@ -186,6 +223,28 @@ def updated_partitions(
     return kept, removed, histories
 
 
+def host_outcome(checked: dict, mine: list[dict], prev: dict) -> tuple[str, str | None]:
+    """A host's `hosts.status` and `last_error` after the round, from its liveness check
+    (`checked`, an Inject row), its fetchlog rows and its previous hosts row.
+
+    A host fails when it is lost mid-round, cannot be opened (a host row without a
+    partition), or every scan of a share failed (a share refused, a wrong password). A
+    folder refused below a share's root is no failure of the host: its rows are kept."""
+    if not checked["online"]:
+        return checked.get("status") or "offline", checked["error"]
+    scans = [r for r in mine if not (r["status"] == "error" and r.get("n_denied"))]
+    failed = [r for r in scans if r["status"] in (*LOST, "error")]
+    lost = next((r for r in failed if r["status"] in LOST or r["partition_id"] is None), None)
+    if lost is None and failed and len(failed) == len(scans):
+        lost = failed[0]
+    if lost is not None:
+        by_status = {"timeout": "timed_out", "unreachable": "offline"}
+        return lost.get("reason") or by_status.get(lost["status"], "error"), lost["error"]
+    if not mine and prev.get("status") in CONFIG_STATUSES:
+        return prev["status"], prev.get("last_error")  # not tried this round: it still stands
+    return HOST_OK, None
+
+
 def updated_hosts(
     old: pa.Table, inject: list[dict], log: list[dict], defaults: tuple[float, float]
 ) -> list[dict]:
@@ -193,20 +252,16 @@ def updated_hosts(
     rows = []
     for h in inject:
         mine = [r for r in log if r["host"] == h["host"]]
-        # a host fails when it is lost mid-round, cannot be opened (a host row without a
-        # partition), or every scan of it failed (a wrong password, a share refused)
-        failed = [r for r in mine if r["status"] in (*LOST, "error")]
-        lost = next((r for r in failed if r["status"] in LOST or r["partition_id"] is None), None)
-        if lost is None and failed and len(failed) == len(mine):
-            lost = failed[0]
         prev = previous.get(h["host"], {})
-        online = h["online"] and lost is None
-        error = h["error"] if not h["online"] else (lost["error"] if lost else None)
+        status, error = host_outcome(h, mine, prev)
+        # Hosts that answer stay online even when they refuse us (a wrong password, a share
+        # closed to us): their files stay searchable for those who may read them.
+        online = status not in UNREACHABLE_STATUSES
         row = {
             "host": h["host"], "url": h["url"], "online": online, "last_error": error,
             "last_seen": h["checked_at"] if online else prev.get("last_seen"),
             "first_seen": prev.get("first_seen") or h["checked_at"],
-            "last_check": h["checked_at"],
+            "last_check": h["checked_at"], "status": status,
         }  # fmt: skip
         for column, spent, count, default in (
             ("list_s_per_folder", "listing_s", "n_folders", defaults[0]),
@@ -284,8 +339,10 @@ class Update(luigi.Task):
             )  # fmt: skip
             if host in reshaped:
                 files, sizes = repartition.reassign(files, by_host.get(host, []))
+                shut = denied_hashes(files, log_table.filter(pc.equal(log_table["host"], host)))
                 for p in by_host.get(host, []):
                     p.update(sizes[p["partition_id"]])
+                    p["hash"] = shut.get(p["partition_id"], p["hash"])  # as the walk sees it
             files = rules.drop_excluded(files)
             media = merged_media(crawl.read_host(prev, "media", host),
                                  read_parquet(seg / "media" / part, MEDIA), files)  # fmt: skip

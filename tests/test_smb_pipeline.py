@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.cliproc import run_cli
 from tests.conftest import LAN
 from tests.media import make_media
 from tests.smbd import SmbServer, make_base_dir
@@ -84,18 +85,22 @@ def test_failed_host_goes_offline_and_loses_nothing(smb_lan, run_json, failure: 
         assert [r["title"] for r in run_json(lan, "search", "ariva")] == ["Ariva"]
 
 
-def test_refused_and_wrong_password_are_reported(smb_lan, run_json, monkeypatch) -> None:
+def test_refused_and_wrong_password_are_reported(smb_lan, run_json, tmp_path) -> None:
     lan, server = smb_lan
     lan.hosts_file.write_text(
         f"file://{lan.host('alpha')}\nsmb://127.0.0.1:1/media\n{server.url}/private\n"
     )
-    monkeypatch.setenv("SHARECRAWL_SMB_USER", server.user)
-    monkeypatch.setenv("SHARECRAWL_SMB_PASSWORD", "not-" + server.password)
-    lan.crawl()
+    # a child process, as cron runs it: the fetch workers see the credentials it is given
+    cfg = tmp_path / "short.cfg"
+    cfg.write_text("[sharecrawl]\nhost_timeout_s = 3\nliveness_timeout_s = 1\n")
+    env = {"SHARECRAWL_SMB_USER": server.user, "SHARECRAWL_SMB_PASSWORD": "not-" + server.password}
+    done = run_cli("crawl", "--crawl-dir", str(lan.crawl_dir), "--hosts-file", str(lan.hosts_file),
+                   "--runner", "inline", env=env, config=cfg)  # fmt: skip
+    assert done.returncode == 0, done.stderr
     refused = host_row(lan, run_json, "127.0.0.1:1")
-    assert not refused["online"] and refused["last_error"]
-    denied = host_row(lan, run_json, smb_host(server))
-    assert not denied["online"] and denied["last_error"]
+    assert not refused["online"] and refused["last_error"] and refused["status"] == "refused"
+    denied = host_row(lan, run_json, smb_host(server))  # it answers: it stays online, loudly
+    assert denied["online"] and denied["last_error"] and denied["status"] == "auth_failed"
     secret = server.password.encode()
     assert not [p for p in lan.crawl_dir.rglob("*") if p.is_file() and secret in p.read_bytes()]
     assert run_json(lan, "search", "madonna")  # the file host was crawled all the same

@@ -1,0 +1,97 @@
+"""Input checked before anything is written: numeric options and [sharecrawl] settings,
+named files. Each check raises ConfigError with one line naming the option and what it
+must be; the CLI prints it and exits 2."""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+from configparser import Error as ConfigParserError
+from pathlib import Path
+
+import luigi
+
+from crawl_io.sources import ConfigError, short_repr
+from pipeline.settings import sharecrawl
+
+DAY_S = 86400.0
+
+# [sharecrawl] numeric settings: (lowest allowed, lowest is exclusive, highest)
+NUMERIC_SETTINGS: dict[str, tuple[float, bool, float]] = {
+    "crawlers": (1, False, math.inf),
+    "round_seconds": (0, True, 365 * DAY_S),
+    "host_timeout_s": (0, True, DAY_S),
+    "liveness_timeout_s": (0, True, DAY_S),
+    "partition_max_seconds": (0, True, math.inf),
+    "partition_max_bytes": (0, True, math.inf),
+    "list_s_per_folder": (0, True, DAY_S),
+    "tag_s_per_file": (0, True, DAY_S),
+    "auto_rule_min_entries": (1, False, math.inf),
+    "stats_depth": (0, False, math.inf),
+    "stats_every": (1, False, math.inf),
+    "stats_min_entries": (0, False, math.inf),
+}
+
+
+def check_number(name: str, value: float, low: float, exclusive: bool, high: float) -> None:
+    """Raise ConfigError unless `value` is a finite number in the allowed range."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number, not {value}")
+    if value < low or (exclusive and value == low) or value > high:
+        above = f"above {low:g}" if exclusive else f"at least {low:g}"
+        upto = f" and at most {high:g}" if math.isfinite(high) else ""
+        raise ConfigError(f"{name} must be {above}{upto}, not {value:g}")
+
+
+def check_count(name: str, value: int) -> None:
+    """A count option (--rounds, --crawlers, --limit): at least 1."""
+    check_number(name, value, 1, False, math.inf)
+
+
+def load_settings(flags: dict[str, str] | None = None) -> sharecrawl:
+    """The [sharecrawl] settings, every numeric one checked. `flags` names the command-line
+    flag that set a setting, so that the message names what the user typed."""
+    flags = flags or {}
+    config = luigi.configuration.get_config()
+    for name, param in sharecrawl.get_params():
+        where = flags.get(name) or f"[sharecrawl] {name} (luigi.cfg or LUIGI_CONFIG_PATH)"
+        try:
+            raw = config.get("sharecrawl", name)
+        except ConfigParserError:
+            continue  # unset: Luigi names it when the settings are read
+        try:
+            value = param.parse(raw)
+        except (ValueError, TypeError):
+            raise ConfigError(f"{where}: {short_repr(raw)} is not a valid value") from None
+        if name in NUMERIC_SETTINGS:
+            check_number(where, value, *NUMERIC_SETTINGS[name])
+    try:
+        return sharecrawl()
+    except (ValueError, luigi.parameter.MissingParameterException) as e:
+        raise ConfigError(f"[sharecrawl] settings: {e}") from None
+
+
+def check_readable_file(what: str, path: str) -> None:
+    """A file the user named must exist and be a readable regular file."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise ConfigError(f"{what} {short_repr(path)} does not exist") from None
+    except OSError as e:
+        raise ConfigError(f"{what} {short_repr(path)}: {os.strerror(e.errno or 0)}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(f"{what} {short_repr(path)} is not a regular file")
+    if not os.access(path, os.R_OK):
+        raise ConfigError(f"{what} {short_repr(path)} cannot be read: permission denied")
+
+
+def check_output_file(what: str, path: str) -> None:
+    """A file to write: its folder must exist already (none is created) and it must not be
+    a folder itself."""
+    target = Path(path)
+    folder = target.parent
+    if not folder.is_dir():
+        raise ConfigError(f"{what}: folder {short_repr(str(folder))} does not exist")
+    if target.is_dir():
+        raise ConfigError(f"{what} {short_repr(path)} is a folder")

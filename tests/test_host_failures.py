@@ -1,0 +1,186 @@
+"""Every host not crawled in a round is named with its reason, over real Samba servers: in
+the crawl's closing lines, in `status` (text and --json) and in `hosts.status`. Hosts
+switched off never fail a round; a wrong password is `auth_failed`, not offline (its files
+stay searchable); a round in which every host that answered refused us exits 1."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.cliproc import run_cli
+from tests.conftest import LAN
+from tests.media import make_media
+from tests.smbd import SmbServer, free_port, make_base_dir
+
+pytestmark = pytest.mark.smb
+
+SHORT = "[sharecrawl]\nhost_timeout_s = 3\nliveness_timeout_s = 1\n"
+
+
+def smb_host(server: SmbServer) -> str:
+    return f"127.0.0.1:{server.port}"
+
+
+def hosts_by_name(lan: LAN, run_json) -> dict[str, dict]:
+    rows = run_json(lan, "sql", "SELECT host, online, status, last_error FROM hosts")
+    return {r["host"]: r for r in rows}
+
+
+def test_unreachable_hosts_are_named_with_their_reason(
+    lan: LAN, smbd_factory: Callable[..., SmbServer], luigi_cfg, run_json, capsys
+) -> None:
+    luigi_cfg(SHORT)
+    root = make_base_dir() / "tree"
+    make_media(root / "media" / "Kino" / "track.ogg", "ogg", artist="Kino", title="Kukushka")
+    (root / "private").mkdir(parents=True)
+    server = smbd_factory(root_dir=root)
+    refused_port = free_port()  # nothing listens there
+    lan.media("alpha", "music/song.mp3", artist="Madonna", title="Music")
+    lan.hosts_file.write_text(
+        f"file://{lan.host('alpha')}\nfile://{lan.hosts_dir / 'switched-off'}\n"
+        f"{server.url}/media\nsmb://127.0.0.1:{refused_port}/media\nsmb://nas.invalid/media\n"
+    )
+    lan.crawl()
+    server.pause()  # the kernel still accepts its port; SMB never answers
+    try:
+        capsys.readouterr()
+        assert lan.cli("crawl", "--rounds", "1") == 0  # hosts switched off fail no round
+        out = capsys.readouterr().out
+    finally:
+        server.resume()
+    expected = {
+        "switched-off": "offline",
+        smb_host(server): "timed_out",
+        f"127.0.0.1:{refused_port}": "refused",
+        "nas.invalid": "unknown_name",
+    }
+    assert "hosts not crawled this round: 4" in out
+    for host, status in expected.items():
+        assert f"    {host}: {status.replace('_', ' ')}: " in out, (host, out)
+
+    rows = hosts_by_name(lan, run_json)
+    assert {h: r["status"] for h, r in rows.items()} == {"alpha": "ok", **expected}
+    assert not any(rows[h]["online"] for h in expected) and rows["alpha"]["online"]
+    assert all(rows[h]["last_error"] for h in expected)
+    status = run_json(lan, "status")
+    assert {h["host"]: h["status"] for h in status["hosts_not_crawled"]} == expected
+    assert status["hosts"]["not_crawled"] == 4 and status["hosts"]["by_status"]["ok"] == 1
+    assert not status["config_failure"]
+    capsys.readouterr()
+    assert lan.cli("status") == 0
+    text = capsys.readouterr().out
+    assert all(f"{host}: {s.replace('_', ' ')}" in text for host, s in expected.items())
+    # the timed-out host's copies are hidden, not lost
+    assert run_json(lan, "search", "kukushka") == []
+    assert run_json(lan, "search", "--all-hosts", "kukushka")[0]["online_copies"] == 0
+
+
+def test_share_refused_to_the_guest_is_access_denied(
+    lan: LAN, smbd_factory: Callable[..., SmbServer], luigi_cfg, run_json, capsys
+) -> None:
+    """The guest session is set up, the `private` share refuses it: access_denied, online
+    (the host is there); alone, that round exits 1 and still publishes."""
+    luigi_cfg(SHORT)
+    server = smbd_factory()
+    lan.media("alpha", "music/song.mp3", artist="Madonna", title="Music")
+    lan.hosts_file.write_text(f"file://{lan.host('alpha')}\n{server.url}/private\n")
+    lan.crawl()
+    row = hosts_by_name(lan, run_json)[smb_host(server)]
+    assert row["status"] == "access_denied" and row["online"]
+    assert "access denied" in row["last_error"]
+    lan.hosts_file.write_text(f"{server.url}/private\n")
+    capsys.readouterr()
+    assert lan.cli("crawl", "--rounds", "1") == 1
+    captured = capsys.readouterr()
+    assert f"{smb_host(server)}: access denied: " in captured.out
+    lines = [ln for ln in captured.err.splitlines() if ln.startswith("sharecrawl:")]
+    assert len(lines) == 1 and "1 access denied" in lines[0]
+    assert (lan.crawl_dir / "crawldb" / "CURRENT").read_text().strip() == "v000002"
+
+
+@pytest.fixture
+def private_lan(lan: LAN, smbd_factory: Callable[..., SmbServer], tmp_path: Path) -> tuple:
+    """A file host and the `private` share of an smbd (user root), with a song each."""
+    root = make_base_dir() / "tree"
+    make_media(root / "private" / "Kino" / "track.ogg", "ogg", artist="Kino", title="Kukushka")
+    (root / "media").mkdir(parents=True)
+    server = smbd_factory(root_dir=root)
+    lan.media("alpha", "music/song.mp3", artist="Madonna", title="Music")
+    lan.hosts_file.write_text(f"file://{lan.host('alpha')}\n{server.url}/private\n")
+    cfg = tmp_path / "short.cfg"
+    cfg.write_text(SHORT)
+    return lan, server, cfg
+
+
+def crawl(lan: LAN, cfg: Path, password: str, user: str = "root"):
+    env = {"SHARECRAWL_SMB_USER": user, "SHARECRAWL_SMB_PASSWORD": password}
+    return run_cli("crawl", "--crawl-dir", str(lan.crawl_dir), "--hosts-file",
+                   str(lan.hosts_file), "--runner", "inline", env=env, config=cfg)  # fmt: skip
+
+
+def test_wrong_password_is_auth_failed_and_stays_searchable(private_lan, run_json) -> None:
+    lan, server, cfg = private_lan
+    first = crawl(lan, cfg, server.password)
+    assert first.returncode == 0, first.stderr
+    assert run_json(lan, "search", "kukushka")[0]["online_copies"] == 1
+
+    wrong = "not-" + server.password
+    second = crawl(lan, cfg, wrong)
+    assert second.returncode == 0, second.stderr  # the file host was crawled
+    assert f"    {smb_host(server)}: auth failed: " in second.stdout
+    assert "its files stay searchable" in second.stdout
+    row = hosts_by_name(lan, run_json)[smb_host(server)]
+    assert row["status"] == "auth_failed" and row["online"] and "logon failure" in row["last_error"]
+    status = run_json(lan, "status")
+    expected = {"host": smb_host(server), "status": "auth_failed", "error": row["last_error"]}
+    assert status["hosts_not_crawled"] == [expected]
+    text = run_cli("status", "--crawl-dir", str(lan.crawl_dir)).stdout
+    assert f"    {smb_host(server)}: auth failed: logon failure" in text
+    found = run_json(lan, "search", "kukushka")  # its copies are still shown, online
+    assert found and found[0]["online_copies"] == 1
+    secret = wrong.encode()
+    assert not [p for p in lan.crawl_dir.rglob("*") if p.is_file() and secret in p.read_bytes()]
+    assert wrong not in second.stdout + second.stderr
+
+
+def test_round_where_every_reachable_host_refuses_exits_1(private_lan, run_json) -> None:
+    lan, server, cfg = private_lan
+    assert crawl(lan, cfg, server.password).returncode == 0
+    media_before = run_json(lan, "sql", "SELECT host, path FROM media ORDER BY ALL")
+    # only the Samba host, and a host switched off (which never counts either way)
+    lan.hosts_file.write_text(f"{server.url}/private\nsmb://127.0.0.1:{free_port()}/media\n")
+    done = crawl(lan, cfg, "not-" + server.password)
+    assert done.returncode == 1, done.stderr
+    lines = [ln for ln in done.stderr.splitlines() if ln.startswith("sharecrawl:")]
+    assert len(lines) == 1 and "every host that answered refused the crawler" in lines[0]
+    assert "1 auth failed" in lines[0] and "Traceback" not in done.stderr
+    # the round is still published, whole: the Samba host's media stay
+    assert (lan.crawl_dir / "crawldb" / "CURRENT").read_text().strip() == "v000002"
+    after = run_json(lan, "sql", "SELECT host, path FROM media ORDER BY ALL")
+    assert after == [r for r in media_before if r["host"] == smb_host(server)] and after
+    status = run_json(lan, "status")
+    assert status["config_failure"] and status["round"] == 2
+    assert run_json(lan, "search", "kukushka")[0]["online_copies"] == 1
+
+
+def test_status_json_of_a_round_before_the_status_column(lan: LAN, run_json) -> None:
+    """Versions written before hosts.status: status derives it from `online`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    lan.media("alpha", "music/song.mp3", artist="Madonna", title="Music")
+    lan.write_hosts("alpha")
+    lan.crawl()
+    path = lan.crawl_dir / "crawldb" / "v000001" / "hosts.parquet"
+    table = pq.read_table(path)
+    old = table.drop_columns(["status"]).set_column(
+        table.schema.get_field_index("online"), "online", pa.array([False])
+    )
+    pq.write_table(old, path)
+    status = run_json(lan, "status")
+    assert status["hosts_not_crawled"][0]["status"] == "offline"
+    assert json.dumps(status)
