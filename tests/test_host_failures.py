@@ -172,6 +172,8 @@ def test_status_json_of_a_round_before_the_status_column(lan: LAN, run_json) -> 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from crawl_io.version_manifest import write_manifest
+
     lan.media("alpha", "music/song.mp3", artist="Madonna", title="Music")
     lan.write_hosts("alpha")
     lan.crawl()
@@ -181,6 +183,7 @@ def test_status_json_of_a_round_before_the_status_column(lan: LAN, run_json) -> 
         table.schema.get_field_index("online"), "online", pa.array([False])
     )
     pq.write_table(old, path)
+    write_manifest(path.parent, {})  # as the older release published it: consistent
     status = run_json(lan, "status")
     assert status["hosts_not_crawled"][0]["status"] == "offline"
     assert json.dumps(status)
