@@ -10,7 +10,7 @@ Times, median of `--passes`:
 - reference: a plain DuckDB connection with the same views over read_parquet of the same
   parts, nothing checked, and the same query.
 
-    .venv/bin/python bench/sql_views.py [--hosts 1000] [--rounds 300] [--passes 5]
+    .venv/bin/python bench/sql_views.py [--hosts 1000] [--rounds 300] [--passes 7]
 
 The ratio (sharecrawl / reference) is printed last.
 """
@@ -18,6 +18,7 @@ The ratio (sharecrawl / reference) is printed last.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -104,20 +105,24 @@ def reference(crawl: CrawlDir) -> int:
         return con.execute(QUERY).fetchone()[0]
 
 
-def timed(fn, crawl: CrawlDir, passes: int) -> tuple[float, int]:
-    times, result = [], 0
+def timed(fns: list, crawl: CrawlDir, passes: int) -> list[tuple[float, int]]:
+    """Median time and result of each function, their passes interleaved so that the load
+    of a shared machine weighs on each alike."""
+    times: list[list[float]] = [[] for _ in fns]
+    results = [0] * len(fns)
     for _ in range(passes):
-        t0 = time.perf_counter()
-        result = fn(crawl)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), result
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            results[i] = fn(crawl)
+            times[i].append(time.perf_counter() - t0)
+    return [(statistics.median(t), r) for t, r in zip(times, results, strict=True)]
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--hosts", type=int, default=1000)
     p.add_argument("--rounds", type=int, default=300)
-    p.add_argument("--passes", type=int, default=5)
+    p.add_argument("--passes", type=int, default=7)
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -125,14 +130,15 @@ def main() -> None:
         n_parts = args.hosts * len(PER_HOST_TABLES) + 3 + args.rounds
         print(f"wrote {n_parts} parts in {time.perf_counter() - t0:.1f} s")
         reference(crawl)  # warm the page cache for both
-        ours, n_ours = timed(sharecrawl, crawl, args.passes)
-        every, n_every = timed(every_part_checked, crawl, args.passes)
-        ref, n_ref = timed(reference, crawl, args.passes)
+        (ours, n_ours), (every, n_every), (ref, n_ref) = timed(
+            [sharecrawl, every_part_checked, reference], crawl, args.passes
+        )
         assert n_ours == n_every == n_ref, (n_ours, n_every, n_ref)
         print(f"sharecrawl sql {QUERY!r}: {ours:.3f} s ({args.hosts} files parts checked)")
         print(f"  every one of the {n_parts} parts checked: {every:.3f} s "
               f"({every / n_parts * 1e3:.3f} ms a part)")  # fmt: skip
         print(f"reference (DuckDB, unchecked views, the same query): {ref:.3f} s")
+        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         print(f"ratio sharecrawl/reference: {ours / ref:.2f}")
 
 

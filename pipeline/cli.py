@@ -98,13 +98,16 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     try:
         crawl, _ = _live_crawl(args)
-        if not crawl.index.exists():
-            raise IndexUnreadable(f"no search index at {crawl.index}: the next round builds it "
-                                  "(`sharecrawl crawl`)")  # fmt: skip
+    except UnreadableCrawl as e:
+        return _fail(f"error: {e}")
+    try:
         results = search(crawl.index, " ".join(args.query), limit=args.limit,
                          all_hosts=args.all_hosts, latest=args.latest)  # fmt: skip
-    except (UnreadableCrawl, IndexUnreadable) as e:
+    except IndexUnreadable as e:
         return _fail(f"error: {e}")
+    except FileNotFoundError:
+        return _fail(f"error: no search index at {crawl.index}: the next round builds it "
+                     "(`sharecrawl crawl`)")  # fmt: skip
     except QueryError as e:
         raise UsageError(str(e)) from None
     print(json.dumps(results, default=str, ensure_ascii=False) if args.json

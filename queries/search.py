@@ -33,7 +33,8 @@ __all__ = ["IndexUnreadable", "QueryError", "format_results", "search"]
 
 
 class IndexUnreadable(Exception):
-    """The search index file is missing or damaged; the message says what rebuilds it."""
+    """The search index file is damaged; the message says what rebuilds it."""
+
 
 _RESULT_COLUMNS = (
     "work_id, kind, artist, title, album, year, series, season, episode, copies, hosts, "

@@ -163,6 +163,14 @@ def test_every_part_damaged_gives_an_empty_view(lan: LAN, run: Callable) -> None
     assert hosts_of(run, "files") == {}
 
 
+def test_a_one_part_table_with_garbled_pages_is_empty(lan: LAN, run: Callable) -> None:
+    garble_pages(version(lan) / "hosts.parquet", "host")
+    status, out, err = run("sql", "SELECT host FROM hosts")
+    assert status == 0 and out.splitlines() == ["host"]
+    assert len(warnings(err)) == 1 and "crawldb/v000002/hosts.parquet" in err
+    assert hosts_of(run, "media") == {"pc-1": 4, "pc-2": 4, "pc-3": 4}
+
+
 def test_a_part_of_another_table_is_left_out(lan: LAN, run: Callable) -> None:
     shutil.copy(version(lan) / "hosts.parquet", version(lan) / "files" / "pc-9.parquet")
     status, _, err = run("sql", "SELECT count(*) FROM files")

@@ -220,6 +220,11 @@ FUZZED = [
     "WITH s AS (SELECT * FROM read_text('{secret}')) SELECT * FROM s",
     "WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s, read_text('{secret}') "
     "WHERE n < 2) SELECT * FROM s",
+    "FROM media, LATERAL read_text(path)",
+    "SELECT * FROM media ORDER BY (SELECT count(*) FROM read_blob('{secret}'))",
+    "SELECT 1 FROM media LIMIT (SELECT count(*) FROM read_text('{secret}'))",
+    "SELECT * FROM read_text(U&'\\002fetc\\002fpasswd')",
+    "SELECT * FROM duckdb_logs_parsed('QueryLog')",
     "SELECT * FROM read_text('/et' || 'c/passwd')",
     "SELECT * FROM read_text(concat('{root}', '/secret', '.txt'))",
     "SELECT * FROM read_csv('{root}/*.csv')",
