@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -123,16 +124,24 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fail(message: str, status: int = 1) -> int:
+    print(f"sharecrawl: {message}", file=sys.stderr)
+    return status
+
+
 def cmd_search(args: argparse.Namespace) -> int:
-    from queries.search import QueryError, format_results, search
+    from queries.search import IndexUnreadable, QueryError, format_results, search
 
     check_count("--limit", args.limit)
-    crawl = _existing_crawl(args)
-    if not crawl.index.exists():
-        raise ConfigError(f"{str(crawl.root)!r} has no search index yet")
+    crawl = _existing_crawl(args)  # a damaged CURRENT: CrawlDamaged, one line, exit 1
     try:
         results = search(crawl.index, " ".join(args.query), limit=args.limit,
                          all_hosts=args.all_hosts, latest=args.latest)  # fmt: skip
+    except IndexUnreadable as e:
+        return _fail(f"error: {e}")
+    except FileNotFoundError:
+        return _fail(f"error: no search index at {crawl.index}: the next round builds it "
+                     "(`sharecrawl crawl`)")  # fmt: skip
     except QueryError as e:
         raise UsageError(str(e)) from None
     print(json.dumps(results, default=str, ensure_ascii=False) if args.json
@@ -141,22 +150,48 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    from queries.views import SQLError, run_sql
+    from queries.results import json_text, output_format, write_result
+    from queries.views import SQLError, SQLRefused, arrow, query, rows
 
-    crawl = _existing_crawl(args)
+    crawl = _existing_crawl(args)  # a damaged CURRENT: CrawlDamaged, one line, exit 1
+    version = crawl.current()
+    output = Path(args.output) if args.output else None
+    try:  # checked before the query runs: a refused --output writes nothing
+        fmt = output_format(output, crawl.root) if output else "text"
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     sql = args.sql if args.sql is not None else sys.stdin.read()
+
+    def warn(line: str) -> None:
+        print(f"sharecrawl: warning: {line}", file=sys.stderr)
+
     try:
-        columns, rows = run_sql(crawl, sql)
+        if fmt in ("csv", "parquet"):
+            table = query(crawl, version, sql, arrow, warn)
+        else:
+            columns, values = query(crawl, version, sql, rows, warn)
+    except SQLRefused as e:
+        return _fail(f"sql: refused: {e}", 2)
     except SQLError as e:
-        print(f"sharecrawl: sql: {e}", file=sys.stderr)
-        return 1
-    if args.json:
-        print(json.dumps([dict(zip(columns, r, strict=True)) for r in rows], default=str,
-                         ensure_ascii=False))  # fmt: skip
-    else:
-        print("\t".join(columns))
-        for row in rows:
-            print("\t".join("" if v is None else str(v) for v in row))
+        return _fail(f"sql: {e}")
+    if output is not None:
+        try:
+            write_result(output, fmt, table if fmt != "json" else json_text(columns, values))
+        except OSError as e:
+            return _fail(f"sql: cannot write {str(output)!r}: {e.strerror or e}")
+        n = table.num_rows if fmt != "json" else len(values)
+        print(f"sharecrawl: sql: {n} rows written to {output}", file=sys.stderr)
+        return 0
+    try:
+        if args.json:
+            print(json_text(columns, values))
+        else:
+            print("\t".join(columns))
+            for row in values:
+                print("\t".join("" if v is None else str(v) for v in row))
+        sys.stdout.flush()
+    except BrokenPipeError:  # `sharecrawl sql ... | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 
@@ -201,6 +236,8 @@ def parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("sql", help="read-only SQL over the tables (stdin when no SQL given)")
     sp.add_argument("--json", action="store_true")
+    sp.add_argument("--output", metavar="FILE", help="write the result to FILE.csv, "
+                    "FILE.parquet or FILE.json (outside the crawl dir) instead of stdout")
     crawl_dir(sp)
     sp.add_argument("sql", nargs="?")
     sp.set_defaults(func=cmd_sql)

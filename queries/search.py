@@ -22,13 +22,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 
 from queries.index import open_index
 from queries.querylang import ALL_FIELDS, KINDS, AndQuery, QueryError, parse_query
 
-__all__ = ["QueryError", "format_results", "search"]
+__all__ = ["IndexUnreadable", "QueryError", "format_results", "search"]
+
+
+class IndexUnreadable(Exception):
+    """The search index file is damaged; the message says what rebuilds it."""
+
 
 _RESULT_COLUMNS = (
     "work_id, kind, artist, title, album, year, series, season, episode, copies, hosts, "
@@ -234,18 +240,23 @@ def search(
 ) -> list[dict]:
     """Works matching `query`, best first, in DESIGN.md's --json shape.
 
-    Raises QueryError for a malformed query and FileNotFoundError when there is no index.
-    A query of punctuation only finds nothing.
+    Raises QueryError for a malformed query, FileNotFoundError when there is no index and
+    IndexUnreadable when its file is damaged. A query of punctuation only finds nothing.
     """
     parsed = parse_query(query)
     if parsed.is_empty():
         return []
-    snapshot = _snapshot(index_path)
-    snapshot.note_search()
-    rows, scores = _rank(snapshot, parsed, max(int(limit), 0), all_hosts, latest)
-    if len(rows) == 0:
-        return []
-    records = _display_rows(snapshot, rows)
+    try:  # the query text never reaches SQL: a DuckDB error here is the index file's
+        snapshot = _snapshot(index_path)
+        snapshot.note_search()
+        rows, scores = _rank(snapshot, parsed, max(int(limit), 0), all_hosts, latest)
+        if len(rows) == 0:
+            return []
+        records = _display_rows(snapshot, rows)
+    except duckdb.Error as e:
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+        raise IndexUnreadable(f"search index {index_path} is damaged ({reason}): the next "
+                              "round rebuilds it (`sharecrawl crawl`)") from None  # fmt: skip
     return [
         _result(rank, record | {"score": score}, snapshot.host_urls)
         for rank, (record, score) in enumerate(zip(records, scores, strict=True), start=1)

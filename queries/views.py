@@ -2,83 +2,277 @@
 
 Views: files, media, hosts, partitions, prefix_stats, fetchlog (every round's), folders and
 duplicate_folders (the same content on two hosts or more), works and copies (from the search
-index, when it exists). Analysts' SQL is read-only: only
-SELECT and EXPLAIN statements run.
+index, when it exists). The connection is the sandbox of queries.sandbox: only reads over
+these views run.
+
+A damaged part (a truncated or garbled Parquet file: a full disk, bit rot) must not take every
+query down: the footer of each part of the tables a query reads is read when the views are
+defined (bench/sql_views.py: 1 000 parts cost about what DuckDB's own first read of them
+does), and a part whose footer or columns are wrong is left out of its view with one warning
+naming it; a part whose footer is whole but whose pages are not is found by the first query
+that reads it, left out, and the query run again. A table with no readable part is an empty
+view of its schema.
 """
 
 from __future__ import annotations
 
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir
-from crawl_io.schema import FETCHLOG, TABLES
+from crawl_io.schema import TABLES
 from jobs.subtree_hash import duplicate_folders_sql
+from queries.sandbox import SQLError, SQLRefused, checked_statement, lock, quote, refusal
 
-READ_ONLY = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+__all__ = ["CrawlViews", "SQLError", "SQLRefused", "run_sql"]
 
-
-class SQLError(ValueError):
-    """The analyst's SQL was refused or failed; the message says why."""
-
-
-def _quote(path: object) -> str:
-    return "'" + str(path).replace("'", "''") + "'"
-
-
-def _view(con: duckdb.DuckDBPyConnection, name: str, parts: list, schema: pa.Schema) -> None:
-    if parts:
-        files = ", ".join(_quote(p) for p in parts)
-        con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet([{files}])")
-    else:
-        con.register(f"_{name}_empty", schema.empty_table())
-        con.execute(f"CREATE VIEW {name} AS SELECT * FROM _{name}_empty")
+Warn = Callable[[str], None]
+T = TypeVar("T")
+Fetch = Callable[[duckdb.DuckDBPyConnection, str], T]
+_SEGMENT = re.compile(r"r(\d+)")
+# Errors of the query itself (or of its size), never of a damaged part.
+_QUERY_ERRORS = (
+    duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException,
+    duckdb.ConversionException, duckdb.OutOfRangeException, duckdb.TypeMismatchException,
+    duckdb.NotImplementedException, duckdb.OutOfMemoryException, duckdb.InterruptException,
+)  # fmt: skip
+_VIEW_SOURCES = {"duplicate_folders": "folders"}  # views over another view
 
 
-def connect(crawl: CrawlDir) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect()
-    version = crawl.current()
-    for name, schema in TABLES.items():
-        if name == "fetchlog":
-            parts = sorted(crawl.segments.glob("r*/fetchlog.parquet"))
-            parts = [p for p in parts if int(p.parent.name[1:]) <= version]
-            _view(con, name, parts, FETCHLOG)
-            continue
-        path = crawl.table_path(version, name)
-        parts = sorted(path.glob("*.parquet")) if name in PER_HOST_TABLES else [path]
-        _view(con, name, [p for p in parts if p.exists()], schema)
-    con.execute(f"CREATE VIEW duplicate_folders AS {duplicate_folders_sql('folders')}")
-    if crawl.index.exists():
-        con.execute(f"ATTACH {_quote(crawl.index)} AS search_index (READ_ONLY)")
-        tables = {r[0] for r in con.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE database_name = 'search_index'"
-        ).fetchall()}  # fmt: skip
-        for name in ("works", "copies"):
-            if name in tables:
-                con.execute(f"CREATE VIEW {name} AS SELECT * FROM search_index.{name}")
-    return con
-
-
-def run_sql(crawl: CrawlDir, sql: str) -> tuple[list[str], list[tuple]]:
-    """Run an analyst's read-only SQL; return column names and rows."""
+def damage(path: Path, schema: pa.Schema) -> str | None:
+    """Why the Parquet part at `path` cannot serve as a part of `schema`'s table, or None.
+    Reads only the footer."""
     try:
-        statements = duckdb.extract_statements(sql)
-    except duckdb.Error as e:
-        raise SQLError(str(e)) from None
-    if not statements:
-        raise SQLError("no SQL statement given")
-    for statement in statements:
-        if statement.type not in READ_ONLY:
-            raise SQLError(f"only SELECT queries are allowed, not {statement.type.name}")
-    con = connect(crawl)
+        names = set(pq.read_schema(path).names)
+    except FileNotFoundError:
+        return "missing"
+    except (OSError, ValueError, pa.ArrowException) as e:
+        return f"unreadable Parquet: {_reason(e)}"
+    absent = [f.name for f in schema if f.name not in names]
+    if absent:
+        return f"no column {', '.join(absent[:3])}: not a part of this table"
+    return None
+
+
+def _sources(tables: frozenset[str]) -> frozenset[str]:
+    """The tables whose parts a query naming `tables` reads."""
+    return frozenset(_VIEW_SOURCES.get(t, t) for t in tables)
+
+
+def page_damage(path: Path) -> str | None:
+    """Why the pages of the Parquet part at `path` do not read, or None. Reads it all."""
     try:
-        result = None
-        for statement in statements:
-            result = con.execute(statement)
-        assert result is not None
-        columns = [d[0] for d in result.description or ()]
-        return columns, result.fetchall()
-    except duckdb.Error as e:
-        raise SQLError(str(e)) from None
+        pq.read_table(path)
+    except (OSError, ValueError, pa.ArrowException) as e:
+        return f"unreadable Parquet: {_reason(e)}"
+    return None
+
+
+def _reason(error: BaseException) -> str:
+    """The first sentence of an error's message, short enough for one line."""
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return first.split(". ")[0].rstrip(".")[:120]
+
+
+def _damages(parts: list[Path], schema: pa.Schema) -> list[str | None]:
+    if len(parts) < 16:
+        return [damage(p, schema) for p in parts]
+    with ThreadPoolExecutor(8) as pool:  # footers are small reads; overlap their latency
+        return list(pool.map(lambda p: damage(p, schema), parts))
+
+
+def _page_damages(parts: list[Path]) -> list[str | None]:
+    with ThreadPoolExecutor(4) as pool:
+        return list(pool.map(page_damage, parts))
+
+
+class CrawlViews:
+    """The views of the live version on a sandboxed in-memory connection (its own database:
+    the lock must not reach the process's shared one). Close it when done."""
+
+    def __init__(
+        self, crawl: CrawlDir, version: int, warn: Warn, reads: frozenset[str] | None = None
+    ) -> None:
+        """`reads`: the tables and views a query reads, whose parts are checked now (None:
+        all of them); the others' parts are checked should a query fail on one."""
+        self.crawl = crawl
+        self.warn = warn
+        self.version_dir = crawl.version_dir(version).resolve()
+        self.parts: dict[str, list[Path]] = {}
+        self._temp = Path(tempfile.mkdtemp(prefix="sharecrawl-sql-"))
+        self.con = duckdb.connect()
+        try:
+            self._define(version, None if reads is None else _sources(reads))
+        except BaseException:
+            self.close()
+            raise
+
+    def _define(self, version: int, checked: frozenset[str] | None) -> None:
+        fetchlogs = self._fetchlog_parts(version)
+        for name in TABLES:
+            if name == "fetchlog":
+                parts = fetchlogs
+            elif name in PER_HOST_TABLES:
+                parts = sorted((self.version_dir / name).glob("*.parquet"))
+            else:
+                parts = [self.version_dir / f"{name}.parquet"]
+            self._table(name, parts, check=checked is None or name in checked)
+        self.con.execute(f"CREATE VIEW duplicate_folders AS {duplicate_folders_sql('folders')}")
+        self._attach_index()
+        lock(self.con, [self.version_dir], fetchlogs, self._temp)
+
+    def _table(self, name: str, parts: list[Path], check: bool) -> None:
+        """Define the view of table `name` over those of `parts` that read. Unchecked, only
+        that they exist is seen to; DuckDB reads a footer to define the view, and if that
+        fails they are checked after all."""
+        if not check:
+            present = [p for p in parts if p.exists()]
+            try:
+                self._create(name, present)
+            except duckdb.Error:
+                pass  # a part DuckDB cannot read: check them all
+            else:
+                self.parts[name] = present
+                for part in sorted(set(parts) - set(present)):
+                    self._report(part, "missing")
+                return
+        self.parts[name] = []
+        for part, why in zip(parts, _damages(parts, TABLES[name]), strict=True):
+            if why is None:
+                self.parts[name].append(part)
+            else:
+                self._report(part, why)
+        self._view(name)
+
+    def _fetchlog_parts(self, version: int) -> list[Path]:
+        """Each finished round's fetchlog up to the live version (a later round is unpublished)."""
+        segments = self.crawl.segments.resolve()
+        parts = []
+        for seg in sorted(segments.glob("r*")) if segments.is_dir() else ():
+            number = _SEGMENT.fullmatch(seg.name)
+            if number and int(number[1]) <= version and (seg / "fetchlog.parquet").exists():
+                parts.append(seg / "fetchlog.parquet")
+        return parts
+
+    def _view(self, name: str) -> None:
+        """(Re)define view `name` over its parts; should DuckDB still not read them together,
+        an empty view of the table's columns, said once."""
+        try:
+            self._create(name, self.parts[name])
+        except duckdb.Error as e:
+            self.warn(f"{name}: its parts do not read ({_reason(e)}); the view is empty "
+                      "(`sharecrawl check` lists every problem)")  # fmt: skip
+            self.parts[name] = []
+            self._create(name, [])
+
+    def _create(self, name: str, parts: list[Path]) -> None:
+        if parts:
+            files = ", ".join(quote(str(p)) for p in parts)
+            source = f"read_parquet([{files}])"
+        else:  # no readable part: an empty view with the table's columns
+            self.con.register(f"_{name}_empty", TABLES[name].empty_table())
+            source = f"_{name}_empty"
+        self.con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {source}")
+
+    def _report(self, part: Path, why: str) -> None:
+        try:
+            shown = part.relative_to(self.crawl.root.resolve())
+        except ValueError:
+            shown = part
+        self.warn(f"{shown}: {why}; left out of the views (`sharecrawl check` lists every "
+                  "problem, the next round re-reads what it held)")  # fmt: skip
+
+    def _attach_index(self) -> None:
+        index = self.crawl.index
+        if not index.exists():
+            return
+        try:
+            self.con.execute(f"ATTACH {quote(str(index.resolve()))} AS search_index (READ_ONLY)")
+            tables = {r[0] for r in self.con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = 'search_index'"
+            ).fetchall()}  # fmt: skip
+            for name in ("works", "copies"):
+                if name in tables:
+                    self.con.execute(f"SELECT * FROM search_index.{name} LIMIT 0")
+                    self.con.execute(f"CREATE VIEW {name} AS SELECT * FROM search_index.{name}")
+        except duckdb.Error as e:
+            self.warn(f"{index}: damaged search index ({_reason(e)}); works "
+                      "and copies are left out until the next round rebuilds it "
+                      "(`sharecrawl crawl`)")  # fmt: skip
+
+    def leave_out(self, error: duckdb.Error, tables: frozenset[str]) -> bool:
+        """Leave out the parts whose pages do not read, if `error` may be theirs: the part
+        it names, else (DuckDB does not always say which file) every part of the tables
+        the query reads. Say so for each; True if any was left out."""
+        if isinstance(error, _QUERY_ERRORS):
+            return False
+        message = str(error)
+        named = {n: [p for p in parts if str(p) in message] for n, parts in self.parts.items()}
+        if not any(named.values()):
+            read = _sources(tables) & set(self.parts)
+            named = {n: list(self.parts[n]) for n in (read or self.parts)}
+        left_out = False
+        for name, suspects in named.items():
+            damaged = [(p, why) for p, why in zip(suspects, _page_damages(suspects), strict=True)
+                       if why is not None]  # fmt: skip
+            for part, why in damaged:
+                self.parts[name].remove(part)
+                self._report(part, why)
+            if damaged:
+                self._view(name)
+                left_out = True
+        return left_out
+
+    def close(self) -> None:
+        self.con.close()
+        shutil.rmtree(self._temp, ignore_errors=True)
+
+
+def query(crawl: CrawlDir, version: int, sql: str, fetch: Fetch[T], warn: Warn) -> T:
+    """Run an analyst's SQL in the sandbox: `fetch(connection, statement)` runs the checked
+    statement and returns its result. Raises SQLRefused for what the sandbox does not run,
+    SQLError for a query that fails."""
+    statement = checked_statement(sql)  # refused before a view is defined
+    try:
+        views = CrawlViews(crawl, version, warn, statement.tables)
+    except (duckdb.Error, OSError) as e:  # a folder it may not read, say
+        raise SQLError(f"cannot read the crawl's tables: {_reason(e)}") from None
+    try:
+        while True:
+            try:
+                return fetch(views.con, statement.query)
+            except duckdb.Error as e:
+                refused = refusal(e)
+                if refused is not None:
+                    raise refused from None
+                if not views.leave_out(e, statement.tables):  # run again without the damage
+                    raise SQLError(str(e).strip()) from None
     finally:
-        con.close()
+        views.close()
+
+
+def rows(con: duckdb.DuckDBPyConnection, statement: str) -> tuple[list[str], list[tuple]]:
+    """A Fetch: column names and rows as Python values."""
+    result = con.execute(statement)
+    return [d[0] for d in result.description or ()], result.fetchall()
+
+
+def arrow(con: duckdb.DuckDBPyConnection, statement: str) -> pa.Table:
+    """A Fetch: the result as an Arrow table."""
+    return con.sql(statement).to_arrow_table()
+
+
+def run_sql(
+    crawl: CrawlDir, sql: str, warn: Warn = lambda line: None
+) -> tuple[list[str], list[tuple]]:
+    """Run an analyst's read-only SQL; return column names and rows."""
+    return query(crawl, crawl.current(), sql, rows, warn)

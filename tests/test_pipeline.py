@@ -167,9 +167,9 @@ def test_sql_is_read_only(lan: LAN, run_json, capsys) -> None:
     lan.crawl()
     before = sorted(p.name for p in (lan.crawl_dir / "crawldb").rglob("*"))
     target = lan.crawl_dir / "crawldb" / "CURRENT"
-    assert lan.cli("sql", f"COPY (SELECT 1) TO '{target}'") == 1
+    assert lan.cli("sql", f"COPY (SELECT 1) TO '{target}'") == 2  # refused: exit 2
     assert "only SELECT" in capsys.readouterr().err
-    assert lan.cli("sql", "SELECT 1; DROP VIEW files") == 1
+    assert lan.cli("sql", "SELECT 1; DROP VIEW files") == 2
     assert sorted(p.name for p in (lan.crawl_dir / "crawldb").rglob("*")) == before
     assert sql(lan, run_json, "SELECT count(*) AS n FROM media")[0]["n"] == 5
 

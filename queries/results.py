@@ -1,0 +1,67 @@
+"""Analysts' query results in files (`sharecrawl sql --output FILE`): CSV, Parquet or JSON by
+the file's extension. The CLI writes them from the result, never the SQL (the sandbox's
+connection cannot write a file at all), and writes them whole or not at all (a temporary
+file beside the target, then a rename)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json"}
+
+
+def output_format(path: Path, crawl_root: Path) -> str:
+    """The format `path` asks for by its extension; ValueError for a path the CLI must not
+    write: another extension, a folder, a missing folder, anything inside the crawl dir."""
+    fmt = FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise ValueError(f"--output {str(path)!r}: the name must end in .csv, .parquet or .json")
+    parent = path.parent.resolve()
+    if not parent.is_dir():
+        raise ValueError(f"--output {str(path)!r}: folder {str(path.parent)!r} does not exist")
+    if path.is_dir():
+        raise ValueError(f"--output {str(path)!r} is a folder")
+    crawl = crawl_root.resolve()
+    # The name as written and the file a symlink there points at: neither may be inside.
+    for target in (parent / path.name, path.resolve()):
+        if target == crawl or crawl in target.parents:
+            raise ValueError(f"--output {str(path)!r} is inside the crawl directory "
+                             f"{str(crawl_root)!r}, which only rounds write")  # fmt: skip
+    return fmt
+
+
+def json_text(columns: list[str], rows: list[tuple]) -> str:
+    """A result as `sql --json` prints it: a list of objects."""
+    records = [dict(zip(columns, row, strict=True)) for row in rows]
+    return json.dumps(records, default=str, ensure_ascii=False)
+
+
+def write_result(path: Path, fmt: str, result: pa.Table | str) -> None:
+    """Write `result` (an Arrow table for csv and parquet, the JSON text for json) to
+    `path` atomically."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        if fmt == "json":
+            assert isinstance(result, str)
+            tmp.write_text(result + "\n", encoding="utf-8")
+        elif fmt == "parquet":
+            assert isinstance(result, pa.Table)
+            pq.write_table(result, tmp, compression="zstd")
+        else:  # DuckDB's CSV writer spells lists and structs; pyarrow's refuses them
+            assert isinstance(result, pa.Table)
+            try:
+                with duckdb.connect() as con:
+                    con.from_arrow(result).write_csv(str(tmp), header=True)
+            except duckdb.IOException as e:  # one error family for the caller: OSError
+                raise OSError(str(e).splitlines()[0]) from None
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -1,0 +1,232 @@
+"""The analysts' SQL sandbox: only read statements over the crawl's views run, and nothing
+they run reads or writes a file outside the live version.
+
+Three layers, so that what slips through one is stopped by another:
+1. the statement: exactly one, of type SELECT (which covers WITH, DESCRIBE, SHOW,
+   SUMMARIZE, VALUES, FROM-first queries) or EXPLAIN without ANALYZE of such a statement;
+2. its parse tree (DuckDB's own, through json_serialize_sql): only read query nodes (a
+   SELECT may hide `WITH x AS (COPY ... TO 'file')` or an INSERT in a CTE), table functions
+   from an allow-list (no read_text, glob, query, arrow_scan, enable_profiling ...), no
+   table named like a file (DuckDB reads `FROM '/etc/x.csv'` as that file);
+3. the connection: external access off, file access only to the live version's folder and
+   the fetchlog parts, no extension loading, no Python replacement scans, and the
+   configuration locked so no statement can undo any of it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import duckdb
+
+from crawl_io.duck import cursor
+
+
+class SQLError(ValueError):
+    """The analyst's SQL ran and failed (a typo, a missing column); the message says why."""
+
+
+class SQLRefused(SQLError):
+    """The analyst's SQL is not a read over the crawl's views; the message says why."""
+
+
+ALLOWED_USE = "only SELECT/WITH, EXPLAIN, DESCRIBE, SHOW and SUMMARIZE over the views run"
+
+# Query nodes that only read: a COPY, INSERT, UPDATE or DELETE node inside a SELECT is refused.
+READ_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
+
+# Table functions that compute rows or describe the catalog; everything else (the file
+# readers, query(), the scans of Python memory, logging, profiling, checkpoints, and what a
+# newer DuckDB adds until someone looks at it) is refused.
+TABLE_FUNCTIONS = frozenset({
+    "range", "generate_series", "unnest", "repeat", "repeat_row", "json_each", "json_tree",
+    "histogram", "histogram_values", "summary", "pg_timezone_names", "icu_calendar_names",
+    "duckdb_columns", "duckdb_constraints", "duckdb_databases", "duckdb_dependencies",
+    "duckdb_functions", "duckdb_indexes", "duckdb_keywords", "duckdb_schemas",
+    "duckdb_sequences", "duckdb_settings", "duckdb_tables", "duckdb_types", "duckdb_views",
+    "pragma_table_info", "pragma_show", "pragma_version", "pragma_platform",
+    "pragma_database_size", "pragma_storage_info", "pragma_collations",
+})  # fmt: skip
+
+# Scalar functions that take SQL text, write somewhere or read the environment (getenv is
+# the DuckDB shell's; refused should a build ever bring it).
+SCALAR_FUNCTIONS_REFUSED = frozenset({"json_serialize_plan", "write_log", "getenv"})
+
+_ANALYZE = ("ANALYZE", "ANALYSE")
+Token = tuple[int, str, duckdb.token_type]  # offset, text, kind
+
+
+class Statement(NamedTuple):
+    """An allowed statement: its text and the names of the tables and views it reads."""
+
+    query: str
+    tables: frozenset[str]
+
+
+def checked_statement(sql: str) -> Statement:
+    """The one statement of `sql` if the sandbox allows it; raise SQLRefused if not, SQLError
+    if it does not parse."""
+    statements = _parse(sql)
+    if not statements:
+        raise SQLError("no SQL statement given")
+    if len(statements) > 1:
+        raise SQLRefused(f"{len(statements)} statements given, one at a time: {ALLOWED_USE}")
+    statement = statements[0]
+    query = statement.query
+    if statement.type == duckdb.StatementType.EXPLAIN:
+        tables = _check_read(_explained(query))
+    elif statement.type == duckdb.StatementType.SELECT:
+        tables = _check_read(query)
+    elif statement.type == duckdb.StatementType.MULTI:  # PIVOT without IN (...) creates a type
+        raise SQLRefused(f"PIVOT needs its values listed (ON col IN (...)): {ALLOWED_USE}")
+    else:
+        raise SQLRefused(f"{statement.type.name} statements are not allowed: {ALLOWED_USE}")
+    return Statement(query, tables)
+
+
+def _parse(sql: str) -> list[duckdb.Statement]:
+    try:
+        return duckdb.extract_statements(sql)
+    except duckdb.Error as e:
+        raise SQLError(_first_line(e)) from None
+
+
+def _explained(query: str) -> str:
+    """The statement an EXPLAIN shows, after refusing EXPLAIN ANALYZE (which runs it)."""
+    tokens = _tokens(query)
+    if not tokens or tokens[0][1].upper() != "EXPLAIN":
+        raise SQLRefused(f"an EXPLAIN that does not start with EXPLAIN: {ALLOWED_USE}")
+    i = 1
+    if i < len(tokens) and tokens[i][1].upper() in _ANALYZE:
+        raise SQLRefused(f"EXPLAIN ANALYZE runs its statement and is not allowed: {ALLOWED_USE}")
+    if i < len(tokens) and tokens[i][1].startswith("("):  # EXPLAIN (FORMAT json, ...) stmt
+        depth = 0
+        while i < len(tokens):
+            _, text, kind = tokens[i]
+            if text.upper() in _ANALYZE:
+                raise SQLRefused(f"EXPLAIN (ANALYZE) runs its statement: {ALLOWED_USE}")
+            if kind == duckdb.token_type.operator:  # not a ')' inside a string
+                depth += text.count("(") - text.count(")")
+            i += 1
+            if depth <= 0:
+                break
+    inner = _explain_target(query, tokens, i)
+    if len(inner) != 1 or inner[0].type != duckdb.StatementType.SELECT:
+        kind = inner[0].type.name if len(inner) == 1 else f"{len(inner)} statements"
+        raise SQLRefused(f"EXPLAIN of {kind} is not allowed: {ALLOWED_USE}")
+    return inner[0].query
+
+
+def _explain_target(query: str, tokens: list[Token], i: int) -> list[duckdb.Statement]:
+    """The statements after EXPLAIN's options (tokens[i] on); when that does not parse, the
+    parentheses were a query's own (`EXPLAIN (SELECT 1)`), not options."""
+    try:
+        if i < len(tokens):
+            return _parse(query[tokens[i][0] :])
+    except SQLError:
+        pass
+    if len(tokens) < 2:
+        raise SQLError("EXPLAIN of nothing")
+    return _parse(query[tokens[1][0] :])
+
+
+def _tokens(query: str) -> list[Token]:
+    """(offset, text, kind) of each token but comments, by DuckDB's own tokenizer."""
+    raw = duckdb.tokenize(query)
+    ends = [offset for offset, _ in raw[1:]] + [len(query)]
+    return [
+        (offset, query[offset:end].strip(), kind)
+        for (offset, kind), end in zip(raw, ends, strict=True)
+        if kind != duckdb.token_type.comment
+    ]
+
+
+def _check_read(query: str) -> frozenset[str]:
+    """Refuse a SELECT whose parse tree writes, reads files or calls what it must not; return
+    the tables it names."""
+    con = cursor()
+    try:
+        serialized = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [query]).fetchone()
+        tree = json.loads(serialized[0] if serialized else "{}")
+    finally:
+        con.close()
+    if tree.get("error") or "statements" not in tree:
+        raise SQLRefused(f"{tree.get('error_message', 'not a plain query')}: {ALLOWED_USE}")
+    tables = set()
+    for node in _dicts(tree["statements"]):
+        kind = node.get("type")
+        if isinstance(kind, str) and kind.endswith("_NODE") and kind not in READ_NODES:
+            raise SQLRefused(f"{kind.removesuffix('_QUERY_NODE')} inside a query is not "
+                             f"allowed: {ALLOWED_USE}")  # fmt: skip
+        if "info_type" in node:
+            raise SQLRefused(f"{node['info_type']} inside a query is not allowed: {ALLOWED_USE}")
+        if kind == "TABLE_FUNCTION":
+            name = str(node.get("function", {}).get("function_name", "")).lower()
+            if name not in TABLE_FUNCTIONS:
+                raise SQLRefused(f"table function {name}() is not allowed: query the views")
+        elif "function_name" in node:
+            name = str(node["function_name"]).lower()
+            if name in SCALAR_FUNCTIONS_REFUSED:
+                raise SQLRefused(f"function {name}() is not allowed: query the views")
+        table = node.get("table_name")
+        if isinstance(table, str) and any(c in table for c in "/\\:.*?"):
+            raise SQLRefused(f"{table!r} names a file, not a view: query the views")
+        if isinstance(table, str):
+            tables.add(table.lower())
+    return frozenset(tables)
+
+
+def _dicts(tree: object) -> Iterator[dict]:
+    stack = [tree]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            yield item
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def lock(
+    con: duckdb.DuckDBPyConnection, directories: list[Path], paths: list[Path], temp_dir: Path
+) -> None:
+    """Close `con` to every file but `directories` (and what is below them) and `paths`,
+    then lock its configuration. Call once the views are defined (and the search index
+    attached: an attached database keeps working)."""
+
+    def literal(items: list[str]) -> str:
+        return "[" + ", ".join(quote(i) for i in items) + "]"
+
+    dirs = [str(d).rstrip("/") + "/" for d in directories]  # v000012/ must not allow v0000120
+    for setting in (
+        f"SET temp_directory = {quote(str(temp_dir))}",  # spills go here, not to ./.tmp
+        f"SET allowed_directories = {literal(dirs)}",
+        f"SET allowed_paths = {literal([str(p) for p in paths])}",
+        "SET enable_external_access = false",
+        "SET autoinstall_known_extensions = false",
+        "SET autoload_known_extensions = false",
+        "SET python_enable_replacements = false",  # no scans of the caller's variables
+        "SET lock_configuration = true",
+    ):
+        con.execute(setting)
+
+
+def quote(text: str) -> str:
+    """A SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def refusal(error: duckdb.Error) -> SQLRefused | None:
+    """The refusal DuckDB's lock made, if this error is one (a file outside the allowed
+    ones, a setting while locked)."""
+    message = _first_line(error)
+    if isinstance(error, duckdb.PermissionException) or "configuration has been locked" in message:
+        return SQLRefused(f"{message} ({ALLOWED_USE})")
+    return None
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
