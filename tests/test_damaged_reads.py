@@ -239,4 +239,5 @@ def test_a_damaged_current(lan: LAN, run: Callable, how: str, command: tuple[str
     (lan.crawl_dir / "crawldb" / "CURRENT").write_bytes(CURRENT_DAMAGE[how])
     status, out, err = run(*command)
     assert status == 1 and out == "" and len(err.splitlines()) == 1
-    assert "crawldb/CURRENT" in err and "sharecrawl check --repair" in err
+    assert "crawldb/CURRENT" in err
+    assert f"sharecrawl check --crawl-dir {lan.crawl_dir} --repair" in err
