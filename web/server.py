@@ -1,0 +1,72 @@
+"""`sharecrawl serve`: the search page under uvicorn, on a socket we open ourselves so that
+a port in use is one clear line, not a log of tracebacks."""
+
+from __future__ import annotations
+
+import errno
+import socket
+import sys
+from pathlib import Path
+
+
+class ListenError(OSError):
+    """The address cannot be listened on; the message says which and why."""
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port (port 0: any free port)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise ListenError(errno.EINVAL, f"cannot listen on {host}: {e.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as e:
+        sock.close()
+        raise ListenError(e.errno, f"cannot listen on {host}:{port}: {e.strerror}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _server_class():
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: object) -> None:
+            super().handle_exit(sig, frame)
+            # uvicorn raises the signal again once stopped; a stop asked for is a clean exit
+            self._captured_signals.clear()
+
+    return Server
+
+
+def serve(crawl_dir: Path, host: str, port: int) -> int:
+    """Serve the search page of `crawl_dir` until interrupted; 0 on a clean stop."""
+    import uvicorn
+
+    from web.app import create_app
+
+    sock = listen(host, port)
+    bound_host, bound_port = sock.getsockname()[:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    print(
+        f"sharecrawl: serving {crawl_dir} on http://{shown}:{bound_port}/ (Ctrl-C stops)",
+        file=sys.stderr,
+        flush=True,
+    )
+    config = uvicorn.Config(
+        create_app(crawl_dir),
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        proxy_headers=False,
+        date_header=False,
+        timeout_graceful_shutdown=5,
+    )
+    _server_class()(config).run(sockets=[sock])
+    print("sharecrawl: stopped", file=sys.stderr)
+    return 0
