@@ -18,8 +18,11 @@ import json
 import logging
 import os
 import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio.to_thread
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -33,6 +36,7 @@ from web import pages
 from web.live import LiveIndex, Unavailable, VersionState
 
 HERE = Path(__file__).resolve().parent
+WORKER_THREADS = 4
 log = logging.getLogger("sharecrawl.web")
 
 SECURITY_HEADERS = [
@@ -155,7 +159,15 @@ def create_app(crawl_dir: str | os.PathLike) -> Starlette:
         Route("/api/search", api_search, methods=["GET"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(routes=routes, exception_handlers={Exception: server_error})
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # Requests are CPU work under one GIL: a few at a time finish sooner than forty
+        # threads taking turns every few milliseconds (the default pool).
+        anyio.to_thread.current_default_thread_limiter().total_tokens = WORKER_THREADS
+        yield
+
+    app = Starlette(routes=routes, exception_handlers={Exception: server_error}, lifespan=lifespan)
     app.add_middleware(SecurityHeaders)
     app.state.live = live
     return app

@@ -15,7 +15,7 @@ from urllib.parse import quote, urlencode, urlsplit
 from queries.search import _human_size, copy_url
 
 COPIES_SHOWN = 3  # copies listed under a work; the next ones fold away
-COPIES_FOLDED = 7  # ... up to this many more, behind a "more copies" toggle
+COPIES_FOLDED = 5  # ... up to this many more, behind a "more copies" toggle
 
 HostInfo = dict[str, tuple[str | None, bool]]  # host -> (its URL, online)
 
