@@ -11,7 +11,7 @@ in the same run: the same queries through queries.search.search() in this proces
 many threads, which is what the page adds its copies, facets and rendering to.
 
     .venv/bin/python bench/serve.py [--rows 2000000] [--workdir DIR] [--clients 20]
-                                    [--requests 40] [--think 0]
+                                    [--requests 40] [--think 0.5] [--workers CPUS]
 
 Goals: p95 <= 50 ms for the API and <= 80 ms for the page, with people's pauses. The last
 line holds p50 and p95 of both, and the ratio API p95 / search() p95 (closed loop).
@@ -40,10 +40,10 @@ from queries.index import build_index  # noqa: E402
 from queries.search import search  # noqa: E402
 
 
-def start_server(workdir: Path) -> tuple[subprocess.Popen, str]:
+def start_server(workdir: Path, workers: int) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "pipeline.cli", "serve", "--crawl-dir", str(workdir),
-         "--port", "0"],
+         "--port", "0", "--workers", str(workers)],
         cwd=REPO, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     assert process.stderr is not None
@@ -134,6 +134,8 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, help="kept; its data is reused by later runs")
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--requests", type=int, default=40, help="per client and phase")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="serve --workers (default: one per core)")  # fmt: skip
     parser.add_argument("--think", type=float, default=0.5, help="seconds between requests")
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-serve-"))
@@ -154,15 +156,26 @@ def main() -> None:
         queries = mixed_queries(version, random.Random(11))
 
         started = time.perf_counter()
-        server, url = start_server(workdir)
-        warm = http.client.HTTPConnection(urlsplit(url).hostname, urlsplit(url).port, timeout=300)
-        for query in queries[:3]:  # loads the version: search arrays, copies, facets
-            fetch(warm, "/api/search?" + urlencode({"q": query}))
-        print(f"server ready and warm in {time.perf_counter() - started:.1f} s")
-        for query in queries:  # one pass to touch every code path once
-            fetch(warm, "/api/search?" + urlencode({"q": query}))
-            fetch(warm, "/?" + urlencode({"q": query}))
-        warm.close()
+        server, url = start_server(workdir, args.workers)
+        # Every worker loads the version on its first requests (search arrays, copies,
+        # facets): warm them all with as many connections, then touch every code path.
+        address = urlsplit(url)
+        warm = [http.client.HTTPConnection(address.hostname, address.port, timeout=300)
+                for _ in range(4 * args.workers)]  # fmt: skip
+        for _ in range(3):
+            threads = [threading.Thread(target=fetch, args=(c, "/api/search?q=warm"))
+                       for c in warm]  # fmt: skip
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        print(f"{args.workers} server processes ready and warm in "
+              f"{time.perf_counter() - started:.1f} s")  # fmt: skip
+        for i, query in enumerate(queries):
+            fetch(warm[i % len(warm)], "/api/search?" + urlencode({"q": query}))
+            fetch(warm[i % len(warm)], "/?" + urlencode({"q": query}))
+        for connection in warm:
+            connection.close()
 
         results = {}
         for way, think in (("people", args.think), ("closed loop", 0.0)):

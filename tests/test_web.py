@@ -206,6 +206,16 @@ def test_bad_crawl_dir_and_busy_port_are_one_line(tmp_path: Path, server: Server
     assert "cannot listen on 127.0.0.1:" in err and "\n" not in err
 
 
+def test_several_worker_processes_answer_and_stop_cleanly(web_lan: LAN, server: Server) -> None:
+    workers = Server(web_lan.crawl_dir, "--workers", "2")
+    try:
+        answers = [workers.api(q="madonna")[1]["results"] for _ in range(6)]
+        assert all(a == server.api(q="madonna")[1]["results"] for a in answers)
+    finally:
+        assert workers.stop() == 0
+    assert "Traceback" not in "".join(workers.log)
+
+
 def test_a_new_version_is_served_without_restart(lan: LAN) -> None:
     lan.media("alpha", "Music/Björk/Army of Me.mp3", artist="Björk", title="Army of Me")
     lan.write_hosts("alpha")

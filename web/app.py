@@ -14,12 +14,12 @@ is shown as text.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import threading
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio.to_thread
@@ -160,11 +160,16 @@ def create_app(crawl_dir: str | os.PathLike) -> Starlette:
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
 
-    @asynccontextmanager
+    def look_once() -> None:
+        with contextlib.suppress(Unavailable), live.acquire():
+            pass  # opening the version starts loading it in the background
+
+    @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # Requests are CPU work under one GIL: a few at a time finish sooner than forty
         # threads taking turns every few milliseconds (the default pool).
         anyio.to_thread.current_default_thread_limiter().total_tokens = WORKER_THREADS
+        await anyio.to_thread.run_sync(look_once)  # starts loading the version now
         yield
 
     app = Starlette(routes=routes, exception_handlers={Exception: server_error}, lifespan=lifespan)

@@ -9,6 +9,7 @@ request runs again on the new version, so results, copies and status never mix v
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -107,6 +108,9 @@ def warm(state: VersionState) -> None:
     """Load what requests of a new version need, before they ask (in a thread)."""
     for load in (_hosts, copies, _status, _new_works):
         load(state)
+    for _ in range(2):  # queries.search holds all its arrays from a process's second search
+        with contextlib.suppress(QueryError, FileNotFoundError, duckdb.Error):
+            search(state.crawl.index, "warm", limit=1)
 
 
 def _card_maker(state: VersionState, offline: bool, works: list[dict]):
