@@ -47,13 +47,22 @@ def quality(row: dict) -> str:
     return " · ".join(parts)
 
 
+@lru_cache(maxsize=65536)  # popular works come back in many searches
+def links(host_url: str | None, host: str, share: str, path: str) -> tuple[str | None, str, str]:
+    """(href, the same link as people read it, the Windows path) of a copy. The href is
+    percent-encoded, and None unless it is smb:// or file://; the text keeps Cyrillic."""
+    href = copy_url(host_url, host, share, path)
+    if href.startswith("file://"):  # copy_url leaves local paths as they are
+        href = "file://" + quote(href[len("file://") :], safe="/")
+    base = (host_url or f"smb://{host}").rstrip("/")
+    safe_href = href if href.startswith(("smb://", "file://")) else None
+    return safe_href, f"{base}/{share}/{path}", windows_path(host, host_url, share, path)
+
+
 def copy_row(row: dict, hosts: HostInfo, best: bool) -> dict:
     host, share, path = row["host"], row["share"] or "", row["path"]
     url, _ = hosts.get(host, (None, False))
-    href = copy_url(url, host, share, path)
-    if href.startswith("file://"):  # copy_url leaves local paths as they are
-        href = "file://" + quote(href[len("file://") :], safe="/")
-    base = (url or f"smb://{host}").rstrip("/")
+    href, iri, unc = links(url, host, share, path)
     folder, _, name = path.rpartition("/")
     return {
         "host": host,
@@ -62,9 +71,9 @@ def copy_row(row: dict, hosts: HostInfo, best: bool) -> dict:
         "name": name,
         "quality": quality(row),
         "size": _human_size(row.get("size")),
-        "iri": f"{base}/{share}/{path}",  # the link as people read it: Cyrillic stays
-        "href": href if href.startswith(("smb://", "file://")) else None,
-        "unc": windows_path(host, url, share, path),
+        "iri": iri,
+        "href": href,
+        "unc": unc,
         "online": bool(row["online"]),
         "best": best,
     }
