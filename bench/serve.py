@@ -13,8 +13,10 @@ many threads, which is what the page adds its copies, facets and rendering to.
     .venv/bin/python bench/serve.py [--rows 2000000] [--workdir DIR] [--clients 20]
                                     [--requests 40] [--think 0.5] [--workers CPUS]
 
-Goals: p95 <= 50 ms for the API and <= 80 ms for the page, with people's pauses. The last
-line holds p50 and p95 of both, and the ratio API p95 / search() p95 (closed loop).
+Goals: p95 <= 50 ms for the API and <= 80 ms for the page, with people's pauses. Latency on
+a shared machine depends on what else runs (the load average is printed with each figure);
+the server's CPU time per request (its processes' utime + stime) does not. The last line
+holds p50 and p95 of both, CPU per request, and the ratio API p95 / search() p95.
 """
 
 from __future__ import annotations
@@ -53,6 +55,24 @@ def start_server(workdir: Path, workers: int) -> tuple[subprocess.Popen, str]:
         raise SystemExit(f"serve did not start: {line}{process.stderr.read()}")
     threading.Thread(target=lambda: process.stderr.read(), daemon=True).start()  # drain
     return process, line.split(" on ", 1)[1].split()[0].rstrip("/")
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time used so far by a process and its children (the worker processes): a figure
+    that, unlike latency, does not depend on what else the machine is running."""
+    pids = [pid]
+    try:
+        pids += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return float("nan")
+    total = 0
+    for p in pids:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def fetch(connection: http.client.HTTPConnection, path: str) -> tuple[int, int]:
@@ -178,14 +198,17 @@ def main() -> None:
             connection.close()
 
         results = {}
+        cpu_ms: dict[str, list[float]] = {"api": [], "page": []}
         for way, think in (("people", args.think), ("closed loop", 0.0)):
             for name, prefix in (("api", "/api/search?"), ("page", "/?")):
                 paths = [prefix + urlencode({"q": q}) for q in queries]
-                began = time.perf_counter()
+                began, cpu = time.perf_counter(), cpu_seconds(server.pid)
                 timings, failures = run_clients(url, paths, args.clients, args.requests, think)
                 label = f"{name}, {args.clients} clients, {way} ({think:g} s between requests)"
                 results[way, name] = summary(label, timings, time.perf_counter() - began,
                                              failures)  # fmt: skip
+                cpu_ms[name].append((cpu_seconds(server.pid) - cpu) / len(timings) * 1000)
+                print(f"  server CPU {cpu_ms[name][-1]:.1f} ms per request")
 
         search(index, queries[0])  # the reference's own warm-up: the arrays load on the 2nd
         search(index, queries[1])
@@ -201,7 +224,8 @@ def main() -> None:
         print(
             f"{args.clients} clients, {args.think:g} s pauses: api p50 {api_p50:.1f} ms "
             f"p95 {api_p95:.1f}/50 ms, page p50 {page_p50:.1f} ms p95 {page_p95:.1f}/80 ms; "
-            f"closed loop p95 api {closed_api[1]:.0f} ms, page {closed_page[1]:.0f} ms; "
+            f"closed loop p95 api {closed_api[1]:.0f} ms, page {closed_page[1]:.0f} ms; server "
+            f"CPU per request api {min(cpu_ms['api']):.1f} ms, page {min(cpu_ms['page']):.1f} ms; "
             f"ratio closed-loop api p95 / search() p95: {closed_api[1] / direct_p95:.2f}x"
         )
     finally:
