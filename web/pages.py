@@ -167,21 +167,22 @@ def _new_page(state: VersionState, live: LiveIndex, p: Params) -> dict:
             album["tracks"] += 1
         else:
             singles.append(work)
-    card = _card_maker(state, p.offline, works)
+    by_series: dict[str, list[dict]] = {}  # series with the most recent addition first
+    for work in episodes:
+        by_series.setdefault(work["series"].casefold(), []).append(work)
+    picked = [  # the three newest episodes (by season and number) of each series
+        w
+        for group in list(by_series.values())[:NEW_SHOWN]
+        for w in sorted(group, key=lambda w: (w.get("season") or 0, w["episode"]))[-3:]
+    ]
+    singles = singles[:NEW_SHOWN]
+    card = _card_maker(state, p.offline, singles + picked)
     sections = []
     if albums:
         sections.append({"title": "New albums", "blocks": list(albums.values())[:NEW_SHOWN]})
     if singles:
-        sections.append(
-            {"title": "New films and files", "blocks": views.blocks(singles[:NEW_SHOWN], card)}
-        )
-    if episodes:
-        newest: dict[str, list[dict]] = {}
-        for work in episodes:  # newest first: keep the three newest episodes of each series
-            mine = newest.setdefault(work["series"].casefold(), [])
-            if len(mine) < 3:
-                mine.append(work)
-        picked = [w for group in list(newest.values())[:NEW_SHOWN] for w in group]
+        sections.append({"title": "New films and files", "blocks": views.blocks(singles, card)})
+    if picked:
         sections.append({"title": "New episodes", "blocks": views.blocks(picked, card)})
     days = recent.NEW_DAYS
     return _envelope(state, live, p) | {
