@@ -48,7 +48,9 @@ class VersionState:
         self.crawl = crawl
         self.fd = fd
         self.identity = _identity(os.fstat(fd))
-        self.con = duckdb.connect(":memory:")
+        # no temp_directory: DuckDB would spill big sorts to the working folder, and the page
+        # writes nothing anywhere
+        self.con = duckdb.connect(":memory:", config={"temp_directory": ""})
         self._users = 0
         self._retired = False
         self._cache: dict[str, Any] = {}
