@@ -105,7 +105,8 @@ def work_card(
     best = work.get("best") or {}
     key = (best.get("host"), best.get("share"), best.get("path"))
     rows.sort(key=lambda r: (r["host"], r["share"], r["path"]) != key)  # stable: best first
-    copies = [copy_row(r, hosts, i == 0 and best != {}) for i, r in enumerate(rows)]
+    marked = best != {} and len(rows) > 1  # "best" says something only beside others
+    copies = [copy_row(r, hosts, i == 0 and marked) for i, r in enumerate(rows)]
     total = work["copies"] if offline else work["online_copies"]
     n_offline = work["copies"] - work["online_copies"]
     summary = f"{_plural(work['copies'], 'copy', 'copies')} on {_plural(work['hosts'], 'host')}"

@@ -159,7 +159,10 @@
     if (data.status) status.textContent = data.status;
     document.title = (q ? q + " · " : "") + "sharecrawl";
     const url = q || pageNumber > 1 || offline.checked ? "/?" + p : "/";
-    if (how === "push") history.pushState(null, "", url);
+    if (how === "push") {
+      history.pushState(null, "", url);
+      window.scrollTo(0, 0); // a new page or facet starts at the top, as a link would
+    }
     else if (how === "replace") history.replaceState(null, "", url);
     document.body.dataset.loaded = String(Number(document.body.dataset.loaded || 0) + 1);
   }
