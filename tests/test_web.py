@@ -7,6 +7,7 @@ in tests/test_web_lan.py.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import shutil
@@ -190,6 +191,25 @@ def test_listens_on_127_0_0_1_only_by_default(server: Server) -> None:
     port = int(server.url.rsplit(":", 1)[1])
     with pytest.raises(OSError):  # another loopback address of this machine: refused
         socket.create_connection(("127.0.0.2", port), timeout=5).close()
+
+
+def test_on_loopback_only_requests_for_loopback_names_are_answered(server: Server) -> None:
+    """A page whose name an attacker points at 127.0.0.1 (DNS rebinding) reads nothing."""
+    port = int(server.url.rsplit(":", 1)[1])
+
+    def status_for(host: str) -> int:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        connection.request("GET", "/api/search?q=madonna", headers={"Host": host})
+        response = connection.getresponse()
+        body = response.read().decode()
+        connection.close()
+        assert response.status != 421 or "madonna" not in body.casefold()
+        return response.status
+
+    assert status_for(f"evil.example:{port}") == 421
+    assert status_for("evil.example") == 421
+    assert status_for(f"localhost:{port}") == 200
+    assert status_for(f"127.0.0.1:{port}") == 200
 
 
 def test_bad_crawl_dir_and_busy_port_are_one_line(tmp_path: Path, server: Server, capsys) -> None:

@@ -15,6 +15,7 @@ is shown as text.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import logging
 import os
@@ -50,6 +51,36 @@ SECURITY_HEADERS = [
     (b"x-frame-options", b"DENY"),
     (b"cross-origin-opener-policy", b"same-origin"),
 ]
+
+
+class LoopbackHostOnly:
+    """On a loopback address, answer only requests addressed to it (Host 127.x.x.x, [::1]
+    or localhost): a web page whose name an attacker points at 127.0.0.1 (DNS rebinding)
+    gets 421, not the index."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not _loopback_host(scope):
+            response = Response("This server answers only on its own address.\n", 421)
+            for name, value in SECURITY_HEADERS:
+                response.headers[name.decode()] = value.decode()
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _loopback_host(scope: Scope) -> bool:
+    host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    name = name.strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 class SecurityHeaders:
@@ -96,7 +127,8 @@ def _warm_in_background(state: VersionState) -> None:
     threading.Thread(target=run, name=f"warm-{state.version}", daemon=True).start()
 
 
-def create_app(crawl_dir: str | os.PathLike) -> Starlette:
+def create_app(crawl_dir: str | os.PathLike, *, loopback_only: bool = False) -> Starlette:
+    """The app serving `crawl_dir`; `loopback_only` when it listens on a loopback address."""
     live = LiveIndex(crawl_dir, on_open=_warm_in_background)
     templates = Environment(
         loader=FileSystemLoader(HERE / "templates"),
@@ -112,36 +144,35 @@ def create_app(crawl_dir: str | os.PathLike) -> Starlette:
     def unavailable_page(message: str) -> HTMLResponse:
         return render("unavailable.html", 503, message=message)
 
+    def page_response(params: pages.Params) -> Response:
+        try:
+            status, data = pages.run(live, params)
+        except Unavailable as e:
+            return unavailable_page(str(e))
+        return render("index.html", status, p=params, data=data, size_default=pages.PAGE_SIZE)
+
+    def api_response(params: pages.Params) -> Response:
+        try:
+            status, data = pages.run(live, params)
+        except Unavailable as e:
+            return _json({"error": str(e)}, 503)
+        return _json(data, status)
+
     async def page(request: Request) -> Response:
         try:
             params = pages.parse_params(request.query_params)
         except pages.BadRequest as e:
             p = pages.Params()
-            return render(
-                "index.html",
-                400,
-                p=p,
-                data=pages.error_payload(p, str(e)),
-                size_default=pages.PAGE_SIZE,
-            )
-        try:
-            status, data = await run_in_threadpool(pages.run, live, params)
-        except Unavailable as e:
-            return unavailable_page(str(e))
-        return await run_in_threadpool(
-            render, "index.html", status, p=params, data=data, size_default=pages.PAGE_SIZE
-        )
+            data = pages.error_payload(p, str(e))
+            return render("index.html", 400, p=p, data=data, size_default=pages.PAGE_SIZE)
+        return await run_in_threadpool(page_response, params)
 
     async def api_search(request: Request) -> Response:
         try:
             params = pages.parse_params(request.query_params)
         except pages.BadRequest as e:
             return _json({"error": str(e)}, 400)
-        try:
-            status, data = await run_in_threadpool(pages.run, live, params)
-        except Unavailable as e:
-            return _json({"error": str(e)}, 503)
-        return await run_in_threadpool(_json, data, status)
+        return await run_in_threadpool(api_response, params)
 
     async def server_error(request: Request, exc: Exception) -> Response:
         # uvicorn logs the traceback; the browser gets one sentence and the usual headers
@@ -174,5 +205,7 @@ def create_app(crawl_dir: str | os.PathLike) -> Starlette:
 
     app = Starlette(routes=routes, exception_handlers={Exception: server_error}, lifespan=lifespan)
     app.add_middleware(SecurityHeaders)
+    if loopback_only:
+        app.add_middleware(LoopbackHostOnly)
     app.state.live = live
     return app

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import ipaddress
 import os
 import signal
 import socket
@@ -53,8 +54,9 @@ def _run_one(crawl_dir: Path, sock: socket.socket) -> None:
 
     from web.app import create_app
 
+    address = ipaddress.ip_address(sock.getsockname()[0])
     config = uvicorn.Config(
-        create_app(crawl_dir),
+        create_app(crawl_dir, loopback_only=address.is_loopback),
         log_level="warning",
         access_log=False,
         server_header=False,
