@@ -5,10 +5,12 @@ generator, reused), builds the index, starts `sharecrawl serve` as a subprocess 
 127.0.0.1 port and, after a warm-up, lets `--clients` threads (20) each send `--requests`
 requests over their own keep-alive connection, first to /api/search, then to the HTML page,
 with bench/search.py's 100 mixed queries. Two ways: as people use the page (each client
-waits `--think` seconds, 0.5 by default, between its requests: reading, typing the next
-words) and as a closed loop (back to back, no pause: the server saturated). The reference,
-in the same run: the same queries through queries.search.search() in this process from as
-many threads, which is what the page adds its copies, facets and rendering to.
+pauses between its requests, reading or typing the next words: exponentially distributed
+pauses of `--think` seconds on average, 0.5 by default, clients starting at random moments
+of the first pause) and as a closed loop (back to back, no pause: the server saturated).
+The reference, in the same run: the same queries through queries.search.search() in this
+process from as many threads, which is what the page adds its copies, facets and rendering
+to.
 
     .venv/bin/python bench/serve.py [--rows 2000000] [--workdir DIR] [--clients 20]
                                     [--requests 40] [--think 0.5] [--workers CPUS]
@@ -95,7 +97,10 @@ def run_clients(url: str, paths: list[str], clients: int, requests: int,
         nonlocal failures
         connection = http.client.HTTPConnection(address.hostname, address.port, timeout=60)
         mine, bad = [], 0
+        rng = random.Random(n)  # pauses vary as people's do, the same in every run
         start.wait()
+        if think:  # people do not all press Enter at the same moment
+            time.sleep(rng.uniform(0, think))
         for i in range(requests):
             path = paths[(n * 7 + i) % len(paths)]
             began = time.perf_counter()
@@ -103,7 +108,7 @@ def run_clients(url: str, paths: list[str], clients: int, requests: int,
             mine.append(time.perf_counter() - began)
             bad += status != 200
             if think:
-                time.sleep(think)
+                time.sleep(rng.expovariate(1 / think))
         connection.close()
         with lock:
             timings.extend(mine)
