@@ -28,6 +28,13 @@ test-deps: $(STAMP)
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    --no-install-recommends samba smbclient samba-vfs-modules default-jre-headless >/dev/null; \
 	fi
+	@# headless Chromium and its WebDriver for the search page's browser tests
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	    { ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; }; then \
+	  echo "installing chromium and chromium-driver from Debian's packages"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends chromium chromium-driver >/dev/null; \
+	fi
 
 test: test-deps
 	$(BIN)/python -m pytest

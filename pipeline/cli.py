@@ -195,6 +195,23 @@ def cmd_sql(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from web.server import ListenError, serve
+
+    crawl = _crawl_dir(args)
+    # only checks: a folder that is not a crawl dir is refused; a missing or empty one is
+    # served with a page saying to run a crawl, until one has
+    crawl.check(create=True)
+    if not 0 <= args.port <= 65535:
+        raise UsageError("--port must be from 0 (any free port) to 65535")
+    if not 1 <= args.workers <= 64:
+        raise UsageError("--workers must be from 1 to 64")
+    try:
+        return serve(crawl.root, args.host, args.port, args.workers)
+    except ListenError as e:
+        raise UsageError(e.strerror) from None
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from pipeline.demo import run_demo
 
@@ -253,6 +270,16 @@ def parser() -> argparse.ArgumentParser:
                     help="point CURRENT at the newest usable version, rebuild the index")
     crawl_dir(sp)
     sp.set_defaults(func=cmd_check)
+
+    sp = sub.add_parser("serve", help="the search page for the LAN (read-only, a web browser)")
+    crawl_dir(sp)
+    sp.add_argument("--host", default="127.0.0.1",
+                    help="address to listen on (default 127.0.0.1; 0.0.0.0 for the whole LAN)")
+    sp.add_argument("--port", type=int, default=8080, help="TCP port (default 8080; 0: any free)")
+    sp.add_argument("--workers", type=int, default=1,
+                    help="server processes (default 1; one per core for many users, each "
+                         "holding the index in memory)")  # fmt: skip
+    sp.set_defaults(func=cmd_serve)
 
     sp = sub.add_parser("demo", help="crawl a demo LAN of real tagged media in three rounds")
     sp.add_argument("--workdir", default="demo-lan")

@@ -1,0 +1,211 @@
+"""The ASGI app of `sharecrawl serve`: the search page, its JSON API and static files.
+
+    GET /                     the page; /?q=...&page=&size=&offline=1 renders results on the
+                              server, so it works without JavaScript
+    GET /api/search?q=&page=  the same as JSON: `results` as `sharecrawl search --json`
+                              prints them, and `view`, the page model static/app.js renders
+    GET /static/...           app.css, app.js
+
+Read-only: the crawl directory is only read (the index through a read-only DuckDB). Every
+response carries a Content-Security-Policy without inline script or style, nosniff, no
+referrer and no framing. Templates autoescape: a file named `<img src=x onerror=...>.mp3`
+is shown as text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import logging
+import os
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio.to_thread
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from web import pages
+from web.live import LiveIndex, Unavailable, VersionState
+
+HERE = Path(__file__).resolve().parent
+WORKER_THREADS = 4
+log = logging.getLogger("sharecrawl.web")
+
+SECURITY_HEADERS = [
+    (
+        b"content-security-policy",
+        b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+        b"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+    ),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+]
+
+
+class LoopbackHostOnly:
+    """On a loopback address, answer only requests addressed to it (Host 127.x.x.x, [::1]
+    or localhost): a web page whose name an attacker points at 127.0.0.1 (DNS rebinding)
+    gets 421, not the index."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not _loopback_host(scope):
+            response = Response("This server answers only on its own address.\n", 421)
+            for name, value in SECURITY_HEADERS:
+                response.headers[name.decode()] = value.decode()
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _loopback_host(scope: Scope) -> bool:
+    host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    name = name.strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+class SecurityHeaders:
+    """Adds SECURITY_HEADERS to every HTTP response, and no-store to dynamic ones."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        static = scope.get("path", "").startswith("/static/")
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers += SECURITY_HEADERS
+                headers.append((b"cache-control", b"no-cache" if static else b"no-store"))
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def _json(payload: dict, status: int) -> Response:
+    # as `sharecrawl search --json` prints: readable Unicode, str() for anything else
+    body = json.dumps(payload, default=str, ensure_ascii=False)
+    return Response(body, status, media_type="application/json")
+
+
+def _warm_in_background(state: VersionState) -> None:
+    if not state.enter():
+        return
+
+    def run() -> None:
+        try:
+            pages.warm(state)
+        except Exception:  # a request will load it and say what failed
+            log.exception("loading version %s ahead of requests failed", state.version)
+        finally:
+            state.leave()
+
+    threading.Thread(target=run, name=f"warm-{state.version}", daemon=True).start()
+
+
+def create_app(crawl_dir: str | os.PathLike, *, loopback_only: bool = False) -> Starlette:
+    """The app serving `crawl_dir`; `loopback_only` when it listens on a loopback address."""
+    live = LiveIndex(crawl_dir, on_open=_warm_in_background)
+    templates = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+    def render(name: str, status: int, **context: object) -> HTMLResponse:
+        html = templates.get_template(name).render(**context)
+        return HTMLResponse(html, status)
+
+    def unavailable_page(message: str) -> HTMLResponse:
+        return render("unavailable.html", 503, message=message)
+
+    def page_response(params: pages.Params) -> Response:
+        try:
+            status, data = pages.run(live, params)
+        except Unavailable as e:
+            return unavailable_page(str(e))
+        return render("index.html", status, p=params, data=data, size_default=pages.PAGE_SIZE)
+
+    def api_response(params: pages.Params) -> Response:
+        try:
+            status, data = pages.run(live, params)
+        except Unavailable as e:
+            return _json({"error": str(e)}, 503)
+        return _json(data, status)
+
+    async def page(request: Request) -> Response:
+        try:
+            params = pages.parse_params(request.query_params)
+        except pages.BadRequest as e:
+            p = pages.Params()
+            data = pages.error_payload(p, str(e))
+            return render("index.html", 400, p=p, data=data, size_default=pages.PAGE_SIZE)
+        return await run_in_threadpool(page_response, params)
+
+    async def api_search(request: Request) -> Response:
+        try:
+            params = pages.parse_params(request.query_params)
+        except pages.BadRequest as e:
+            return _json({"error": str(e)}, 400)
+        return await run_in_threadpool(api_response, params)
+
+    async def server_error(request: Request, exc: Exception) -> Response:
+        # uvicorn logs the traceback; the browser gets one sentence and the usual headers
+        message = "Something went wrong on the server; the error is in its log. Reload the page."
+        if request.url.path.startswith("/api/"):
+            response = _json({"error": message}, 500)
+        else:
+            response = render("unavailable.html", 500, message=message)
+        for name, value in SECURITY_HEADERS:  # this answer bypasses SecurityHeaders
+            response.headers[name.decode()] = value.decode()
+        return response
+
+    routes = [
+        Route("/", page, methods=["GET", "HEAD"]),
+        Route("/api/search", api_search, methods=["GET"]),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+
+    def look_once() -> None:
+        with contextlib.suppress(Unavailable), live.acquire():
+            pass  # opening the version starts loading it in the background
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # Requests are CPU work under one GIL: a few at a time finish sooner than forty
+        # threads taking turns every few milliseconds (the default pool).
+        anyio.to_thread.current_default_thread_limiter().total_tokens = WORKER_THREADS
+        await anyio.to_thread.run_sync(look_once)  # starts loading the version now
+        yield
+
+    app = Starlette(routes=routes, exception_handlers={Exception: server_error}, lifespan=lifespan)
+    app.add_middleware(SecurityHeaders)
+    if loopback_only:
+        app.add_middleware(LoopbackHostOnly)
+    app.state.live = live
+    return app

@@ -1,0 +1,122 @@
+"""Facets: kind, format, host and year of the best works of a search, each value a link that
+adds its field to the query (clicking it again takes it away).
+
+kind: and year: are fields of the query language (queries.querylang). host: and format: are
+not (the index keeps no per-work hosts or formats for queries.search to filter on), so the
+page applies them itself: it searches the rest of the query for the best FILTER_POOL works
+and keeps those with a copy on that host or in that format. They belong in the query
+language, so that the CLI gives the same; until then they exist on the page only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import numpy as np
+
+from web.catalog import CopyTable, value_counts, works_having
+
+WEB_FIELDS = ("host", "format")
+FACET_POOL = 100  # facets count the best this many works of a search
+FILTER_POOL = 1000  # host: and format: keep works among the best this many
+FACET_VALUES = 8  # values shown per facet
+
+
+def _field_re(field: str) -> re.Pattern[str]:
+    # a field token as queries.querylang reads one: field:"quoted words" or field:word
+    return re.compile(rf'(?<!\S){re.escape(field)}:(?:"([^"]*)"?|(\S*))', re.IGNORECASE)
+
+
+def field_value(q: str, field: str) -> str | None:
+    """The value the query gives `field` (the last one when given twice), or None."""
+    found = _field_re(field).findall(q)
+    if not found:
+        return None
+    quoted, bare = found[-1]
+    return quoted or bare
+
+
+def without_field(q: str, field: str) -> str:
+    return " ".join(_field_re(field).sub(" ", q).split())
+
+
+def with_field(q: str, field: str, value: str | None) -> str:
+    """The query with `field` set to `value` (replacing what it had), or removed (None)."""
+    rest = without_field(q, field)
+    if value is None:
+        return rest
+    value = value.replace('"', "")  # a quote cannot be inside a quoted value
+    token = f'{field}:"{value}"' if not value or re.search(r"\s", value) else f"{field}:{value}"
+    return f"{rest} {token}".strip()
+
+
+def split_web_filters(q: str) -> tuple[str, dict[str, str]]:
+    """(the query without host: and format:, {field: value} of those it had)."""
+    filters = {}
+    for field in WEB_FIELDS:
+        value = field_value(q, field)
+        if value is not None:
+            filters[field] = value
+            q = without_field(q, field)
+    return q, filters
+
+
+def apply_web_filters(
+    results: list[dict], filters: dict[str, str], copies: CopyTable, offline: bool
+) -> list[dict]:
+    """The results with a copy on the host and in the format asked for, ranked anew."""
+    if not filters or not results:
+        return results
+    work_ids = np.array([r["work_id"] for r in results], dtype=np.int64)
+    keep = np.ones(len(results), dtype=bool)
+    if "host" in filters:
+        keep &= works_having(copies.hosts, work_ids, filters["host"], offline)
+    if "format" in filters:
+        keep &= works_having(copies.formats, work_ids, filters["format"], offline)
+    kept = [r for r, k in zip(results, keep, strict=True) if k]
+    return [r | {"rank": rank} for rank, r in enumerate(kept, start=1)]
+
+
+def _decade(year: int) -> tuple[str, str]:
+    start = year - year % 10
+    return f"{start}s", f"{start}..{start + 9}"
+
+
+def facets(q: str, results: list[dict], copies: CopyTable, offline: bool, link) -> list[dict]:
+    """The facets of the best works of a search. `link(query)` makes a value's URL."""
+    pool = results[:FACET_POOL]
+    out = []
+
+    def facet(name: str, label: str, counts: list[tuple[str, str, int]]) -> None:
+        active = field_value(q, name)
+        values = []
+        for text, value, count in counts[:FACET_VALUES]:
+            is_active = active is not None and active.casefold() == value.casefold()
+            target = with_field(q, name, None if is_active else value)
+            values.append(
+                {
+                    "label": text,
+                    "count": count,
+                    "active": is_active,
+                    "href": link(target),
+                    "q": target,
+                }
+            )
+        if values:
+            out.append({"name": name, "label": label, "values": values})
+
+    kinds = Counter(r["kind"] for r in pool if r.get("kind"))
+    facet("kind", "Kind", [(k, k, n) for k, n in kinds.most_common()])
+    work_ids = np.array([r["work_id"] for r in pool], dtype=np.int64)
+    formats = value_counts(copies.formats, work_ids, offline)
+    facet("format", "Format", [(f.upper(), f, n) for f, n in formats])
+    hosts = value_counts(copies.hosts, work_ids, offline)
+    facet("host", "Host", [(h, h, n) for h, n in hosts])
+    decades = Counter(_decade(r["year"]) for r in pool if isinstance(r.get("year"), int))
+    facet(
+        "year",
+        "Year",
+        [(label, value, n) for (label, value), n in sorted(decades.items(), reverse=True)],
+    )
+    return out

@@ -1,0 +1,273 @@
+"""One request of the page or the API: parameters checked, the search run on one pinned
+version, and the payload both the HTML page and /api/search send.
+
+The results come from queries.search.search() (what `sharecrawl search --json` prints): page
+p of size s is results[(p-1)*s : p*s] of a search for the best p*s works and more (the
+facets count the best FACET_POOL). When the index file is replaced while search() runs, the
+request runs again on the new version, so results, copies and status never mix versions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import duckdb
+
+from queries.search import QueryError, search
+from web import catalog, facets, recent, views
+from web.live import LiveIndex, Unavailable, VersionState
+
+MAX_QUERY = 500  # characters
+PAGE_SIZE = 20  # works per page, as `sharecrawl search` lists by default
+MAX_PAGE_SIZE = 100
+MAX_DEPTH = 1000  # page * size: deeper pages are refused, as search engines do
+NEW_SHOWN = 24  # new works on the empty page, besides albums and episodes
+ATTEMPTS = 3
+
+
+class BadRequest(ValueError):
+    """A parameter out of bounds; the message is meant for the user."""
+
+
+@dataclass(frozen=True)
+class Params:
+    q: str = ""
+    page: int = 1
+    size: int = PAGE_SIZE
+    offline: bool = False
+
+
+def _int(params: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    text = params.get(name, "")
+    if not text:
+        return default
+    if not text.isdigit() or not low <= int(text) <= high:
+        raise BadRequest(f"{name} must be a whole number from {low} to {high}")
+    return int(text)
+
+
+def parse_params(params: Mapping[str, str]) -> Params:
+    q = params.get("q", "")
+    if len(q) > MAX_QUERY:
+        raise BadRequest(f"the query is longer than {MAX_QUERY} characters")
+    size = _int(params, "size", PAGE_SIZE, 1, MAX_PAGE_SIZE)
+    page = _int(params, "page", 1, 1, MAX_DEPTH)
+    if page * size > MAX_DEPTH:
+        raise BadRequest(f"only the best {MAX_DEPTH} works can be paged through")
+    offline = params.get("offline", "") not in ("", "0", "false", "off")
+    return Params(q=" ".join(q.split()), page=page, size=size, offline=offline)
+
+
+def _hosts(state: VersionState) -> views.HostInfo:
+    def load(s: VersionState) -> views.HostInfo:
+        con = s.cursor()
+        try:
+            return catalog.load_hosts(con)
+        finally:
+            con.close()
+
+    return state.cached("hosts", load)
+
+
+def copies(state: VersionState) -> catalog.CopyTable:
+    def load(s: VersionState) -> catalog.CopyTable:
+        con = s.cursor()
+        try:
+            return catalog.load_copies(con)
+        finally:
+            con.close()
+
+    return state.cached("copies", load)
+
+
+def _status(state: VersionState) -> dict:
+    def load(s: VersionState) -> dict:
+        con = s.cursor()
+        try:
+            return recent.status(con, s.version, s.version_dir)
+        finally:
+            con.close()
+
+    return state.cached("status", load)
+
+
+def _new_works(state: VersionState) -> list[dict]:
+    def load(s: VersionState) -> list[dict]:
+        con = s.cursor()
+        try:
+            return recent.new_works(con, s.version_dir)
+        finally:
+            con.close()
+
+    return state.cached("new", load)
+
+
+def warm(state: VersionState) -> None:
+    """Load what requests of a new version need, before they ask (in a thread)."""
+    for load in (_hosts, copies, _status, _new_works):
+        load(state)
+    for _ in range(2):  # queries.search holds all its arrays from a process's second search
+        with contextlib.suppress(QueryError, FileNotFoundError, duckdb.Error):
+            search(state.crawl.index, "warm", limit=1)
+
+
+def _card_maker(state: VersionState, offline: bool, works: list[dict]):
+    """A function making the card of any of `works`, their copies read at once."""
+    hosts = _hosts(state)
+    limit = views.COPIES_SHOWN + views.COPIES_FOLDED
+    rows = copies(state).copies([w["work_id"] for w in works], limit, offline)
+
+    def card(work: dict, *, in_series: bool = False) -> dict:
+        return views.work_card(work, rows[work["work_id"]], hosts, offline, in_series=in_series)
+
+    return card
+
+
+def _envelope(state: VersionState, live: LiveIndex, p: Params) -> dict:
+    return {
+        "q": p.q,
+        "page": p.page,
+        "size": p.size,
+        "offline": p.offline,
+        "version": state.version,
+        "status": views.status_text(_status(state), live.current_name()),
+    }
+
+
+def _new_page(state: VersionState, live: LiveIndex, p: Params) -> dict:
+    """The empty query's page: what is new, episodes grouped by series, albums by album."""
+    works = [
+        w | {"best": {"host": w["best_host"], "share": w["best_share"], "path": w["best_path"]}}
+        for w in _new_works(state)
+    ]
+    if not p.offline:
+        works = [w for w in works if w["online_copies"]]
+    albums: dict[tuple, dict] = {}
+    singles, episodes = [], []
+    for work in works:
+        if work.get("series") and work.get("episode") is not None:
+            episodes.append(work)
+        elif work.get("album") and work.get("kind") == "audio":
+            key = ((work.get("artist") or "").casefold(), work["album"].casefold())
+            album = albums.setdefault(
+                key,
+                {
+                    "type": "album",
+                    "title": work["album"],
+                    "artist": work.get("artist") or "",
+                    "year": work.get("year"),
+                    "tracks": 0,
+                    "href": views.link(
+                        facets.with_field("", "album", work["album"]), offline=p.offline
+                    ),
+                },
+            )
+            album["tracks"] += 1
+        else:
+            singles.append(work)
+    by_series: dict[str, list[dict]] = {}  # series with the most recent addition first
+    for work in episodes:
+        by_series.setdefault(work["series"].casefold(), []).append(work)
+    picked = [  # the three newest episodes (by season and number) of each series
+        w
+        for group in list(by_series.values())[:NEW_SHOWN]
+        for w in sorted(group, key=lambda w: (w.get("season") or 0, w["episode"]))[-3:]
+    ]
+    singles = singles[:NEW_SHOWN]
+    card = _card_maker(state, p.offline, singles + picked)
+    sections = []
+    if albums:
+        sections.append({"title": "New albums", "blocks": list(albums.values())[:NEW_SHOWN]})
+    if singles:
+        sections.append({"title": "New films and files", "blocks": views.blocks(singles, card)})
+    if picked:
+        sections.append({"title": "New episodes", "blocks": views.blocks(picked, card)})
+    days = recent.NEW_DAYS
+    return _envelope(state, live, p) | {
+        "results": [],
+        "has_more": False,
+        "view": {
+            "sections": sections,
+            "facets": [],
+            "pager": None,
+            "error": None,
+            "notice": f"Nothing new in the last {days} days."
+            if not sections
+            else f"Added in the last {days} days",
+        },
+    }
+
+
+def _search_page(
+    state: VersionState, live: LiveIndex, p: Params, found: list[dict], filters: dict[str, str]
+) -> dict:
+    table = copies(state)
+    found = facets.apply_web_filters(found, filters, table, p.offline)
+    start, end = (p.page - 1) * p.size, p.page * p.size
+    shown = found[start:end]
+    card = _card_maker(state, p.offline, shown)
+    size = p.size if p.size != PAGE_SIZE else None
+
+    def link(q: str) -> str:
+        return views.link(q, 1, size, p.offline)
+
+    view = {
+        "sections": [{"title": None, "blocks": views.blocks(shown, card)}],
+        "facets": facets.facets(p.q, found, table, p.offline, link),
+        "pager": views.pager(
+            p.q, p.page, p.size, PAGE_SIZE, p.offline, len(found) > end, len(shown)
+        ),
+        "error": None,
+        "notice": None
+        if shown
+        else "No works match"
+        + ("" if p.offline else " on hosts online now: tick “offline copies” to see all")
+        + ".",
+    }
+    return _envelope(state, live, p) | {
+        "results": shown,
+        "has_more": len(found) > end,
+        "view": view,
+    }
+
+
+def error_payload(p: Params, message: str) -> dict:
+    return {
+        "q": p.q,
+        "page": p.page,
+        "size": p.size,
+        "offline": p.offline,
+        "results": [],
+        "has_more": False,
+        "error": message,
+        "view": {"sections": [], "facets": [], "pager": None, "error": message, "notice": None},
+    }
+
+
+def run(live: LiveIndex, p: Params) -> tuple[int, dict]:
+    """(HTTP status, payload) of one request. Raises Unavailable when nothing can be
+    served (a missing or damaged crawl directory or index)."""
+    rest, filters = facets.split_web_filters(p.q)
+    if filters and not rest.strip():
+        return 400, error_payload(
+            p, "host: and format: narrow a search: add words, e.g. “madonna format:flac”"
+        )
+    pool = facets.FILTER_POOL if filters else max(facets.FACET_POOL, p.page * p.size + 1)
+    for _ in range(ATTEMPTS):
+        with live.acquire() as state:
+            if not p.q:
+                return 200, _new_page(state, live, p)
+            try:
+                found = search(state.crawl.index, rest, limit=pool, all_hosts=p.offline)
+            except QueryError as e:
+                return 400, error_payload(p, str(e))
+            except (duckdb.Error, FileNotFoundError):
+                if live.changed(state):
+                    continue  # replaced under search(): run again on the new file
+                raise
+            if live.changed(state):
+                continue
+            return 200, _search_page(state, live, p, found, filters)
+    raise Unavailable("The search index is being replaced again and again: reload this page.")

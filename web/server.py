@@ -1,0 +1,117 @@
+"""`sharecrawl serve`: the search page under uvicorn, on a socket we open ourselves so that
+a port in use is one clear line, not a log of tracebacks."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import ipaddress
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+
+class ListenError(OSError):
+    """The address cannot be listened on; the message says which and why."""
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port (port 0: any free port)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise ListenError(errno.EINVAL, f"cannot listen on {host}: {e.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as e:
+        sock.close()
+        raise ListenError(e.errno, f"cannot listen on {host}:{port}: {e.strerror}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _server_class():
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: object) -> None:
+            super().handle_exit(sig, frame)
+            # uvicorn raises the signal again once stopped; a stop asked for is a clean exit
+            self._captured_signals.clear()
+
+    return Server
+
+
+def _run_one(crawl_dir: Path, sock: socket.socket) -> None:
+    """One uvicorn server on the listening socket, until SIGTERM or SIGINT."""
+    import uvicorn
+
+    from web.app import create_app
+
+    address = ipaddress.ip_address(sock.getsockname()[0])
+    config = uvicorn.Config(
+        create_app(crawl_dir, loopback_only=address.is_loopback),
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        proxy_headers=False,
+        date_header=False,
+        timeout_graceful_shutdown=5,
+    )
+    _server_class()(config).run(sockets=[sock])
+
+
+def _run_workers(crawl_dir: Path, sock: socket.socket, workers: int) -> int:
+    """`workers` processes accepting on one socket (a request is CPU work under one GIL per
+    process); this one only waits for them and passes a stop on."""
+    children = []
+    for _ in range(workers):
+        pid = os.fork()  # before any thread or database exists in this process
+        if pid == 0:
+            code = 1
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                _run_one(crawl_dir, sock)
+                code = 0
+            finally:
+                os._exit(code)
+        children.append(pid)
+
+    def stop(sig: int, frame: object) -> None:
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    failed = 0
+    for child in children:
+        _, status = os.waitpid(child, 0)
+        failed += os.waitstatus_to_exitcode(status) != 0
+    return 1 if failed else 0
+
+
+def serve(crawl_dir: Path, host: str, port: int, workers: int = 1) -> int:
+    """Serve the search page of `crawl_dir` until interrupted; 0 on a clean stop."""
+    sock = listen(host, port)
+    bound_host, bound_port = sock.getsockname()[:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    print(
+        f"sharecrawl: serving {crawl_dir} on http://{shown}:{bound_port}/ (Ctrl-C stops)",
+        file=sys.stderr,
+        flush=True,
+    )
+    if workers > 1:
+        code = _run_workers(crawl_dir, sock, workers)
+    else:
+        _run_one(crawl_dir, sock)
+        code = 0
+    print("sharecrawl: stopped", file=sys.stderr)
+    return code

@@ -1,0 +1,195 @@
+"""Page models: search results and new works turned into what the page shows.
+
+The HTML templates and static/app.js render the same model (the JSON API sends it beside
+the results), so every string a person reads is made here once: headlines, quality, sizes,
+the smb:// link (percent-encoded for the href, readable for the text) and the Windows path.
+Episodes of one series on a page are one block: series -> seasons -> episodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+from urllib.parse import quote, urlencode, urlsplit
+
+from queries.search import _human_size, copy_url
+
+COPIES_SHOWN = 3  # copies listed under a work; the next ones fold away
+COPIES_FOLDED = 5  # ... up to this many more, behind a "more copies" toggle
+
+HostInfo = dict[str, tuple[str | None, bool]]  # host -> (its URL, online)
+
+
+@lru_cache(maxsize=4096)
+def network_name(host: str, host_url: str | None) -> str:
+    """The host's name as Windows writes it in a path: no user, no port."""
+    name = host.split(":")[0]
+    if host_url and host_url.startswith("smb://"):
+        netloc = urlsplit(host_url).netloc
+        name = netloc.rpartition("@")[2].split(":")[0] or name
+    return name
+
+
+def windows_path(host: str, host_url: str | None, share: str, path: str) -> str:
+    r"""The path Explorer opens: \\host\share\folder\file."""
+    name = network_name(host, host_url)
+    parts = [p for p in (share, *path.split("/")) if p]
+    return "\\\\" + "\\".join([name, *parts])
+
+
+def quality(row: dict) -> str:
+    """'FLAC · 900 kbps', 'MKV · 1080p': format and bitrate or resolution."""
+    parts = [(row.get("format") or "?").upper()]
+    if row.get("resolution"):
+        parts.append(f"{row['resolution']}p")
+    elif row.get("bitrate_kbps"):
+        parts.append(f"{row['bitrate_kbps']} kbps")
+    return " · ".join(parts)
+
+
+@lru_cache(maxsize=65536)  # popular works come back in many searches
+def links(host_url: str | None, host: str, share: str, path: str) -> tuple[str | None, str, str]:
+    """(href, the same link as people read it, the Windows path) of a copy. The href is
+    percent-encoded, and None unless it is smb:// or file://; the text keeps Cyrillic."""
+    href = copy_url(host_url, host, share, path)
+    if href.startswith("file://"):  # copy_url leaves local paths as they are
+        href = "file://" + quote(href[len("file://") :], safe="/")
+    base = (host_url or f"smb://{host}").rstrip("/")
+    safe_href = href if href.startswith(("smb://", "file://")) else None
+    return safe_href, f"{base}/{share}/{path}", windows_path(host, host_url, share, path)
+
+
+def copy_row(row: dict, hosts: HostInfo, best: bool) -> dict:
+    host, share, path = row["host"], row["share"] or "", row["path"]
+    url, _ = hosts.get(host, (None, False))
+    href, iri, unc = links(url, host, share, path)
+    folder, _, name = path.rpartition("/")
+    return {
+        "host": host,
+        "share": share,
+        "folder": folder,
+        "name": name,
+        "quality": quality(row),
+        "size": _human_size(row.get("size")),
+        "iri": iri,
+        "href": href,
+        "unc": unc,
+        "online": bool(row["online"]),
+        "best": best,
+    }
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
+def headline(work: dict, *, in_series: bool = False) -> tuple[str, str]:
+    """(title, subtitle) of a work card."""
+    if work.get("series") and work.get("episode") is not None:
+        code = f"S{work.get('season') or 0:02d}E{work['episode']:02d}"
+        if in_series:
+            code = f"Episode {work['episode']}"
+        title = work.get("title")
+        return (f"{code} · {title}" if title else code), ("" if in_series else work["series"])
+    title = work.get("title") or "?"
+    extra = [str(x) for x in (work.get("artist"), work.get("album"), work.get("year")) if x]
+    return title, " · ".join(extra)
+
+
+def work_card(
+    work: dict, rows: list[dict], hosts: HostInfo, offline: bool, *, in_series: bool = False
+) -> dict:
+    """A work with its copies `rows` (best first; offline ones only when `offline`)."""
+    title, subtitle = headline(work, in_series=in_series)
+    rows = list(rows)
+    best = work.get("best") or {}
+    key = (best.get("host"), best.get("share"), best.get("path"))
+    rows.sort(key=lambda r: (r["host"], r["share"], r["path"]) != key)  # stable: best first
+    marked = best != {} and len(rows) > 1  # "best" says something only beside others
+    copies = [copy_row(r, hosts, i == 0 and marked) for i, r in enumerate(rows)]
+    total = work["copies"] if offline else work["online_copies"]
+    n_offline = work["copies"] - work["online_copies"]
+    summary = f"{_plural(work['copies'], 'copy', 'copies')} on {_plural(work['hosts'], 'host')}"
+    if n_offline:
+        summary += f", {n_offline} offline" + ("" if offline else " (hidden)")
+    return {
+        "work_id": work["work_id"],
+        "rank": work.get("rank"),
+        "kind": work.get("kind") or "",
+        "title": title,
+        "subtitle": subtitle,
+        "summary": summary,
+        "offline": work["online_copies"] == 0,
+        "copies": copies[:COPIES_SHOWN],
+        "folded": copies[COPIES_SHOWN:],
+        "more": max(total - len(copies), 0),
+    }
+
+
+def blocks(works: Iterable[dict], card: Callable[..., dict]) -> list[dict]:
+    """Work cards in order; the episodes of one series gather in one block where its first
+    episode stands: series -> seasons -> episodes, in season and episode order."""
+    out: list[dict] = []
+    series_blocks: dict[str, dict] = {}
+    for work in works:
+        series = work.get("series")
+        if not series or work.get("episode") is None:
+            out.append({"type": "work", "work": card(work)})
+            continue
+        block = series_blocks.get(series.casefold())
+        if block is None:
+            block = {"type": "series", "title": series, "seasons": {}}
+            series_blocks[series.casefold()] = block
+            out.append(block)
+        block["seasons"].setdefault(work.get("season") or 0, []).append(work)
+    for block in series_blocks.values():
+        seasons = block["seasons"]
+        block["seasons"] = [
+            {
+                "label": f"Season {season}" if season else "No season",
+                "episodes": [
+                    card(w, in_series=True)
+                    for w in sorted(seasons[season], key=lambda w: w["episode"])
+                ],
+            }
+            for season in sorted(seasons)
+        ]
+    return out
+
+
+def link(q: str, page: int = 1, size: int | None = None, offline: bool = False) -> str:
+    """The page's own URL for a query: the same parameters the API takes."""
+    params: dict[str, object] = {"q": q}
+    if page > 1:
+        params["page"] = page
+    if size:
+        params["size"] = size
+    if offline:
+        params["offline"] = 1
+    return "/?" + urlencode(params)
+
+
+def pager(
+    q: str, page: int, size: int, default_size: int, offline: bool, has_more: bool, n_shown: int
+) -> dict:
+    first = (page - 1) * size + 1
+    keep_size = size if size != default_size else None
+    return {
+        "page": page,
+        "text": f"Works {first}–{first + n_shown - 1}" if n_shown else "",
+        "prev": link(q, page - 1, keep_size, offline) if page > 1 else None,
+        "next": link(q, page + 1, keep_size, offline) if has_more else None,
+    }
+
+
+def status_text(status: dict, current: str) -> str:
+    """The status line: hosts online, media files, version and time of the last round."""
+    parts = [
+        f"{status['hosts_online']} of {_plural(status['hosts'], 'host')} online",
+        f"{status['media']:,} media files in {status['works']:,} works",
+        f"version {status['version']}"
+        + (f", published {status['published'].replace('T', ' ')}" if status["published"] else ""),
+    ]
+    if current != status["version"]:
+        parts.append(f"{current} is being indexed")
+    return " · ".join(parts)
