@@ -88,6 +88,23 @@ def cover(paths: Iterable[Path]) -> list[Path]:
     return kept
 
 
+def storable(path: str) -> str:
+    """`path`, or when a name in it is not valid Unicode (a lone UTF-16 surrogate from a
+    Windows server) the folder above that name: the hint still leads to the right folder."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        kept = []
+        for name in path.split("/"):
+            try:
+                name.encode("utf-8")
+            except UnicodeEncodeError:
+                break
+            kept.append(name)
+        return "/".join(kept)
+
+
 def _us(value: datetime) -> int:
     return round(value.timestamp() * 1_000_000)
 
@@ -99,6 +116,7 @@ class HintsStore:
         self.dir = Path(crawl_dir) / "hints"
         self.watches_path = self.dir / "watches.parquet"
         self.lock_path = self.dir / "watch.lock"
+        self.damaged: list[Path] = []  # parts the last read could not read
 
     def all_parts(self) -> list[Path]:
         return sorted(p for p in self.dir.glob("h*.parquet") if part_range(p))
@@ -108,36 +126,44 @@ class HintsStore:
         return cover(self.all_parts())
 
     def read(self) -> pa.Table:
-        """Every hint kept; a part compacted away while being read is looked for again."""
+        """Every hint kept. A part compacted away while being read is looked for again; a
+        damaged one is left out and named in `self.damaged` (the watcher sets it aside)."""
+        self.damaged = []
         for _ in range(5):
-            try:
-                tables = [pq.read_table(p, schema=HINTS) for p in self.parts()]
-            except FileNotFoundError:
-                continue
-            return pa.concat_tables(tables) if tables else HINTS.empty_table()
+            tables, vanished = [], False
+            for path in self.parts():
+                try:
+                    tables.append(pq.read_table(path, schema=HINTS))
+                except FileNotFoundError:
+                    vanished = True
+                    break
+                except (OSError, pa.ArrowException):
+                    self.damaged.append(path)
+            if not vanished:
+                return pa.concat_tables(tables) if tables else HINTS.empty_table()
         return HINTS.empty_table()
 
     def watches(self) -> tuple[pa.Table, dict[bytes, bytes]]:
-        """The watches file and its metadata (empty when no watcher ever ran)."""
+        """The watches file and its metadata (empty when no watcher ever ran, or damaged)."""
         try:
             table = pq.read_table(self.watches_path)
-        except FileNotFoundError:
+            metadata = dict(table.schema.metadata or {})
+            return table.select(WATCHES.names).cast(WATCHES), metadata
+        except (OSError, pa.ArrowException, KeyError):
             return WATCHES.empty_table(), {}
-        metadata = dict(table.schema.metadata or {})
-        return table.select(WATCHES.names).cast(WATCHES), metadata
 
     def snapshot(self, now: datetime | None = None) -> HintsSnapshot:
-        """Hints and watch states as of now, read once (for a round's Generate or status)."""
+        """Hints and watch states as of now, read once (for a round's Generate or status).
+        A damaged part means hints are missing: no silence is trusted before now."""
+        now = now or datetime.now(UTC)
         watches, metadata = self.watches()
         complete = metadata.get(COMPLETE_SINCE)
         stale_s = float(metadata.get(STALE_KEY, b"0") or 0) or STALE_AFTER_S
-        return HintsSnapshot(
-            self.read(),
-            watches,
-            now or datetime.now(UTC),
-            stale_s,
-            datetime.fromisoformat(complete.decode()) if complete else None,
-        )
+        hints = self.read()
+        complete_since = datetime.fromisoformat(complete.decode()) if complete else None
+        if self.damaged:
+            complete_since = now
+        return HintsSnapshot(hints, watches, now, stale_s, complete_since)
 
 
 class ShareSignal(NamedTuple):

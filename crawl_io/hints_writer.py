@@ -11,6 +11,7 @@ GRACE_S before it is deleted, so a reader that listed it can still read it.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import time
 from datetime import UTC, datetime, timedelta
@@ -33,6 +34,7 @@ from crawl_io.hints import (
 )
 from crawl_io.sources import ConfigError
 
+log = logging.getLogger("sharecrawl")
 FRESH_LIMIT = 32
 MERGED_LIMIT = 8
 FULL_EVERY_S = 86400.0
@@ -53,12 +55,12 @@ class HintsWriter:
         self.store.dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = self._take_lock()
         self._doomed: list[tuple[float, Path]] = []
-        self._remove_leftovers()
-        ranges = [part_range(p) for p in self.store.all_parts()]
-        self._next = max((r[1] for r in ranges if r), default=0) + 1
         _, metadata = self.store.watches()
         complete = metadata.get(COMPLETE_SINCE)
         self.complete_since = datetime.fromisoformat(complete.decode()) if complete else None
+        self._remove_leftovers()
+        ranges = [part_range(p) for p in self.store.all_parts()]
+        self._next = max((r[1] for r in ranges if r), default=0) + 1
         self._last_full = time.monotonic()
         self.parts_written = 0
 
@@ -78,13 +80,28 @@ class HintsWriter:
         return fd
 
     def _remove_leftovers(self) -> None:
-        """A killed writer's temporary files, and parts compacted away (readers had time)."""
+        """A killed writer's temporary files, damaged parts, and parts compacted away (after a
+        grace: a reader may have listed them)."""
         for tmp in self.store.dir.glob(".*.tmp*"):
             tmp.unlink(missing_ok=True)
         kept = set(self.store.parts())
+        for path in kept:
+            try:
+                pq.read_metadata(path)
+            except (OSError, pa.ArrowException):
+                self._set_aside(path)
         for path in self.store.all_parts():
             if path not in kept:
                 self._doomed.append((time.monotonic() + GRACE_S, path))
+
+    def _set_aside(self, path: Path) -> None:
+        """A damaged part: renamed out of the readers' way, and its hints count as lost (no
+        round trusts silence from before now)."""
+        aside = path.with_name(path.name + ".damaged")
+        os.replace(path, aside)
+        self.complete_since = datetime.now(UTC)
+        log.warning("sharecrawl: watch: damaged hints part set aside as %s; its hints are lost "
+                    "and the schedule covers them (delete it when seen)", aside)  # fmt: skip
 
     def close(self) -> None:
         if self._lock_fd >= 0:
@@ -123,7 +140,13 @@ class HintsWriter:
 
     def _merge(self, parts: list[Path], cut: datetime | None) -> None:
         """Replace a run of parts by one (the latest sighting of each hint; none before cut)."""
-        table = pa.concat_tables(pq.read_table(p, schema=HINTS) for p in parts)
+        tables = []
+        for path in parts:
+            try:
+                tables.append(pq.read_table(path, schema=HINTS))
+            except (OSError, pa.ArrowException):
+                self._set_aside(path)
+        table = pa.concat_tables(tables) if tables else HINTS.empty_table()
         table = table.group_by(KEYS).aggregate([("seen_at", "max")])
         table = table.rename_columns([*KEYS, "seen_at"]).select(HINTS.names).cast(HINTS)
         if cut is not None:
@@ -137,7 +160,7 @@ class HintsWriter:
         assert first and last
         write_parquet(table, self._path(first[0], last[1]))
         due = time.monotonic() + GRACE_S
-        self._doomed.extend((due, p) for p in parts)
+        self._doomed.extend((due, p) for p in parts if p.exists())
 
     # -- watch states ---------------------------------------------------------------------
 

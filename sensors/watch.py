@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import selectors
 import signal
 import threading
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from crawl_io.hints import storable
 from crawl_io.hints_writer import HintsWriter
 from crawl_io.notify import Change, Refusal
 from crawl_io.sources import HostURL, SourceError
@@ -185,8 +187,8 @@ class Watcher:
             if host.was_up:  # changes while the connection was down are unknown
                 self._hint(host.key, share, "", RECONNECTED, True, now)
         if host.quiet or host.was_up:
-            log.info("sharecrawl: watch: %s: watching again (%d shares)", host.key,
-                     len(result.watched))  # fmt: skip
+            log.info("sharecrawl: watch: %s: watching %s(%d shares)", host.key,
+                     "again " if host.was_up else "", len(result.watched))  # fmt: skip
         host.quiet = False
         self._receive(host, read=False)  # answers that came while it was being set up
 
@@ -194,7 +196,7 @@ class Watcher:
         delay = host.backoff(time.monotonic(), self.options.max_backoff_s)
         now = datetime.now(UTC)
         for (key, share), state in self._states.items():
-            if key == host.key and state["state"] != "down":
+            if key == host.key and state["state"] not in ("down", "refused"):
                 self._set_state(key, share, "down", now, str(error))
         if not host.quiet:
             host.quiet = True
@@ -252,6 +254,7 @@ class Watcher:
 
     def _hint(self, host: str, share: str, path: str, action: str, overflow: bool,
               now: datetime) -> None:  # fmt: skip
+        path = storable(path)
         if self.rules.excludes(host, share, path):
             return
         if not self._buffer:  # the first hint of the next part
@@ -345,6 +348,10 @@ def run_watch(options: WatchOptions) -> int:
         logging.getLogger(chatty).setLevel(logging.WARNING)
     pa.set_cpu_count(1)  # its parts are small: no thread pools idling for the process's life
     pa.set_io_thread_count(1)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # a socket per host
+    wanted = max(soft, min(hard, 65536)) if hard != resource.RLIM_INFINITY else max(soft, 65536)
+    if wanted > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
     watcher: list[Watcher] = []
     asked = threading.Event()
 

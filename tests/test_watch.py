@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.smbd import SmbServer, make_base_dir, make_tree, start_smbd
+from tests.smbd import (
+    SmbServer,
+    free_port,
+    make_base_dir,
+    make_tree,
+    remove_tree,
+    start_smbd,
+)
 from tests.watchtools import SmbWriter, WatchProcess, hinted_paths, smbclient_burst, wait_for
 
 pytestmark = pytest.mark.smb
@@ -233,3 +241,23 @@ def run_sql_rows(lan, sql: str) -> list[dict]:
 
     columns, rows = run_sql(CrawlDir(lan.crawl_dir), sql)
     return [dict(zip(columns, row, strict=True)) for row in rows]
+
+
+def test_a_host_that_comes_later_is_watched_and_its_absence_told_once(watches) -> None:
+    root = make_base_dir() / "tree"
+    (root / "media").mkdir(parents=True)
+    port = free_port()
+    watch = watches([f"smb://127.0.0.1:{port}/media"], "--max-backoff", "1")
+    wait_for(lambda: "trying again" in watch.stderr(), 60, "the failure reported", watch)
+    time.sleep(3)  # several quiet attempts (backoff capped at 1 s)
+    server = start_smbd(root.parent / "server", root, port=port)
+    try:
+        watch.wait_watching(f"127.0.0.1:{port}", ["media"])
+        watch.prime(root / "media")
+        assert watch.stop() == 0
+    finally:
+        server.stop()
+        remove_tree(root.parent)
+    log = watch.stderr()
+    assert log.count("trying again") == 1 and "connection refused" in log, log
+    assert not [r for r in watch.hints() if r["overflow"]]  # never connected: nothing was missed

@@ -157,3 +157,33 @@ def test_a_killed_writers_leftovers_are_cleaned(tmp_path: Path) -> None:
     writer.append([hint("x.mp3", T0)])
     assert [p.name for p in HintsStore(tmp_path / "crawl").parts()] == [part_name(1, 1)]
     writer.close()
+
+
+def test_a_damaged_part_is_set_aside_and_ends_trust(tmp_path: Path) -> None:
+    writer = HintsWriter(tmp_path / "crawl")
+    writer.append([hint("a.mp3", T0)])
+    writer.append([hint("b.mp3", T0)])
+    writer.write_watches([state("music", T0, datetime.now(UTC))])
+    writer.close()
+    store = HintsStore(tmp_path / "crawl")
+    damaged = store.dir / part_name(1, 1)
+    damaged.write_bytes(b"PAR1 not a parquet file")
+    snapshot = store.snapshot()
+    assert [h.path for h in snapshot.hints_for("pc1", "music")] == ["b.mp3"]
+    assert store.damaged == [damaged]
+    assert not snapshot.since("pc1", "music", T0 + timedelta(minutes=1)).unbroken  # hints lost
+    writer = HintsWriter(tmp_path / "crawl")  # the next watcher sets it aside
+    assert [p.name for p in store.parts()] == [part_name(2, 2)]
+    assert (store.dir / f"{part_name(1, 1)}.damaged").exists()
+    assert writer.complete_since is not None
+    writer.close()
+    (store.dir / "watches.parquet").write_bytes(b"garbage")
+    assert store.watches()[0].num_rows == 0  # damaged: as if never watched
+
+
+def test_a_name_that_is_not_unicode_keeps_its_folder() -> None:
+    from crawl_io.hints import storable
+
+    assert storable("Music/Rock/a.mp3") == "Music/Rock/a.mp3"
+    assert storable("Music/bad\udc80name/a.mp3") == "Music"
+    assert storable("\ud800") == ""
