@@ -125,6 +125,18 @@ class HintsStore:
         """The parts that hold every hint once (for the `hints` view)."""
         return cover(self.all_parts())
 
+    def readable_parts(self) -> list[Path]:
+        """`parts()` whose footer reads (for the `hints` view: a damaged part must not stop
+        analysts' SQL; the watcher sets it aside)."""
+        readable = []
+        for path in self.parts():
+            try:
+                pq.read_metadata(path)
+            except (OSError, pa.ArrowException):
+                continue
+            readable.append(path)
+        return readable
+
     def read(self) -> pa.Table:
         """Every hint kept. A part compacted away while being read is looked for again; a
         damaged one is left out and named in `self.damaged` (the watcher sets it aside)."""

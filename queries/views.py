@@ -49,7 +49,7 @@ def connect(crawl: CrawlDir) -> duckdb.DuckDBPyConnection:
         parts = sorted(path.glob("*.parquet")) if name in PER_HOST_TABLES else [path]
         _view(con, name, [p for p in parts if p.exists()], schema)
     con.execute(f"CREATE VIEW duplicate_folders AS {duplicate_folders_sql('folders')}")
-    _view(con, "hints", HintsStore(crawl.root).parts(), HINTS)  # from `sharecrawl watch`
+    _view(con, "hints", HintsStore(crawl.root).readable_parts(), HINTS)  # `sharecrawl watch`
     if crawl.index.exists():
         con.execute(f"ATTACH {_quote(crawl.index)} AS search_index (READ_ONLY)")
         tables = {r[0] for r in con.execute(

@@ -30,7 +30,7 @@ import pyarrow as pa
 from crawl_io.hints import storable
 from crawl_io.hints_writer import HintsWriter
 from crawl_io.notify import Change, Refusal
-from crawl_io.sources import HostURL, SourceError
+from crawl_io.sources import ConfigError, HostURL, SourceError
 from sensors.hosts import Connected, Connector, HostWatch, open_watches, watched_hosts
 from sensors.rules import HintRules
 
@@ -365,7 +365,11 @@ def run_watch(options: WatchOptions) -> int:
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous[signum] = signal.signal(signum, on_signal)
     try:
-        watcher.append(Watcher(options))
+        try:
+            watcher.append(Watcher(options))
+        except OSError as e:
+            hints = options.crawl_dir / "hints"
+            raise ConfigError(f"cannot write hints to {str(hints)!r}: {e.strerror or e}") from None
         if asked.is_set():
             watcher[0].stop()  # a signal while it was being set up
         return watcher[0].run()

@@ -172,6 +172,8 @@ def test_a_damaged_part_is_set_aside_and_ends_trust(tmp_path: Path) -> None:
     assert [h.path for h in snapshot.hints_for("pc1", "music")] == ["b.mp3"]
     assert store.damaged == [damaged]
     assert not snapshot.since("pc1", "music", T0 + timedelta(minutes=1)).unbroken  # hints lost
+    sql = "SELECT path FROM hints UNION ALL SELECT path FROM files"
+    assert run_sql(CrawlDir(tmp_path / "crawl"), sql)[1] == [("b.mp3",)]  # SQL still answers
     writer = HintsWriter(tmp_path / "crawl")  # the next watcher sets it aside
     assert [p.name for p in store.parts()] == [part_name(2, 2)]
     assert (store.dir / f"{part_name(1, 1)}.damaged").exists()
@@ -187,3 +189,18 @@ def test_a_name_that_is_not_unicode_keeps_its_folder() -> None:
     assert storable("Music/Rock/a.mp3") == "Music/Rock/a.mp3"
     assert storable("Music/bad\udc80name/a.mp3") == "Music"
     assert storable("\ud800") == ""
+
+
+def test_a_crawl_dir_where_hints_cannot_go_gets_one_line(tmp_path: Path, capsys) -> None:
+    from pipeline.cli import main
+
+    (tmp_path / "crawl" / "crawldb").mkdir(parents=True)
+    (tmp_path / "crawl" / "hints").write_text("not a folder")
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("smb://127.0.0.1:1/media\n")
+    args = ["watch", "--hosts-file", str(hosts), "--crawl-dir", str(tmp_path / "crawl")]
+    assert main([*args, "--seconds", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sharecrawl: error: cannot write hints to") and err.count("\n") == 1
+    assert main([*args, "--seconds", "0"]) == 2  # bad input: nothing is written
+    assert (tmp_path / "crawl" / "hints").read_text() == "not a folder"
