@@ -179,6 +179,7 @@ class Wire:
         self._incoming = bytearray()
         self._replies: dict[int, Reply] = {}
         self._outstanding: set[int] = set()
+        self.async_ids: dict[int, int] = {}  # message id -> AsyncId of its interim answer
 
     def charge(self, payload: int) -> int:
         return (max(0, payload - 1) // PAYLOAD_PER_CREDIT) + 1 if self.multi_credit else 0
@@ -253,6 +254,13 @@ class Wire:
         """Whether the final answer to a request has been read (without waiting for it)."""
         return message_id in self._replies
 
+    def fileno(self) -> int:
+        """The socket's, for a caller's select loop; call `receive` when it is readable."""
+        return self._sock.fileno()
+
+    def receive(self, deadline: float) -> None:
+        self._pump(deadline)
+
     def close(self) -> None:
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
@@ -295,7 +303,10 @@ class Wire:
             end = offset + next_command if next_command else len(frame)
             self._high += granted
             interim = status == STATUS_PENDING and flags & FLAG_ASYNC
-            if not interim and message_id != UNSOLICITED:
+            if interim:  # MS-SMB2 3.3.4.2: a CANCEL names an async request by this id
+                self.async_ids[message_id] = struct.unpack_from("<Q", frame, offset + 32)[0]
+            elif message_id != UNSOLICITED:
+                self.async_ids.pop(message_id, None)
                 message = frame[offset:end]
                 if verify:
                     self._verify(message, message_id, command, flags)

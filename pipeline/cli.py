@@ -211,6 +211,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ListenError as e:
         raise UsageError(e.strerror) from None
 
+def cmd_watch(args: argparse.Namespace) -> int:
+    from sensors.watch import WatchOptions, run_watch
+
+    config.override(hosts_file=args.hosts_file, rules_file=args.rules_file,
+                    crawl_dir=args.crawl_dir)  # fmt: skip
+    settings = config.sharecrawl()
+    hosts = read_hosts_file(settings.hosts_file)  # fail now, before anything is written
+    if args.seconds is not None and args.seconds <= 0:
+        raise UsageError("--seconds must be positive")
+    crawl = CrawlDir(settings.crawl_dir)
+    crawl.check(create=True)
+    crawl.crawldb.mkdir(parents=True, exist_ok=True)  # what a first round would make
+    return run_watch(WatchOptions(
+        crawl.root, hosts, settings.rules_file or None, args.seconds,
+        timeout_s=settings.host_timeout_s, liveness_timeout_s=settings.liveness_timeout_s,
+        max_backoff_s=args.max_backoff, keep_days=args.keep_days,
+    ))  # fmt: skip
+
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from pipeline.demo import run_demo
@@ -280,6 +298,16 @@ def parser() -> argparse.ArgumentParser:
                     help="server processes (default 1; one per core for many users, each "
                          "holding the index in memory)")  # fmt: skip
     sp.set_defaults(func=cmd_serve)
+
+    sp = sub.add_parser("watch", help="keep SMB change notifications as hints for the rounds")
+    sp.add_argument("--hosts-file")
+    sp.add_argument("--rules-file", help="the operator's crawl rules (luigi.cfg: rules_file)")
+    crawl_dir(sp)
+    sp.add_argument("--seconds", type=float, help="exit 0 after this long (for cron)")
+    sp.add_argument("--max-backoff", type=float, default=300.0,
+                    help="longest wait before trying a lost host again, seconds")  # fmt: skip
+    sp.add_argument("--keep-days", type=float, default=7.0, help="how long hints are kept")
+    sp.set_defaults(func=cmd_watch)
 
     sp = sub.add_parser("demo", help="crawl a demo LAN of real tagged media in three rounds")
     sp.add_argument("--workdir", default="demo-lan")

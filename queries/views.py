@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir
+from crawl_io.hints import HINTS, HintsStore
 from crawl_io.schema import TABLES
 from jobs.subtree_hash import duplicate_folders_sql
 from queries.sandbox import SQLError, SQLRefused, checked_statement, lock, quote, refusal
@@ -46,6 +47,8 @@ _QUERY_ERRORS = (
     duckdb.NotImplementedException, duckdb.OutOfMemoryException, duckdb.InterruptException,
 )  # fmt: skip
 _VIEW_SOURCES = {"duplicate_folders": "folders"}  # views over another view
+# The crawldb's tables and the hints `sharecrawl watch` keeps beside them.
+VIEW_TABLES = {**TABLES, "hints": HINTS}
 
 
 def damage(path: Path, schema: pa.Schema) -> str | None:
@@ -118,9 +121,12 @@ class CrawlViews:
 
     def _define(self, version: int, checked: frozenset[str] | None) -> None:
         fetchlogs = self._fetchlog_parts(version)
-        for name in TABLES:
+        hints = [p.resolve() for p in HintsStore(self.crawl.root).parts()]
+        for name in VIEW_TABLES:
             if name == "fetchlog":
                 parts = fetchlogs
+            elif name == "hints":
+                parts = hints
             elif name in PER_HOST_TABLES:
                 parts = sorted((self.version_dir / name).glob("*.parquet"))
             else:
@@ -128,7 +134,7 @@ class CrawlViews:
             self._table(name, parts, check=checked is None or name in checked)
         self.con.execute(f"CREATE VIEW duplicate_folders AS {duplicate_folders_sql('folders')}")
         self._attach_index()
-        lock(self.con, [self.version_dir], fetchlogs, self._temp)
+        lock(self.con, [self.version_dir], fetchlogs + hints, self._temp)
 
     def _table(self, name: str, parts: list[Path], check: bool) -> None:
         """Define the view of table `name` over those of `parts` that read. Unchecked, only
@@ -146,7 +152,7 @@ class CrawlViews:
                     self._report(part, "missing")
                 return
         self.parts[name] = []
-        for part, why in zip(parts, _damages(parts, TABLES[name]), strict=True):
+        for part, why in zip(parts, _damages(parts, VIEW_TABLES[name]), strict=True):
             if why is None:
                 self.parts[name].append(part)
             else:
@@ -179,7 +185,7 @@ class CrawlViews:
             files = ", ".join(quote(str(p)) for p in parts)
             source = f"read_parquet([{files}])"
         else:  # no readable part: an empty view with the table's columns
-            self.con.register(f"_{name}_empty", TABLES[name].empty_table())
+            self.con.register(f"_{name}_empty", VIEW_TABLES[name].empty_table())
             source = f"_{name}_empty"
         self.con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {source}")
 

@@ -195,11 +195,12 @@ class SmbServer:
 
 
 def start_smbd(
-    base: Path, root_dir: Path, port: int | None = None, audit: bool = True
+    base: Path, root_dir: Path, port: int | None = None, audit: bool = True, extra_config: str = ""
 ) -> SmbServer:
     """Start smbd over `root_dir` (its subfolders media/ and private/ are created if absent).
 
-    audit=False leaves out full_audit and catia (they slow Samba down: for benchmarks)."""
+    audit=False leaves out full_audit and catia (they slow Samba down: for benchmarks).
+    `extra_config` is appended to smb.conf: more shares, or a second `[global]` section."""
     port = port or free_port()
     for name in ("lock", "state", "cache", "private", "pid", "ncalrpc", "log"):
         (base / name).mkdir(parents=True, exist_ok=True)
@@ -215,6 +216,7 @@ def start_smbd(
             user=USER,
             vfs="vfs objects = full_audit catia" if audit else "",
         )
+        + extra_config
     )
     password = secrets.token_urlsafe(12)
     subprocess.run(
@@ -354,19 +356,20 @@ def remove_tree(base: Path) -> None:
 
 @pytest.fixture
 def smbd_factory() -> Iterator[Callable[..., SmbServer]]:
-    """start(root_dir=None, tree=True) -> SmbServer; every server is stopped at teardown."""
+    """start(root_dir=None, tree=True, **start_smbd options) -> SmbServer; every server is
+    stopped at teardown."""
     reason = smbd_skip_reason()
     if reason:
         pytest.skip(reason)
     started: list[tuple[SmbServer, Path]] = []
 
-    def start(root_dir: Path | None = None, tree: bool = True) -> SmbServer:
+    def start(root_dir: Path | None = None, tree: bool = True, **options: object) -> SmbServer:
         base = make_base_dir()
         root = root_dir or base / "tree"
         if root_dir is None and tree:
             make_tree(root)
         chmod_tree(root)
-        server = start_smbd(base / "server", root)
+        server = start_smbd(base / "server", root, **options)
         started.append((server, base))
         return server
 

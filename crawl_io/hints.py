@@ -1,0 +1,275 @@
+"""Change hints: what SMB change notifications said, kept in the crawl directory for the rounds.
+
+    crawl/hints/h0000000007-0000000007.parquet   one flush of `sharecrawl watch`
+    crawl/hints/h0000000001-0000000032.parquet   parts 1..32 compacted: it hides them
+    crawl/hints/watches.parquet                  every watched share's state, rewritten often
+    crawl/hints/watch.lock                       held by the one running `sharecrawl watch`
+
+A hint is `(host, share, path, action, overflow, seen_at)`: `path` is share-relative,
+'/'-separated, '' for the share root; `action` is added, removed, modified, renamed_from,
+renamed_to, or for an overflow hint (`overflow` true, path '') why the count was lost:
+`overflow` (the server's buffer) or `reconnected` (the connection was down). Parts appear whole
+(write + rename); a reader takes the widest parts, since a part whose number range lies inside
+another's was compacted into it (the watcher deletes it a minute later, so a reader that listed
+it can still read it). Compaction keeps the latest sighting per (host, share, path, action,
+overflow) and drops hints older than the watcher's retention; `complete_since` in the watches
+file says from when on the hints are all there.
+
+The watches file says, per share, whether its watch is `watching` (unbroken since `since`),
+`down` (connection lost), `refused` (the server refuses notifications) or `stopped`, and
+`alive_at`: every notification received before that time is in a part. Only `sharecrawl watch`
+writes here; it never takes the crawl lock, and the rounds only read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import NamedTuple
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from crawl_io.partitioning import PartitionKey, Ranges, share_root
+from crawl_io.schema import TS
+
+HINTS = pa.schema(
+    [
+        ("host", pa.string()),
+        ("share", pa.string()),
+        ("path", pa.string()),
+        ("action", pa.string()),
+        ("overflow", pa.bool_()),
+        ("seen_at", TS),
+    ]
+)
+WATCHES = pa.schema(
+    [
+        ("host", pa.string()),
+        ("share", pa.string()),
+        ("state", pa.string()),  # watching, down, refused, stopped
+        ("since", TS),  # when the share entered this state (watching: armed unbroken since)
+        ("alive_at", TS),  # every notification received before this is in a part
+        ("detail", pa.string()),  # why it is down or refused
+    ]
+)
+WATCHING = "watching"
+PART = re.compile(r"^h(\d{10})-(\d{10})\.parquet$")
+STALE_AFTER_S = 30.0  # a watcher silent for longer is taken for dead: its watches are broken
+# watches.parquet metadata
+COMPLETE_SINCE = b"complete_since"  # hints before this time may have been dropped
+STALE_KEY = b"stale_after_s"
+
+
+def part_name(first: int, last: int) -> str:
+    return f"h{first:010d}-{last:010d}.parquet"
+
+
+def part_range(path: Path) -> tuple[int, int] | None:
+    match = PART.match(path.name)
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def cover(paths: Iterable[Path]) -> list[Path]:
+    """The parts a reader takes, by number: each part inside a wider one is left out."""
+    ranges = sorted(
+        ((r, p) for p in paths if (r := part_range(p)) is not None),
+        key=lambda item: (item[0][0], -item[0][1]),
+    )
+    kept, reach = [], 0
+    for (_first, last), path in ranges:
+        if last <= reach:
+            continue  # compacted into a part already taken
+        kept.append(path)
+        reach = last
+    return kept
+
+
+def storable(path: str) -> str:
+    """`path`, or when a name in it is not valid Unicode (a lone UTF-16 surrogate from a
+    Windows server) the folder above that name: the hint still leads to the right folder."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        kept = []
+        for name in path.split("/"):
+            try:
+                name.encode("utf-8")
+            except UnicodeEncodeError:
+                break
+            kept.append(name)
+        return "/".join(kept)
+
+
+def _us(value: datetime) -> int:
+    return round(value.timestamp() * 1_000_000)
+
+
+class HintsStore:
+    """Read access to crawl/hints (the watcher writes through crawl_io.hints_writer)."""
+
+    def __init__(self, crawl_dir: str | Path) -> None:
+        self.dir = Path(crawl_dir) / "hints"
+        self.watches_path = self.dir / "watches.parquet"
+        self.lock_path = self.dir / "watch.lock"
+        self.damaged: list[Path] = []  # parts the last read could not read
+
+    def all_parts(self) -> list[Path]:
+        return sorted(p for p in self.dir.glob("h*.parquet") if part_range(p))
+
+    def parts(self) -> list[Path]:
+        """The parts that hold every hint once (for the `hints` view)."""
+        return cover(self.all_parts())
+
+    def read(self) -> pa.Table:
+        """Every hint kept. A part compacted away while being read is looked for again; a
+        damaged one is left out and named in `self.damaged` (the watcher sets it aside)."""
+        self.damaged = []
+        for _ in range(5):
+            tables, vanished = [], False
+            for path in self.parts():
+                try:
+                    tables.append(pq.read_table(path, schema=HINTS))
+                except FileNotFoundError:
+                    vanished = True
+                    break
+                except (OSError, pa.ArrowException):
+                    self.damaged.append(path)
+            if not vanished:
+                return pa.concat_tables(tables) if tables else HINTS.empty_table()
+        return HINTS.empty_table()
+
+    def watches(self) -> tuple[pa.Table, dict[bytes, bytes]]:
+        """The watches file and its metadata (empty when no watcher ever ran, or damaged)."""
+        try:
+            table = pq.read_table(self.watches_path)
+            metadata = dict(table.schema.metadata or {})
+            return table.select(WATCHES.names).cast(WATCHES), metadata
+        except (OSError, pa.ArrowException, KeyError):
+            return WATCHES.empty_table(), {}
+
+    def snapshot(self, now: datetime | None = None) -> HintsSnapshot:
+        """Hints and watch states as of now, read once (for a round's Generate or status).
+        A damaged part means hints are missing: no silence is trusted before now."""
+        now = now or datetime.now(UTC)
+        watches, metadata = self.watches()
+        complete = metadata.get(COMPLETE_SINCE)
+        stale_s = float(metadata.get(STALE_KEY, b"0") or 0) or STALE_AFTER_S
+        hints = self.read()
+        complete_since = datetime.fromisoformat(complete.decode()) if complete else None
+        if self.damaged:
+            complete_since = now
+        return HintsSnapshot(hints, watches, now, stale_s, complete_since)
+
+
+class ShareSignal(NamedTuple):
+    """What the watcher knows about one share since a time t."""
+
+    paths: frozenset[str]  # paths hinted after t (not overflow hints)
+    overflow: bool  # an overflow hint after t: anything in the share may have changed
+    unbroken: bool  # watched without a break from t up to `as_of`, by a live watcher
+    as_of: datetime | None  # changes after this are not known yet (None: not watched)
+
+
+class SharedHint(NamedTuple):
+    path: str
+    overflow: bool
+    seen_at_us: int
+
+
+@dataclass
+class HintCounts:
+    waiting: int  # hinted paths whose partition was not scanned since the hint
+    consumed: int  # hinted paths scanned since
+
+
+class HintsSnapshot:
+    """Answers "which paths of host/share were hinted since t, and was the watch of that share
+    unbroken since t" for a round (Generate) from one read of the store."""
+
+    def __init__(
+        self,
+        hints: pa.Table,
+        watches: pa.Table,
+        now: datetime,
+        stale_after_s: float = STALE_AFTER_S,
+        complete_since: datetime | None = None,
+    ) -> None:
+        self.now = now
+        self.complete_since = complete_since
+        self._by_share: dict[tuple[str, str], list[SharedHint]] = {}
+        columns = [hints[c].to_pylist() for c in ("host", "share", "path", "overflow", "seen_at")]
+        for host, share, path, overflow, seen in zip(*columns, strict=True):
+            entry = SharedHint(path, bool(overflow), _us(seen))
+            self._by_share.setdefault((host, share), []).append(entry)
+        self._watches: dict[tuple[str, str], dict] = {
+            (row["host"], row["share"]): row for row in watches.to_pylist()
+        }
+        self._live_after_us = _us(now) - round(stale_after_s * 1_000_000)
+
+    def shares(self) -> list[tuple[str, str]]:
+        """(host, share) of every share with hints."""
+        return sorted(self._by_share)
+
+    def hints_for(self, host: str, share: str) -> list[SharedHint]:
+        return self._by_share.get((host, share), [])
+
+    def watch_state(self, host: str, share: str) -> dict | None:
+        """The share's row of the watches file, or None when it was never watched."""
+        return self._watches.get((host, share))
+
+    def since(self, host: str, share: str, t: datetime | None) -> ShareSignal:
+        """Hints of host/share seen after t (None: ever), and whether its watch was unbroken
+        from t on: armed at or before t, no break since, the watcher alive within
+        stale_after_s, and no hint after t dropped by retention."""
+        t_us = None if t is None else _us(t)
+        paths, overflow = set(), False
+        for hint in self._by_share.get((host, share), ()):
+            if t_us is None or hint.seen_at_us > t_us:
+                if hint.overflow:
+                    overflow = True
+                else:
+                    paths.add(hint.path)
+        row = self._watches.get((host, share))
+        watching = row is not None and row["state"] == WATCHING and row["since"] is not None
+        alive = watching and _us(row["alive_at"]) >= self._live_after_us
+        complete = self.complete_since is None or (t is not None and t >= self.complete_since)
+        unbroken = bool(alive and t_us is not None and _us(row["since"]) <= t_us and complete)
+        as_of = row["alive_at"] if alive else None
+        return ShareSignal(frozenset(paths), overflow, unbroken, as_of)
+
+
+def count_hints(snapshot: HintsSnapshot, partitions: pa.Table) -> HintCounts:
+    """Hinted paths (the latest sighting of each) whose partition was / was not scanned since:
+    a path counts for the partition that lists it (its folder's), an overflow hint for all of
+    its share's partitions. `partitions` has host, share, root, lo, hi and last_scan."""
+    by_share: dict[tuple[str, str], dict[PartitionKey, int | None]] = {}
+    columns = [
+        partitions[c].to_pylist() for c in ("host", "share", "root", "lo", "hi", "last_scan")
+    ]
+    for host, share, root, lo, hi, last in zip(*columns, strict=True):
+        key = PartitionKey(host, share, root, lo, hi)
+        by_share.setdefault((host, share), {})[key] = None if last is None else _us(last)
+    counts = HintCounts(0, 0)
+    for host, share in snapshot.shares():
+        scans = by_share.get((host, share), {})
+        ranges = Ranges(scans)
+        root = share_root(host, share)
+        latest: dict[tuple[str, bool], int] = {}
+        for hint in snapshot.hints_for(host, share):
+            key = (hint.path, hint.overflow)
+            latest[key] = max(latest.get(key, 0), hint.seen_at_us)
+        for (path, overflow), seen in latest.items():
+            if overflow:
+                lasts = list(scans.values()) or [None]
+            else:
+                lasts = [scans.get(ranges.owner(path, False, root))]
+            if all(last is not None and last >= seen for last in lasts):
+                counts.consumed += 1
+            else:
+                counts.waiting += 1
+    return counts

@@ -1,0 +1,1 @@
+"""Sensors: processes that tell the rounds where to look (SMB change notifications)."""

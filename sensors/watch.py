@@ -1,0 +1,378 @@
+"""`sharecrawl watch`: SMB change notifications from every host, kept as hints for the rounds.
+
+One thread runs a select loop over every host's connection (crawl_io.notify keeps a tree watch
+per share on it); a few short-lived threads connect hosts, since connecting blocks. Every
+notification becomes a hint (crawl_io.hints), flushed twice a second; the watches file is
+rewritten every few seconds as a heartbeat. A lost connection is tried again with backoff
+(sensors.hosts), and once back each of its shares gets an overflow hint: what changed while it
+was away is unknown. A share that refuses notifications is reported once and left to the
+schedule. Hints for paths the crawl rules exclude are dropped. SIGTERM, SIGINT or the end of
+`--seconds` cancel the watches and exit 0. The watcher never takes the crawl lock: the rounds
+only read what it writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+import selectors
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+
+from crawl_io.hints import storable
+from crawl_io.hints_writer import HintsWriter
+from crawl_io.notify import Change, Refusal
+from crawl_io.sources import ConfigError, HostURL, SourceError
+from sensors.hosts import Connected, Connector, HostWatch, open_watches, watched_hosts
+from sensors.rules import HintRules
+
+log = logging.getLogger("sharecrawl")
+MAX_BUFFERED = 200_000  # hints kept in memory while they cannot be written (a full disk)
+SHUTDOWN_S = 1.5  # at most this long waiting for the servers to confirm the cancels
+RECONNECTED = "reconnected"
+
+
+@dataclass
+class WatchOptions:
+    crawl_dir: Path
+    hosts: list[HostURL]
+    rules_file: str | None = None
+    seconds: float | None = None  # stop after this long (cron); None: until a signal
+    timeout_s: float = 10.0  # per SMB call
+    liveness_timeout_s: float = 2.0
+    max_backoff_s: float = 300.0
+    keepalive_s: float = 60.0
+    keep_days: float = 7.0
+    flush_s: float = 0.25  # a hint waits at most this long before it is written
+    heartbeat_s: float = 5.0
+    connectors: int = 8
+
+
+class Watcher:
+    def __init__(self, options: WatchOptions) -> None:
+        self.options = options
+        self.writer = HintsWriter(options.crawl_dir, options.keep_days)
+        self.rules = HintRules(options.crawl_dir, options.rules_file)
+        self.hosts = watched_hosts(options.hosts)
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._connector = Connector(options.connectors, self._wake)
+        self._stopping = False
+        self._buffer: dict[tuple[str, str, str, str, bool], datetime] = {}
+        self._states: dict[tuple[str, str], dict] = {}
+        self._states_dirty = False
+        self._write_failing = False
+        self._next_beat = self._next_rules = 0.0
+        self._next_flush = float("inf")  # set when the first hint of a part arrives
+
+    # -- control ---------------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"x")
+        except (BlockingIOError, OSError):
+            pass  # already awake, or shutting down
+
+    def stop(self) -> None:
+        """Ask the loop to end (from any thread or a signal handler)."""
+        self._stopping = True
+        self._wake()
+
+    def run(self) -> int:
+        deadline = None if self.options.seconds is None else time.monotonic() + self.options.seconds
+        skipped = len(self.options.hosts) - sum(h.scheme == "smb" for h in self.options.hosts)
+        note = f" ({skipped} file:// hosts are not watched)" if skipped else ""
+        log.info("sharecrawl: watch: %d SMB hosts; hints go to %s%s", len(self.hosts),
+                 self.writer.store.dir, note)  # fmt: skip
+        try:
+            while not self._stopping:
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    break
+                self._tick(now)
+                timeout = min(self._next_due(now), 1.0)
+                if deadline is not None:
+                    timeout = min(timeout, deadline - now)
+                for key, _mask in self._selector.select(max(0.0, timeout)):
+                    if key.data is None:
+                        self._drain_wake()
+                    else:
+                        self._receive(key.data)
+                self._collect()
+            return 0
+        finally:
+            self._shutdown()
+
+    def _drain_wake(self) -> None:
+        try:
+            while os.read(self._wake_r, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    # -- periodic work ---------------------------------------------------------------------
+
+    def _next_due(self, now: float) -> float:
+        retries = [h.next_try for h in self.hosts if self._needs_connect(h)]
+        due = min([self._next_flush, self._next_beat, self._next_rules, *retries])
+        return max(0.0, due - now)
+
+    def _needs_connect(self, host: HostWatch) -> bool:
+        return host.session is None and not host.connecting and not host.idle
+
+    def _tick(self, now: float) -> None:
+        options = self.options
+        for host in self.hosts:
+            if self._needs_connect(host) and host.next_try <= now:
+                host.connecting = True
+                self._connector.submit(host, self._connect_job(host))
+            elif host.session is not None:
+                try:
+                    host.session.keepalive(options.keepalive_s)
+                except SourceError as e:
+                    self._lost(host, e)
+        if now >= self._next_rules:
+            self.rules.check()
+            self._next_rules = now + 2.0
+        if now >= self._next_flush:
+            self._flush()
+        if now >= self._next_beat or self._states_dirty:
+            self._heartbeat()
+            self._next_beat = now + options.heartbeat_s
+
+    # -- hosts -----------------------------------------------------------------------------
+
+    def _connect_job(self, host: HostWatch) -> Callable[[], Connected]:
+        rules, options = self.rules.rules, self.options
+        return lambda: open_watches(host, rules, options.timeout_s, options.liveness_timeout_s)
+
+    def _collect(self) -> None:
+        for host, result in self._connector.results():
+            host.connecting = False
+            if self._stopping:
+                if isinstance(result, Connected):
+                    result.session.abandon()
+            elif isinstance(result, Connected):
+                self._connected(host, result)
+            else:
+                self._failed(host, result)
+
+    def _connected(self, host: HostWatch, result: Connected) -> None:
+        session = result.session
+        now = datetime.now(UTC)
+        for share, reason in result.refused:
+            self._refused(host, share, reason)
+        if not result.watched:
+            session.abandon()
+            host.idle = True
+            log.info("sharecrawl: watch: %s: no share to watch; left to the schedule", host.key)
+            return
+        host.session = session
+        host.connected_at = time.monotonic()
+        host.fd = session.fileno()
+        self._selector.register(host.fd, selectors.EVENT_READ, host)
+        for share in result.watched:
+            self._set_state(host.key, share, "watching", now)
+            if host.was_up:  # changes while the connection was down are unknown
+                self._hint(host.key, share, "", RECONNECTED, True, now)
+        if host.quiet or host.was_up:
+            log.info("sharecrawl: watch: %s: watching %s(%d shares)", host.key,
+                     "again " if host.was_up else "", len(result.watched))  # fmt: skip
+        host.quiet = False
+        self._receive(host, read=False)  # answers that came while it was being set up
+
+    def _failed(self, host: HostWatch, error: BaseException) -> None:
+        delay = host.backoff(time.monotonic(), self.options.max_backoff_s)
+        now = datetime.now(UTC)
+        for (key, share), state in self._states.items():
+            if key == host.key and state["state"] not in ("down", "refused"):
+                self._set_state(key, share, "down", now, str(error))
+        if not host.quiet:
+            host.quiet = True
+            log.warning("sharecrawl: watch: %s; trying again in %.0f s, then less often",
+                        _text(error, host), delay)  # fmt: skip
+
+    def _lost(self, host: HostWatch, error: BaseException) -> None:
+        if self._drop(host):
+            host.was_up = True
+            self._failed(host, error)
+
+    def _drop(self, host: HostWatch) -> bool:
+        """Close a host's connection, if it has one."""
+        session = host.session
+        if session is None:
+            return False
+        try:
+            self._selector.unregister(host.fd)
+        except (KeyError, ValueError):
+            pass
+        host.session, host.fd = None, -1
+        session.abandon()
+        return True
+
+    def _receive(self, host: HostWatch, read: bool = True) -> None:
+        session = host.session
+        if session is None:
+            return
+        try:
+            if read:
+                session.receive()
+            events = session.take()
+        except SourceError as e:
+            self._lost(host, e)
+            return
+        now = datetime.now(UTC)
+        for event in events:
+            if isinstance(event, Change):
+                self._hint(host.key, event.share, event.path, event.action, event.overflow, now)
+            elif isinstance(event, Refusal):
+                self._refused(host, event.share, event.reason)
+        if not session.watched and not self._stopping and self._drop(host):
+            host.idle = True
+            log.info("sharecrawl: watch: %s: no share left to watch; left to the schedule",
+                     host.key)  # fmt: skip
+
+    def _refused(self, host: HostWatch, share: str, reason: str) -> None:
+        self._set_state(host.key, share, "refused", datetime.now(UTC), reason)
+        if share not in host.refused:
+            host.refused.add(share)
+            log.warning("sharecrawl: watch: %s/%s: change notifications refused (%s); "
+                        "left to the schedule", host.key, share, reason)  # fmt: skip
+
+    # -- hints and states ------------------------------------------------------------------
+
+    def _hint(self, host: str, share: str, path: str, action: str, overflow: bool,
+              now: datetime) -> None:  # fmt: skip
+        path = storable(path)
+        if self.rules.excludes(host, share, path):
+            return
+        if not self._buffer:  # the first hint of the next part
+            self._next_flush = min(self._next_flush, time.monotonic() + self.options.flush_s)
+        self._buffer[(host, share, path, action, overflow)] = now  # the latest sighting
+        if len(self._buffer) > MAX_BUFFERED:  # cannot write: keep the meaning, not the detail
+            shares = {(h, s) for h, s, *_ in self._buffer}
+            self._buffer = {(h, s, "", "overflow", True): now for h, s in shares}
+
+    def _set_state(self, host: str, share: str, state: str, since: datetime,
+                   detail: str | None = None) -> None:  # fmt: skip
+        self._states[(host, share)] = {"state": state, "since": since, "detail": detail}
+        self._states_dirty = True
+
+    def _flush(self) -> None:
+        rows = [
+            {"host": h, "share": s, "path": p, "action": a, "overflow": o, "seen_at": t}
+            for (h, s, p, a, o), t in sorted(self._buffer.items(), key=lambda item: item[1])
+        ]
+        try:
+            self.writer.append(rows)
+        except OSError as e:
+            if not self._write_failing:
+                log.error("sharecrawl: watch: cannot write hints (%s); keeping %d in memory and "
+                          "trying again", e.strerror or e, len(rows))  # fmt: skip
+            self._write_failing = True
+            self._next_flush = time.monotonic() + 5.0
+            return
+        if self._write_failing:
+            log.info("sharecrawl: watch: hints are written again")
+        self._write_failing = False
+        self._buffer.clear()
+        self._next_flush = float("inf")
+
+    def _heartbeat(self) -> None:
+        """Rewrite the watches file; alive_at is now, so flush the hints received before."""
+        alive_at = datetime.now(UTC)
+        self._flush()
+        if self._write_failing:
+            return  # hints before alive_at are not all written: the old heartbeat stands
+        rows = [
+            {"host": h, "share": s, **state, "alive_at": alive_at}
+            for (h, s), state in sorted(self._states.items())
+        ]
+        try:
+            self.writer.write_watches(rows)
+            self._states_dirty = False
+        except OSError:
+            self._write_failing = True
+
+    def _shutdown(self) -> None:
+        self._stopping = True
+        self._connector.stop()
+        self._collect()
+        sessions = [h for h in self.hosts if h.session is not None]
+        for host in sessions:
+            try:
+                host.session.cancel()
+            except SourceError as e:
+                self._lost(host, e)
+        limit = time.monotonic() + SHUTDOWN_S
+        while time.monotonic() < limit:
+            waiting = [h for h in self.hosts if h.session is not None and h.session.outstanding]
+            if not waiting:
+                break
+            for key, _mask in self._selector.select(max(0.0, limit - time.monotonic())):
+                if key.data is not None:
+                    self._receive(key.data)
+        now = datetime.now(UTC)
+        for host in self.hosts:
+            self._drop(host)
+        for (key, share), state in self._states.items():
+            if state["state"] != "refused":
+                self._set_state(key, share, "stopped", now, None)
+        self._heartbeat()
+        self.writer.close()
+        self._selector.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+        log.info("sharecrawl: watch: stopped")
+
+
+def _text(error: BaseException, host: HostWatch) -> str:
+    text = str(error) or type(error).__name__
+    return text if text.startswith(host.key) else f"{host.key}: {text}"
+
+
+def run_watch(options: WatchOptions) -> int:
+    """The watch command: SIGTERM and SIGINT (from the main thread's start on) end it, 0."""
+    for chatty in ("smbprotocol", "spnego"):  # every connect's negotiation, at INFO
+        logging.getLogger(chatty).setLevel(logging.WARNING)
+    pa.set_cpu_count(1)  # its parts are small: no thread pools idling for the process's life
+    pa.set_io_thread_count(1)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # a socket per host
+    wanted = max(soft, min(hard, 65536)) if hard != resource.RLIM_INFINITY else max(soft, 65536)
+    if wanted > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    watcher: list[Watcher] = []
+    asked = threading.Event()
+
+    def on_signal(*_: object) -> None:
+        asked.set()
+        if watcher:
+            watcher[0].stop()
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():  # only there can it have them
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            previous[signum] = signal.signal(signum, on_signal)
+    try:
+        try:
+            watcher.append(Watcher(options))
+        except OSError as e:
+            hints = options.crawl_dir / "hints"
+            raise ConfigError(f"cannot write hints to {str(hints)!r}: {e.strerror or e}") from None
+        if asked.is_set():
+            watcher[0].stop()  # a signal while it was being set up
+        return watcher[0].run()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
