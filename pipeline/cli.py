@@ -34,8 +34,8 @@ def _existing_crawl(args: argparse.Namespace) -> CrawlDir:
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
-    from pipeline.policies import get_policy
     from pipeline.rounds import run_rounds
+    from pipeline.scheduling.policies import get_policy
     from pipeline.status import format_report, round_report
 
     if args.rounds < 1:
@@ -116,7 +116,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from pipeline.simulate import run_cli
+    from simulator.cli import run_cli
 
     return run_cli(args.rest)  # the simulator parses its own options
 
