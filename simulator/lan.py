@@ -87,10 +87,6 @@ class Lan:
     def key(self, part: np.ndarray, t: np.ndarray | float) -> np.ndarray:
         return part * KEY_SPAN + (np.asarray(t) + KEY_OFFSET)
 
-    def host_key(self, part: np.ndarray, t: np.ndarray | float) -> np.ndarray:
-        """Keys of the partitions' hosts at t, for the per-host interval arrays."""
-        return self.key(self.host_of[part], t)
-
     def changes_upto(self, part: np.ndarray, t: np.ndarray | float) -> np.ndarray:
         """Index into the change arrays just past the changes of `part` at or before `t`."""
         return np.searchsorted(self.change_key, self.key(part, t), side="right")

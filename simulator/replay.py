@@ -1,9 +1,10 @@
 """One policy's replay of the LAN's trace, round by round, with the real scheduling code.
 
-At each round start the policy's `choose` gets the partitions' `PartitionState` and the
-budget, the chosen scans are queued on `crawlers` crawlers (one host per crawler at a time),
-each scan sees the changes made before it started, reads the tags of the new media and indexes
-them when it ends. Rounds run back to back, as `sharecrawl crawl --rounds N` does: a round
+At each round start the policy's `choose` gets the partitions' state (a `PartitionTable`:
+the numbers as columns beside the `PartitionState` rows) and the budget, the chosen scans
+are queued on `crawlers` crawlers (one host per crawler at a time), each scan sees the
+changes made before it started, reads the tags of the new media and indexes them when it
+ends. Rounds run back to back, as `sharecrawl crawl --rounds N` does: a round
 lasts as long as its scans take, and at least `min_round_s` (its fixed part: generate, update,
 index); `min_round_s = round_seconds` gives rounds of fixed length. After every round the
 scanned partitions' history grows and their rate is re-estimated with the real estimator
@@ -12,7 +13,8 @@ intervals of scans that found a change, binned on a log scale, and the total int
 that found none; for a watched partition, the notified changes and the watched time).
 
 Only the policies in HINTED_POLICIES are told about change notifications (`hinted`,
-`watched`); the others are measured as crawlers that only poll.
+`watched`), and scan notified changes as they come on `hint_crawlers` of their crawlers
+(`simulator.hints`); the others are measured as crawlers that only poll.
 
 Measured after a warm-up in which the estimates settle: time-averaged freshness (share of
 partitions whose index matches the host), staleness of each change (from the change to the end
