@@ -38,6 +38,7 @@ from pipeline import settings as config
 from pipeline.inject import INJECT
 from pipeline.rounds import run_round
 from pipeline.status import round_report
+from simulator.progress import step
 
 SHARES_PER_HOST = 10
 FOLDERS_PER_SHARE = 50
@@ -183,7 +184,8 @@ def publish_time(root: Path, hosts: int, files_per_host: int) -> float:
 def rounds_on_a_lan(root: Path, files: int) -> float:
     """A full, an unchanged and a 1 %-changed round; the unchanged one against listing alone."""
     t0 = time.perf_counter()
-    hosts_file, shares = build_lan(root, files)
+    with step("building the LAN"):
+        hosts_file, shares = build_lan(root, files)
     crawl = CrawlDir(root / "crawl")
     crawl.crawldb.mkdir(parents=True)
     config.override(hosts_file=hosts_file, crawl_dir=crawl.root, runner="local")
@@ -214,8 +216,9 @@ def main() -> int:
     try:
         ratio = None if args.publish_only else rounds_on_a_lan(root, args.files)
         config.override(runner="local")
-        small = publish_time(root / "pub-small", 5, 20_000)
-        large = publish_time(root / "pub-large", 50, 20_000)
+        with step("publish, 100 k and 1 M files"):
+            small = publish_time(root / "pub-small", 5, 20_000)
+            large = publish_time(root / "pub-large", 50, 20_000)
         print(f"publish with 100 k files: {small:.2f} s; with 1 M files: {large:.2f} s "
               f"(same change: one partition of one host)")  # fmt: skip
         print(f"publish ratio 1 M / 100 k: {large / small:.2f} (goal <= 1.2)")

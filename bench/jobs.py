@@ -35,6 +35,7 @@ from crawl_io.schema import LISTING
 from jobs.manifest import run_job, write_manifest
 from jobs.partition_split import HostCost, Limits, MRPartitionSplit, write_state
 from jobs.subtree_hash import MRSubtreeHash
+from simulator.progress import track
 
 ALBUMS, TRACKS, ARTISTS_PER_PARTITION = 10, 10, 100  # a track folder row per album
 
@@ -170,7 +171,8 @@ def main() -> None:
                         help="listing sizes in rows; the first two should differ 2x")  # fmt: skip
     parser.add_argument("--hosts", type=int, default=4, help="listing parts (one per host)")
     args = parser.parse_args()
-    results = [bench_size(int(n), args.hosts) for n in args.sizes.split(",")]
+    sizes = args.sizes.split(",")
+    results = [bench_size(int(n), args.hosts) for n in track(sizes, "listing sizes")]
     if len(results) >= 2:
         a, b = results[0], results[1]
         grow = b["rows"] / a["rows"]

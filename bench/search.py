@@ -38,6 +38,7 @@ import pyarrow.parquet as pq
 from crawl_io import schema
 from queries.index import build_index
 from queries.search import search
+from simulator.progress import step, track
 
 N_HOSTS = 300
 SYLLABLES = "ka ri mo la ne to su vi da ro mi zu be lo ta ni ko re sa po gu fe the an".split()
@@ -312,14 +313,16 @@ def main() -> None:
             print(f"data: reusing {version}")
         else:
             started = time.perf_counter()
-            version = write_version(workdir, args.rows)
+            with step(f"writing {args.rows:,} media rows"):
+                version = write_version(workdir, args.rows)
             elapsed = time.perf_counter() - started
             print(f"data: {args.rows:,} media rows written in {elapsed:.1f} s")
         (workdir / "crawldb" / "CURRENT").write_text(f"{version.name}\n")  # for the CLI
 
         index_path = workdir / "index" / "search.duckdb"
         started = time.perf_counter()
-        build_index(version, index_path)
+        with step("building the index"):
+            build_index(version, index_path)
         build_s = time.perf_counter() - started
         size_mb = index_path.stat().st_size / 2**20
         with duckdb.connect(str(index_path), read_only=True) as con:
@@ -369,7 +372,7 @@ def main() -> None:
             )
 
         naive = []
-        for query in queries[: args.naive]:
+        for query in track(queries[: args.naive], "naive ILIKE scans"):
             started = time.perf_counter()
             naive_scan(version, query)
             naive.append(time.perf_counter() - started)

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from crawl_io.rangefile import RangeFile
 from crawl_io.smb import SMBSource
 from crawl_io.sources import Credentials, parse_host_url
+from simulator.progress import track
 from tests.smbd import (
     SmbServer,
     chmod_tree,
@@ -273,7 +274,7 @@ def main() -> int:
         time_smbclient(servers[0])
         time_smbsource(servers[0].url)
         ours, theirs = [], []
-        for run in range(1, args.runs + 1):
+        for run in track(range(1, args.runs + 1), "timed runs"):
             n_ref, t_ref = time_smbclient(servers[0])
             print(f"  run {run}: smbclient {n_ref / t_ref:8,.0f} entries/s ({n_ref})  {load()}")
             n_ours, t_ours = time_smbsource(servers[0].url)

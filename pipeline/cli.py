@@ -46,7 +46,7 @@ def _existing_crawl(args: argparse.Namespace) -> CrawlDir:
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
-    from pipeline.policies import get_policy
+    from pipeline.scheduling.policies import get_policy
 
     # everything is checked now, before anything is written
     check_count("--rounds", args.rounds)
@@ -237,7 +237,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from pipeline.simulate import run_cli
+    from simulator.cli import run_cli
 
     return run_cli(args.rest)  # the simulator parses its own options
 

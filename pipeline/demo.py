@@ -35,6 +35,11 @@ def run_demo(workdir: Path) -> int:
     crawl.crawldb.mkdir(parents=True)
     config.override(hosts_file=hosts_file, crawl_dir=crawl.root)
     print(f"demo LAN written to {workdir}: hosts in {hosts_file}")
+    print(
+        f"scheduling policy: {config.sharecrawl().policy} (luigi.cfg; the default, optimal, "
+        "revisits each partition as often as its change rate is worth under the crawlers' "
+        "budget, which `sharecrawl simulate` measures least stale)"
+    )
     for n in (1, 2, 3):
         for change in change_lan(workdir, n):
             print(f"  change: {change}")

@@ -17,9 +17,10 @@ import pyarrow.parquet as pq
 
 from crawl_io.crawldir import CrawlDir, write_parquet
 from crawl_io.schema import FETCHLIST
-from pipeline.history import Histories
 from pipeline.inject import Inject
-from pipeline.policies import Budget, PartitionState, get_policy
+from pipeline.scheduling.choice import Budget, PartitionState
+from pipeline.scheduling.history import Histories
+from pipeline.scheduling.policies import get_policy
 from pipeline.settings import sharecrawl
 
 

@@ -47,9 +47,9 @@ from jobs.prefix_stats import round_prefix_stats
 from jobs.subtree_hash import MRSubtreeHash, folder_summaries, summarize
 from pipeline import repartition
 from pipeline.fetch import Fetch
-from pipeline.history import Histories
 from pipeline.inject import Inject
-from pipeline.rates import DEFAULT_WINDOW_S
+from pipeline.scheduling.history import Histories
+from pipeline.scheduling.rates import DEFAULT_WINDOW_S
 from pipeline.settings import sharecrawl
 from pipeline.targets import PublishedVersion
 

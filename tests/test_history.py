@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 
 from crawl_io.schema import PARTITIONS
-from pipeline.history import Histories
-from pipeline.rates import estimate_rate
+from pipeline.scheduling.history import Histories
+from pipeline.scheduling.rates import estimate_rate
 
 NOW = 1_700_000_000.0
 DAY = 86400.0
@@ -18,11 +18,17 @@ DAY = 86400.0
 
 def table(histories: list[list[tuple[float, bool]] | None]) -> pa.Table:
     rows = [
-        {"partition_id": f"p{i}", "host": "h", "share": "s", "root": "",
-         "history": None if h is None else
-         [{"t": datetime.fromtimestamp(t, UTC), "changed": c} for t, c in h]}
+        {
+            "partition_id": f"p{i}",
+            "host": "h",
+            "share": "s",
+            "root": "",
+            "history": None
+            if h is None
+            else [{"t": datetime.fromtimestamp(t, UTC), "changed": c} for t, c in h],
+        }
         for i, h in enumerate(histories)
-    ]  # fmt: skip
+    ]
     return pa.Table.from_pylist(rows, PARTITIONS)
 
 
@@ -49,8 +55,12 @@ def test_updated_windows_appends_and_reorders() -> None:
     new = {"p1": (round(NOW * 1e6), False), "p9": (round(NOW * 1e6), True)}
     out = hist.updated(["p1", "p9", "p0", "p5"], new, since_us=since)
     assert out.ids == ["p1", "p9", "p0", "p5"]
-    assert out.events() == [[(NOW - 5, True), (NOW, False)], [(NOW, True)],
-                            [(NOW - DAY, False)], []]  # fmt: skip
+    assert out.events() == [
+        [(NOW - 5, True), (NOW, False)],
+        [(NOW, True)],
+        [(NOW - DAY, False)],
+        [],
+    ]
     assert hist.updated([]).events() == []
 
 

@@ -8,16 +8,9 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from pipeline.policies import (
-    POLICY_NAMES,
-    AdaptivePolicy,
-    Budget,
-    PartitionState,
-    expected_loss,
-    freshness_of,
-    get_policy,
-    optimal_frequencies,
-)
+from pipeline.scheduling.choice import Budget, PartitionState
+from pipeline.scheduling.optimal import freshness_of, optimal_frequencies
+from pipeline.scheduling.policies import POLICY_NAMES, AdaptivePolicy, expected_loss, get_policy
 
 NOW = 1_700_000_000.0
 HOUR = 3600.0
@@ -39,7 +32,7 @@ def random_parts(seed: int, n: int = 400, hosts: int = 40) -> list[PartitionStat
                 last_scan=last,
                 history=history,
                 rate_per_h=None if rng.random() < 0.1 else float(rng.lognormal(-3, 2)),
-                dirty=bool(rng.random() < 0.03),
+                hinted=bool(rng.random() < 0.03),
                 untagged=int(rng.random() < 0.03) * 5,
                 online=bool(rng.random() < 0.85),
             )
@@ -69,8 +62,8 @@ def test_budget_hosts_offline_and_priorities(name: str, seed: int) -> None:
     chosen = get_policy(name).choose(parts, NOW, budget)
     check_budget(parts, chosen, budget)
     by_id = {p.partition_id: p for p in parts}
-    # Untagged first, then dirty: the priority classes never go backwards in the order.
-    cls = [0 if by_id[c].untagged else 1 if by_id[c].dirty else 2 for c in chosen]
+    # Untagged first, then hinted: the priority classes never go backwards in the order.
+    cls = [0 if by_id[c].untagged else 1 if by_id[c].hinted else 2 for c in chosen]
     assert cls == sorted(cls)
     assert any(c == 0 for c in cls)
 
@@ -78,7 +71,7 @@ def test_budget_hosts_offline_and_priorities(name: str, seed: int) -> None:
 @pytest.mark.parametrize("name", POLICY_NAMES)
 def test_oversized_partition_goes_alone(name: str) -> None:
     parts = [
-        PartitionState("big", "h1", 500.0, NOW - 86400, [(NOW - 86400, True)], 5.0, dirty=True),
+        PartitionState("big", "h1", 500.0, NOW - 86400, [(NOW - 86400, True)], 5.0, hinted=True),
         PartitionState("small", "h1", 1.0, NOW - 86400, [(NOW - 86400, True)], 5.0),
         PartitionState("other", "h2", 1.0, NOW - 86400, [(NOW - 86400, True)], 5.0),
     ]
@@ -87,7 +80,7 @@ def test_oversized_partition_goes_alone(name: str) -> None:
     # Its host is then busy for the round; other hosts still get theirs.
     assert chosen == ["big", "other"]
     # When something of its host comes first, it waits for a later round.
-    parts[0].dirty, parts[1].dirty = False, True
+    parts[0].hinted, parts[1].hinted = False, True
     assert "big" not in get_policy(name).choose(parts, NOW, budget)
 
 
@@ -185,3 +178,82 @@ def test_optimal_prefers_cheap_fast_changing() -> None:
     # A budget of 0.002 crawler-seconds per second cannot scan everything every minute.
     chosen = get_policy("optimal", utilisation=0.002).choose(parts, NOW, Budget(1, 10.0))
     assert chosen[0] == "busy"
+
+
+def test_every_policy_chooses_through_the_one_packer() -> None:
+    from pipeline.scheduling.choice import ScoringPolicy
+
+    for name in POLICY_NAMES:
+        assert type(get_policy(name)).choose is ScoringPolicy.choose, name
+
+
+def watched_state(pid: str, age_h: float, rate_per_h: float, **flags: bool) -> PartitionState:
+    last = NOW - age_h * HOUR
+    return PartitionState(pid, f"host-{pid}", 1.0, last, [(last, False)], rate_per_h, **flags)
+
+
+def test_sensors_trusts_silence_of_watched_partitions() -> None:
+    parts = [
+        watched_state("silent", 3, 5.0, watched=True),  # busy, but watched and no hint
+        watched_state("hinted", 0.01, 0.0, watched=True, hinted=True),
+        watched_state("unwatched", 3, 5.0),
+        watched_state("overdue", 25, 5.0, watched=True),  # past the safety interval
+    ]
+    chosen = get_policy("sensors").choose(parts, NOW, Budget(10, 60.0))
+    assert chosen[0] == "hinted"
+    assert set(chosen) == {"hinted", "unwatched", "overdue"}
+    # Without the watch, the same busy partition is due for optimal and for sensors alike.
+    parts[0].watched = False
+    assert "silent" in get_policy("sensors").choose(parts, NOW, Budget(10, 60.0))
+    assert "silent" in get_policy("optimal").choose(parts, NOW, Budget(10, 60.0))
+    with pytest.raises(ValueError, match="safety_s"):
+        get_policy("sensors", safety_s=0.0)
+
+
+def test_sensors_gives_the_watched_budget_to_the_rest() -> None:
+    """Watched partitions take no share of the optimal allocation: the unwatched ones get
+    higher revisit rates, so they are due sooner."""
+    rng = np.random.default_rng(9)
+    parts = [
+        watched_state(f"p{i}", 0.1, float(rng.lognormal(0, 1)), watched=i % 2 == 0)
+        for i in range(200)
+    ]
+    budget = Budget(1, 60.0)
+    sensors = get_policy("sensors", due_only=False)
+    optimal = get_policy("optimal", due_only=False)
+    from pipeline.scheduling.choice import Candidates
+
+    cands = Candidates.of(parts, NOW)
+    s_score = sensors.score(cands, NOW, budget)
+    o_score = optimal.score(cands, NOW, budget)
+    unwatched = np.array([not p.watched for p in cands.parts])
+    assert np.all(s_score[unwatched] > o_score[unwatched])
+
+
+@pytest.mark.parametrize("name", POLICY_NAMES)
+def test_a_table_of_columns_chooses_as_the_rows_do(name: str) -> None:
+    from pipeline.scheduling.choice import PartitionTable
+
+    parts = random_parts(4)
+    for p in parts[::7]:
+        p.watched = True
+    hosts = sorted({p.host for p in parts})
+
+    def column(attr: str, dtype: type = float) -> np.ndarray:
+        return np.array([getattr(p, attr) for p in parts], dtype=dtype)
+
+    table = PartitionTable(
+        rows=parts,
+        host=np.array([hosts.index(p.host) for p in parts], dtype=np.int64),
+        cost_s=column("cost_s"),
+        last_scan=column("last_scan"),
+        rate_per_h=column("rate_per_h"),
+        untagged=column("untagged"),
+        hinted=column("hinted", bool),
+        watched=column("watched", bool),
+        online=column("online", bool),
+    )
+    budget = Budget(crawlers=3, round_seconds=60.0)
+    assert get_policy(name).choose(table, NOW, budget) == get_policy(name).choose(
+        parts, NOW, budget
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.rates import (
+from pipeline.scheduling.rates import (
     DEFAULT_PRIOR_RATE_PER_S,
     estimate_rate,
     estimate_rates,
@@ -119,3 +119,58 @@ def test_batch_matches_single() -> None:
         unchanged_s=np.array(unchanged),
     )
     assert batch == pytest.approx(single, rel=1e-6)
+
+
+def test_complete_signals_give_count_over_time() -> None:
+    """Notified changes are complete observations: with a weak prior the estimate is k / T."""
+    rate = estimate_rate([], 0.0, notified_changes=500, watched_s=100 * HOUR, prior_weight=1e-9)
+    assert rate * HOUR == pytest.approx(5.0, rel=1e-6)
+    # Nothing notified over a long watch: far below the prior, still positive.
+    quiet = estimate_rate([], 0.0, notified_changes=0, watched_s=30 * DAY)
+    assert 0 < quiet < DEFAULT_PRIOR_RATE_PER_S
+
+
+def test_complete_signals_beat_scan_outcomes_when_changes_outpace_scans() -> None:
+    """Ten changes an hour, scans every hour: nearly every scan finds a change, so scan
+    outcomes say little about how many; the notifications of the same time say it all."""
+    rng = np.random.default_rng(6)
+    rate = 10.0 / HOUR
+    errors_scans, errors_notified = [], []
+    for _ in range(20):
+        times = regular(HOUR)[: 24 * 7]
+        history = scan_history(rate, times, rng)
+        span = times[-1] - times[0]
+        k = rng.poisson(rate * span)
+        errors_scans.append(abs(estimate_rate(history, times[-1]) / rate - 1))
+        errors_notified.append(
+            abs(estimate_rate([], 0.0, notified_changes=k, watched_s=span) / rate - 1)
+        )
+    assert np.mean(errors_notified) < 0.05
+    assert np.mean(errors_notified) < np.mean(errors_scans) / 3
+
+
+def test_complete_and_incomplete_signals_add_up() -> None:
+    """A partition watched half the time and polled the other half: both halves inform one
+    estimate, closer to the truth than either alone on average."""
+    rng = np.random.default_rng(8)
+    rate = 0.5 / HOUR
+    both, polled = [], []
+    for _ in range(30):
+        times = irregular(2 * HOUR, rng)
+        times = times[times < 15 * DAY]
+        history = scan_history(rate, times, rng)
+        k = rng.poisson(rate * 15 * DAY)
+        polled.append(estimate_rate(history, 30 * DAY))
+        both.append(estimate_rate(history, 30 * DAY, notified_changes=k, watched_s=15 * DAY))
+    assert np.mean(both) == pytest.approx(rate, rel=0.05)
+    assert np.std(both) < np.std(polled)
+    batch = estimate_rates(
+        changed_dt=np.empty(0),
+        changed_weight=np.empty(0),
+        changed_group=np.empty(0, dtype=np.intp),
+        unchanged_s=np.array([0.0, 10 * DAY]),
+        notified_changes=np.array([12.0, 0.0]),
+        watched_s=np.array([DAY, 0.0]),
+        prior_weight=1e-9,
+    )
+    assert batch[0] * DAY == pytest.approx(12.0, rel=1e-6)

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from crawl_io.schema import SCAN_EVENT
-from pipeline.rates import DEFAULT_WINDOW_S, estimate_rates
+from pipeline.scheduling.rates import DEFAULT_WINDOW_S, estimate_rates
 
 
 @dataclass
@@ -45,9 +45,11 @@ class Histories:
         return [list(zip(t[a:b], changed[a:b], strict=True)) for a, b in pairwise(bounds)]
 
     def updated(
-        self, ids: list[str], new: dict[str, tuple[int, bool]] | None = None,
+        self,
+        ids: list[str],
+        new: dict[str, tuple[int, bool]] | None = None,
         since_us: int | None = None,
-    ) -> Histories:  # fmt: skip
+    ) -> Histories:
         """The histories of `ids` (unknown ones empty): stored events from `since_us` on,
         then each id's new event from `new` (time in microseconds, changed)."""
         row = {pid: i for i, pid in enumerate(self.ids)}
@@ -75,7 +77,7 @@ class Histories:
 
     def rates_per_s(self, now: float, window_s: float = DEFAULT_WINDOW_S) -> np.ndarray:
         """Every partition's change rate from its scans inside the window (the prior for a
-        partition with none): pipeline.rates.estimate_rate for all of them at once."""
+        partition with none): `rates.estimate_rate` for all of them at once."""
         n = len(self.ids)
         owner = np.repeat(np.arange(n), np.diff(self.offsets))
         t = self.t_us / 1e6
@@ -94,8 +96,10 @@ class Histories:
 
     def column(self) -> pa.ListArray:
         events = pa.StructArray.from_arrays(
-            [pa.array(self.t_us, pa.int64()).cast(SCAN_EVENT.field("t").type),
-             pa.array(self.changed, pa.bool_())],
+            [
+                pa.array(self.t_us, pa.int64()).cast(SCAN_EVENT.field("t").type),
+                pa.array(self.changed, pa.bool_()),
+            ],
             fields=list(SCAN_EVENT),
-        )  # fmt: skip
+        )
         return pa.ListArray.from_arrays(pa.array(self.offsets, pa.int32()), events)

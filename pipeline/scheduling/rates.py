@@ -13,6 +13,15 @@ It is maximised over u = log(lambda), where it is concave, by Newton's method. A
 prior centred on `prior_rate_per_s` (weight = 1 / variance of log lambda) keeps the estimate
 finite when every scan found a change or none did, and gives new partitions a sensible rate.
 
+Those are incomplete signals. A host whose shares are watched (SMB change notifications) gives
+complete ones: each notification is a change at a known time, so over a watched time T with k
+notified changes the log-likelihood gains k log(lambda) - lambda T, whose maximum alone is
+k / T (Kolobov et al., "Staying up to date with online content changes using reinforcement
+learning for scheduling", NeurIPS 2019: complete and incomplete change observations).
+Both kinds add up in the same concave objective, so a partition whose watch broke now and
+then learns from the notifications while it was watched and from scan outcomes otherwise; a
+time span must be counted in one kind only.
+
 `estimate_rate` takes one partition's history; `estimate_rates` solves many partitions at once
 from the same sufficient statistics (weighted intervals of changed scans and the total time
 of unchanged ones), which is what the simulator uses.
@@ -27,7 +36,7 @@ import numpy as np
 
 DAY_S = 86400.0
 DEFAULT_WINDOW_S = 30 * DAY_S
-# About 1 % of partitions change on a given day (thesis, §4.2 and issue 7).
+# About 1 % of partitions change on a given day (thesis, §4.2).
 DEFAULT_PRIOR_RATE_PER_S = 0.01 / DAY_S
 # 1 / variance of log(lambda): a wide prior (sd of 3 in log space, a factor of 20 either way)
 # that a handful of scans overrides.
@@ -69,10 +78,14 @@ def estimate_rate(
     window_s: float = DEFAULT_WINDOW_S,
     prior_rate_per_s: float = DEFAULT_PRIOR_RATE_PER_S,
     prior_weight: float = DEFAULT_PRIOR_WEIGHT,
+    notified_changes: int = 0,
+    watched_s: float = 0.0,
 ) -> float:
-    """Changes per second of one partition from its (scan time, found a change) history.
+    """Changes per second of one partition from its (scan time, found a change) history and,
+    for a watched share, the changes notified during `watched_s` seconds of unbroken watch
+    (the scans of `history` must then cover only the time outside the watch).
 
-    Uses the scans of the last `window_s` seconds; with no usable scan the prior is returned.
+    Uses the scans of the last `window_s` seconds; with nothing usable the prior is returned.
     """
     dt, changed = intervals(history, now, window_s)
     rates = estimate_rates(
@@ -82,6 +95,8 @@ def estimate_rate(
         unchanged_s=np.array([dt[~changed].sum()]),
         prior_rate_per_s=prior_rate_per_s,
         prior_weight=prior_weight,
+        notified_changes=np.array([float(notified_changes)]),
+        watched_s=np.array([float(watched_s)]),
     )
     return float(rates[0])
 
@@ -94,15 +109,21 @@ def estimate_rates(
     *,
     prior_rate_per_s: float | np.ndarray = DEFAULT_PRIOR_RATE_PER_S,
     prior_weight: float = DEFAULT_PRIOR_WEIGHT,
+    notified_changes: np.ndarray | None = None,
+    watched_s: np.ndarray | None = None,
 ) -> np.ndarray:
     """Maximum a posteriori rates (changes per second) of many partitions at once.
 
-    changed_dt[k], changed_weight[k]: interval and multiplicity of scans that found a change,
-    belonging to partition changed_group[k]; unchanged_s[g]: total interval of partition g's
-    scans that found nothing (its length is the number of partitions).
+    Incomplete signals: changed_dt[k], changed_weight[k]: interval and multiplicity of scans
+    that found a change, belonging to partition changed_group[k]; unchanged_s[g]: total
+    interval of partition g's scans that found nothing (its length is the number of
+    partitions). Complete signals: notified_changes[g] changes notified during watched_s[g]
+    seconds of unbroken watch.
     """
     n = len(unchanged_s)
     unchanged_s = np.asarray(unchanged_s, dtype=float)
+    notified = np.zeros(n) if notified_changes is None else np.asarray(notified_changes, float)
+    watched = np.zeros(n) if watched_s is None else np.asarray(watched_s, dtype=float)
     changed_dt = np.asarray(changed_dt, dtype=float)
     changed_weight = np.asarray(changed_weight, dtype=float)
     changed_group = np.asarray(changed_group, dtype=np.intp)
@@ -111,9 +132,11 @@ def estimate_rates(
 
     # Start from the naive rate (or the prior): close for slow partitions, and the likelihood
     # is concave in u so Newton's method with bounded steps converges from anywhere.
-    n_changed = np.bincount(changed_group, weights=changed_weight, minlength=n)
-    exposure = unchanged_s + np.bincount(
-        changed_group, weights=changed_weight * changed_dt, minlength=n
+    n_changed = notified + np.bincount(changed_group, weights=changed_weight, minlength=n)
+    exposure = (
+        unchanged_s
+        + watched
+        + np.bincount(changed_group, weights=changed_weight * changed_dt, minlength=n)
     )
     start = np.where(n_changed > 0, n_changed / np.maximum(exposure, 1e-300), np.exp(mu))
     u = np.clip(np.log(np.maximum(start, _MIN_RATE_PER_S)), lo, hi)
@@ -124,12 +147,13 @@ def estimate_rates(
         q = np.where(x > 1e-300, q, 1.0)
         grad = (
             np.bincount(changed_group, weights=changed_weight * q, minlength=n)
-            - rate * unchanged_s
+            + notified
+            - rate * (unchanged_s + watched)
             - prior_weight * (u - mu)
         )
         curv = (
             np.bincount(changed_group, weights=changed_weight * q * (1.0 - x - q), minlength=n)
-            - rate * unchanged_s
+            - rate * (unchanged_s + watched)
             - prior_weight
         )
         curv = np.minimum(curv, -1e-12)

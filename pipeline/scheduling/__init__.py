@@ -1,0 +1,4 @@
+"""Scheduling: which partitions a round scans. `rates` estimates how often a partition
+changes, `history` keeps the scan outcomes it learns from, `choice` holds what every policy
+shares (state, budget, packing), `policies` names them, `optimal` and `sensors` are the two
+that plan under the budget."""

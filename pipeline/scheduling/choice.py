@@ -1,0 +1,239 @@
+"""What every scheduling policy shares (DESIGN.md, Scheduling; thesis §3.5): the partitions'
+state, the round's budget, and the one way a choice is made.
+
+Every policy scores the partitions at time `now` and hands the order to one packer, so all of
+them obey the same rules: partitions with untagged media first, then hinted ones (a change
+notification arrived), then never-scanned ones, then by the policy's score; offline hosts are
+skipped; the round's total cost fits `crawlers * round_seconds` and no host is busier than
+`round_seconds` (a partition costlier than that may still go alone to its host, so that
+nothing starves). Policies are pure selection logic over `PartitionState`; the only state they
+keep is a memo of values derived from the history (the adaptive intervals).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import Protocol
+
+import numpy as np
+
+from pipeline.scheduling.rates import DEFAULT_PRIOR_RATE_PER_S, estimate_rate
+
+
+@dataclass
+class PartitionState:
+    partition_id: str
+    host: str
+    cost_s: float  # expected scan cost: listing time + expected tag reads
+    last_scan: float | None  # epoch seconds, None = never scanned
+    history: list[tuple[float, bool]]  # (scan time epoch s, found a change), oldest first
+    rate_per_h: float | None  # stored estimate, may be None
+    # A change notification (a hint) for a path in it arrived since its last scan: due
+    # first, whatever the policy.
+    hinted: bool = False
+    # Its share has been watched without a break since its last scan, so the absence of a
+    # hint means it did not change (policies that trust the silence skip it).
+    watched: bool = False
+    untagged: int = 0  # media files known but not yet tagged: due first
+    online: bool = True  # host reachable at the last liveness check
+
+
+@dataclass
+class Budget:
+    crawlers: int  # hosts scanned at once
+    round_seconds: float  # length of a round; one host never busier than this
+
+
+class Policy(Protocol):
+    name: str
+
+    def choose(self, parts: Sequence[PartitionState], now: float, budget: Budget) -> list[str]:
+        """partition_ids to scan this round, in order; total cost fits crawlers*round_seconds,
+        no host's total cost exceeds round_seconds (a single partition costlier than
+        round_seconds may still be chosen alone for its host so that nothing starves),
+        offline hosts' partitions are not chosen; untagged and hinted ones come first."""
+        ...
+
+
+# Priority classes, lowest first.
+_UNTAGGED, _HINTED, _NEW, _SCORED = 0, 1, 2, 3
+
+
+def _column(parts: list[PartitionState], name: str) -> np.ndarray:
+    """One numeric attribute of every partition as floats (None becomes nan)."""
+    values = map(attrgetter(name), parts)
+    try:
+        return np.fromiter(values, dtype=float, count=len(parts))
+    except TypeError:  # a None somewhere: the slower path converts it to nan
+        return np.array([getattr(p, name) for p in parts], dtype=float)
+
+
+@dataclass
+class PartitionTable(Sequence[PartitionState]):
+    """Partitions as columns beside their rows, for a caller that keeps their numbers in
+    arrays anyway (the simulator, every round): policies read the columns (None as nan) and
+    use the rows only for ids and histories. The caller keeps the two in step."""
+
+    rows: list[PartitionState]
+    host: np.ndarray  # an integer per host: equal hosts, equal values
+    cost_s: np.ndarray
+    last_scan: np.ndarray
+    rate_per_h: np.ndarray
+    untagged: np.ndarray
+    hinted: np.ndarray
+    watched: np.ndarray
+    online: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> PartitionState:  # type: ignore[override]
+        return self.rows[i]
+
+
+@dataclass
+class Candidates:
+    """The online partitions as arrays, for vectorised scoring."""
+
+    parts: list[PartitionState]
+    cost: np.ndarray
+    age_s: np.ndarray  # now - last_scan; inf when never scanned
+    rate_per_s: np.ndarray
+    priority: np.ndarray
+    host: np.ndarray  # a 64-bit value per host name: equal names, equal values
+    watched: np.ndarray
+
+    @classmethod
+    def of(cls, parts: Sequence[PartitionState], now: float) -> Candidates:
+        if isinstance(parts, PartitionTable):
+            idx = np.flatnonzero(parts.online)
+            rows = parts.rows
+            online = [rows[i] for i in idx.tolist()]
+            cols = (
+                parts.last_scan[idx],
+                parts.rate_per_h[idx],
+                parts.untagged[idx],
+                parts.hinted[idx],
+                parts.host[idx],
+                parts.cost_s[idx],
+                parts.watched[idx],
+            )
+        else:
+            online = [p for p in parts if p.online]
+            cols = (
+                _column(online, "last_scan"),
+                _column(online, "rate_per_h"),
+                _column(online, "untagged"),
+                np.fromiter(map(attrgetter("hinted"), online), dtype=bool, count=len(online)),
+                np.fromiter(
+                    map(hash, map(attrgetter("host"), online)), dtype=np.int64, count=len(online)
+                ),
+                _column(online, "cost_s"),
+                np.fromiter(map(attrgetter("watched"), online), dtype=bool, count=len(online)),
+            )
+        last_a, rate_per_h, untagged, hinted, hosts, cost, watched = cols
+        age = np.where(np.isnan(last_a), math.inf, np.maximum(now - last_a, 0.0))
+        rates = rate_per_h / 3600.0
+        for i in np.flatnonzero(~np.isfinite(rates)).tolist():
+            p = online[i]
+            rates[i] = estimate_rate(p.history, now) if p.history else DEFAULT_PRIOR_RATE_PER_S
+        priority = np.where(
+            untagged > 0,
+            _UNTAGGED,
+            np.where(hinted, _HINTED, np.where(np.isinf(age), _NEW, _SCORED)),
+        )
+        return cls(
+            parts=online,
+            cost=np.maximum(cost, 0.0),
+            age_s=age,
+            rate_per_s=np.maximum(rates, 0.0),
+            priority=priority.astype(int),
+            host=hosts.astype(np.int64),
+            watched=watched.astype(bool),
+        )
+
+
+def pack(
+    cands: Candidates,
+    score: np.ndarray,
+    budget: Budget,
+    due: np.ndarray | None = None,
+    fill_s: float = 0.0,
+) -> list[str]:
+    """Fill the round in priority then score order (higher score first); with `due`, the
+    scored partitions that are not due are left out (untagged, hinted and new never are),
+    except that those with a positive score, nearest to due first, still fill what the others
+    leave of `fill_s` seconds of each crawler (time a round takes anyway: it then costs
+    nothing).
+
+    Vectorised greedy: a partition is taken when everything its host was offered before it
+    plus itself fits `round_seconds` (or it is the host's first and costs more than that:
+    alone, so that it is scanned eventually), and the round's running total of taken costs
+    fits `crawlers * round_seconds`.
+    """
+    n = len(cands.parts)
+    if n == 0 or budget.crawlers <= 0 or budget.round_seconds <= 0:
+        return []
+    score = np.where(np.isfinite(score), score, np.where(score > 0, np.finfo(float).max, 0.0))
+    # Ties (say P(changed) = 1 for many) go to the longest unscanned, then the cheapest.
+    age = np.where(np.isfinite(cands.age_s), cands.age_s, np.finfo(float).max)
+    order = np.lexsort((cands.cost, -age, -score, cands.priority))
+    if due is not None:
+        taken = (due | (cands.priority != _SCORED))[order]
+        spare = ~taken & (score[order] > 0)  # in score order, after every due one
+        cost_o = cands.cost[order]
+        # What the due ones leave of `fill_s` per crawler (a round no longer for the rest).
+        fill = min(fill_s, budget.round_seconds) * budget.crawlers - cost_o[taken].sum()
+        spare &= (np.cumsum(np.where(spare, cost_o, 0.0)) <= fill) & (cost_o <= fill_s)
+        order = order[taken | spare]
+        n = order.size
+        if n == 0:
+            return []
+    cost = cands.cost[order]
+    host = cands.host[order]
+    # Running cost per host in this order: cumulative sum within host groups.
+    by_host = np.argsort(host, kind="stable")
+    c_sorted = cost[by_host]
+    cum = np.cumsum(c_sorted)
+    h_sorted = host[by_host]
+    group_start = np.r_[0, np.flatnonzero(np.diff(h_sorted)) + 1]
+    sizes = np.diff(np.r_[group_start, n])
+    before = cum - c_sorted - np.repeat((cum - c_sorted)[group_start], sizes)
+    host_before = np.empty(n)
+    host_before[by_host] = before
+    fits_host = (host_before + cost <= budget.round_seconds) | (
+        (host_before == 0) & (cost > budget.round_seconds)
+    )
+    taken = np.flatnonzero(fits_host)
+    total_cap = budget.crawlers * budget.round_seconds
+    running = np.cumsum(cost[taken])
+    keep = running <= total_cap  # a prefix: costs are not negative
+    if taken.size and not keep[0]:
+        keep[0] = True  # one partition bigger than the whole round still goes alone
+    chosen = order[taken[keep]]
+    return [cands.parts[i].partition_id for i in chosen.tolist()]
+
+
+class ScoringPolicy:
+    """A policy defined by a score per online partition (higher = scan sooner). With
+    `due_only`, a scored partition goes into the round only once its score reaches 1 (it is
+    due), so a round holds what is due and no more (but for `fill_s` seconds of each crawler,
+    see `pack`); otherwise the budget is filled."""
+
+    name = "base"
+    summary = ""  # what it does, in a few words (help texts)
+    due_only = False
+    fill_s = 0.0
+
+    def score(self, cands: Candidates, now: float, budget: Budget) -> np.ndarray:
+        raise NotImplementedError
+
+    def choose(self, parts: Sequence[PartitionState], now: float, budget: Budget) -> list[str]:
+        cands = Candidates.of(parts, now)
+        if not cands.parts:
+            return []
+        score = self.score(cands, now, budget)
+        return pack(cands, score, budget, score >= 1.0 if self.due_only else None, self.fill_s)

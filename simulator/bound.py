@@ -1,0 +1,103 @@
+"""The freshness no policy that only knows change rates can beat on the simulated LAN.
+
+Cho & Garcia-Molina's optimal periodic refresh under the crawlers' budget (a Lagrangian
+optimum), set up as the replay measures:
+- a partition changes only while its host is on, so its rate and its scans count per online
+  second, and it is stale at most during its host's online time: its time-averaged freshness
+  is at most 1 - online_share * (1 - F(rate, freq)), F the share of time fresh under
+  refresh every 1/freq (a partition that went off fresh stays fresh; one that went off stale
+  can only make the policy worse). Counting (1 - F) over all the time, as a bound over online
+  time only must not, put the bound below round robin on small LANs;
+- the rates are those the trace realised in the measured period (changes per online second),
+  so a trace with fewer changes than its expectation cannot beat the bound by luck;
+- nor can a policy that happens to scan soon after the trace's changes: the bound is the
+  optimum's expected freshness plus LUCK_SD standard deviations of where changes fall between
+  its scans (a LAN of 20 hosts has a few dozen changes a day, and its best policies scan the
+  busy partitions as often as the rounds allow: without this a lucky trace beats an
+  expectation; at 1 000 hosts the allowance is a fraction of a per cent of the deficit);
+- scanning costs online_share * list_cost * freq crawler-seconds per second, the tag reads of
+  the changes come off the budget first, and no partition is scanned more often than once
+  per shortest round.
+Ignored, each in the policies' disfavour: the per-host limit, idle crawlers (the minimum round
+length, nights), the time a scan takes, scans that fail because a host went off. A policy
+that is told about changes (`sensors`) is not bound by it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pipeline.scheduling.optimal import freshness_of, optimal_frequencies
+from simulator.lan import KEY_OFFSET, KEY_SPAN, Lan
+
+LUCK_SD = 3.0
+
+
+def freshness_bound(lan: Lan) -> tuple[float, float]:
+    """Upper bound of time-averaged freshness (all partitions, changing ones) for the budget."""
+    p = lan.params
+    period = lan.end - lan.measure_from
+    online_s = _online_seconds(lan, lan.measure_from, lan.end)[lan.host_of]
+    share = online_s / period
+    measured = lan.change_time >= lan.measure_from
+    n = lan.host_of.size
+    changes = np.bincount(lan.change_part[measured], minlength=n)
+    rate = changes / np.maximum(online_s, 1.0)
+    media = np.diff(lan.cum_media)[measured]
+    tag_load = p.tag_s_per_file * float(media.sum()) / period
+    freq, _ = optimal_frequencies(
+        rate,
+        share * lan.list_cost,
+        budget_rate=max(p.crawlers - tag_load, 1e-9),
+        max_freq=1.0 / min(p.min_round_s, p.round_seconds),
+        weight=share,
+    )
+    stale_s = online_s * (1.0 - freshness_of(rate, freq))
+    # The variance of the stale time over the partition's refresh intervals, less the part
+    # that comes from the number of changes (it is the trace's, not luck): about N T^2 / 12
+    # for N changes far apart, each stale a uniform share of the interval T.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        from_count = np.where(rate > 0, stale_s**2 / (rate * online_s), 0.0)
+    stale_var = np.maximum(online_s * freq * _stale_var_per_interval(rate, freq) - from_count, 0.0)
+    changing = lan.rate > 0
+    return _upper(stale_s, stale_var, period), _upper(
+        stale_s[changing], stale_var[changing], period
+    )
+
+
+def _upper(stale_s: np.ndarray, stale_var: np.ndarray, period: float) -> float:
+    """1 - the mean stale share, less LUCK_SD standard deviations of it (at most 1)."""
+    if stale_s.size == 0:
+        return 1.0
+    deficit = (stale_s.sum() - LUCK_SD * np.sqrt(stale_var.sum())) / (period * stale_s.size)
+    return float(1.0 - max(deficit, 0.0))
+
+
+def _stale_var_per_interval(rate: np.ndarray, freq: np.ndarray) -> np.ndarray:
+    """Variance of the stale time in one refresh interval T = 1/freq when changes come at
+    `rate`: stale for T - u after a first change at u, so with a = rate T,
+    E[X] = (a + e^-a - 1) / rate and E[X^2] = (a^2 - 2a + 2 (1 - e^-a)) / rate^2."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        period = np.where(freq > 0, 1.0 / freq, 0.0)
+        a = rate * period
+        small = a < 1e-3  # series, where the closed forms cancel
+        a_safe = np.where(small, 1.0, a)
+        lam = np.where(rate > 0, rate, 1.0)
+        m1 = np.where(small, period * (a / 2 - a**2 / 6), (a_safe + np.expm1(-a_safe)) / lam)
+        m2 = np.where(
+            small,
+            period**2 * (a / 3 - a**2 / 12),
+            (a_safe**2 - 2 * a_safe - 2 * np.expm1(-a_safe)) / lam**2,
+        )
+    var = np.maximum(m2 - m1**2, 0.0)
+    return np.where((freq > 0) & (rate > 0), var, 0.0)
+
+
+def _online_seconds(lan: Lan, lo: float, hi: float) -> np.ndarray:
+    """Seconds each host was on between lo and hi."""
+    host = (lan.off_start_key // KEY_SPAN).astype(np.intp)
+    base = host * KEY_SPAN + KEY_OFFSET
+    off_lo = np.maximum(lan.off_start_key - base, lo)
+    off_hi = np.minimum(lan.off_end_key - base, hi)
+    off = np.bincount(host, weights=np.maximum(off_hi - off_lo, 0.0), minlength=lan.params.hosts)
+    return (hi - lo) - off

@@ -1,0 +1,142 @@
+"""What a policy told about change notifications knows and does during a replay.
+
+`HintBook`: at each round, a partition is hinted when an overflow hint of its share (a watch
+that broke, a notify buffer that overflowed) arrived since its last scan started (or any hint,
+when no crawlers are kept for single changes), and watched
+while its share's watch has had no break since then. Both are kept as one time per partition,
+computed when it is scanned, so a round costs two comparisons per partition.
+
+`HintPath`: the notifications of single changes, which the fetchers serve as they arrive, on
+the crawlers kept for them, first come first served.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from pipeline.scheduling.choice import PartitionTable
+from simulator.lan import KEY_OFFSET, KEY_SPAN, Lan, Watch
+
+
+def _watch(lan: Lan) -> Watch:
+    if lan.watch is None:
+        raise ValueError("simulate: the LAN has no notification trace")
+    return lan.watch
+
+
+class HintBook:
+    """With `single_changes`, notifications of single changes make their partition hinted
+    too (when no crawlers serve them as they come, they wait for the next round)."""
+
+    def __init__(self, lan: Lan, last_scan: np.ndarray, single_changes: bool = False) -> None:
+        self.lan = lan
+        self.watch = _watch(lan)
+        n = lan.host_of.size
+        self.notify = self.watch.notify[lan.host_of]
+        w = self.watch
+        self.hint_key = (
+            np.sort(lan.key(w.hint_part, w.hint_arrival)) if single_changes else np.empty(0)
+        )
+        self.hint_at = np.full(n, np.inf)  # arrival of the first hint after the last scan
+        self.trust_until = np.full(n, -np.inf)  # start of the first break after it
+        self.hinted = np.zeros(n, dtype=bool)  # as the states were last told
+        self.watched = np.zeros(n, dtype=bool)
+        self.scanned(np.arange(n), last_scan)
+
+    def scanned(self, idx: np.ndarray, start: np.ndarray) -> None:
+        """Partitions idx were scanned from `start` on: their hints and trust start anew."""
+        lan, w = self.lan, self.watch
+        hosts = lan.host_of[idx]
+        self.hint_at[idx] = np.minimum(
+            _next_after(w.overflow_key, hosts, start), _next_after(self.hint_key, idx, start)
+        )
+        # The first break that has not ended by `start`: trusted until it begins (not at all
+        # when it already has).
+        n_breaks = w.break_start_key.size
+        if n_breaks:
+            b = np.searchsorted(w.break_end_key, lan.key(hosts, start), side="right")
+            has = b < n_breaks
+            b_start = np.where(has, w.break_start_key[np.minimum(b, n_breaks - 1)], 0.0)
+            same_host = has & (b_start < (hosts + 1) * KEY_SPAN)
+            until = np.where(same_host, b_start - hosts * KEY_SPAN - KEY_OFFSET, np.inf)
+        else:
+            until = np.full(idx.size, np.inf)
+        self.trust_until[idx] = np.where(self.notify[idx], until, -np.inf)
+
+    def complete(self, idx: np.ndarray, start: np.ndarray) -> np.ndarray:
+        """Whether every change of partitions idx since their last scan, up to `start`, was
+        notified (the watch had no break), so the count of changes is known."""
+        return self.trust_until[idx] > start
+
+    def tell(self, table: PartitionTable, t: float) -> None:
+        """Set `hinted` and `watched` as they are at time t (in the rows whose value changed)."""
+        hinted = self.hint_at <= t
+        watched = self.trust_until > t
+        for i in np.flatnonzero(hinted != self.hinted).tolist():
+            table.rows[i].hinted = bool(hinted[i])
+        for i in np.flatnonzero(watched != self.watched).tolist():
+            table.rows[i].watched = bool(watched[i])
+        self.hinted, self.watched = hinted, watched
+        table.hinted, table.watched = hinted, watched
+
+
+class HintPath:
+    """Scans of single-change notifications, planned one window (a round) at a time."""
+
+    def __init__(self, lan: Lan, crawlers: int) -> None:
+        self.lan = lan
+        w = _watch(lan)
+        self.part = w.hint_part.tolist()
+        self.arrival = w.hint_arrival.tolist()
+        self.change = w.hint_change.tolist()
+        self.next = 0  # the first notification not served yet
+        self.free = [-np.inf] * crawlers  # when each hint crawler is free, a heap
+
+    def plan(self, until: float, latest_start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Partitions and start times of the hint scans that start before `until`.
+
+        A notification is served unless a scan that started at or after its change (a round's,
+        or an earlier hint's) covers it; one whose scan cannot start before `until` waits for
+        the next window. `latest_start` (per partition, the latest scan start planned) is
+        updated.
+        """
+        lan = self.lan
+        tag_s = lan.params.tag_s_per_file
+        parts: list[int] = []
+        starts: list[float] = []
+        while self.next < len(self.part) and self.arrival[self.next] < until:
+            i, arrived, changed_at = (
+                self.part[self.next],
+                self.arrival[self.next],
+                self.change[self.next],
+            )
+            prev = float(latest_start[i])
+            if prev >= changed_at:
+                self.next += 1
+                continue
+            start = max(arrived, self.free[0])
+            if start >= until:
+                break
+            if not lan.host_online(lan.host_of[i : i + 1], start)[0]:
+                self.next += 1  # gone off: its reconnect brings an overflow hint
+                continue
+            new_media = lan.cum_media[lan.changes_upto(np.array([i, i]), np.array([start, prev]))]
+            cost = lan.list_cost[i] + tag_s * float(new_media[0] - new_media[1])
+            heapq.heapreplace(self.free, start + cost)
+            latest_start[i] = start
+            parts.append(i)
+            starts.append(start)
+            self.next += 1
+        return np.array(parts, dtype=int), np.array(starts)
+
+
+def _next_after(keys: np.ndarray, owner: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Time of each owner's first key after t (inf when none); keys sorted, owner-major."""
+    if keys.size == 0:
+        return np.full(owner.size, np.inf)
+    pos = np.searchsorted(keys, owner * KEY_SPAN + (t + KEY_OFFSET), side="right")
+    k = keys[np.minimum(pos, keys.size - 1)]
+    ok = (pos < keys.size) & (k < (owner + 1) * KEY_SPAN)
+    return np.where(ok, k - owner * KEY_SPAN - KEY_OFFSET, np.inf)

@@ -1,0 +1,307 @@
+"""The synthetic LAN of `sharecrawl simulate` and its event trace.
+
+The LAN (thesis scale by default): 1000 hosts, about 10 partitions each, 2 000 folders and
+20 000 files per host; listing costs 15 ms per folder (times a per-host speed factor, the
+thesis saw tens of times between hosts) and reading a tag 150 ms. Change rates are heavy
+tailed: "incoming" folders of file servers change every few minutes, busy folders every few
+hours, film folders every few days, some every few months and most never, so that about 1 %
+of partitions change on a given day. Changes happen only while a host is on: desktops are
+switched off at night (and some days not switched on), every host reboots now and then.
+
+One event trace (changes, hosts on and off, change notifications) is generated per seed and
+replayed for every policy. Times are seconds from the start of the warm-up.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+DAY = 86400.0
+HOUR = 3600.0
+MINUTE = 60.0
+
+# Change classes: share of partitions, range of mean intervals between changes (seconds, drawn
+# log-uniformly), mean new media files per change. "incoming" lives on file servers.
+CHANGE_CLASSES: dict[str, tuple[float, tuple[float, float], float]] = {
+    "incoming": (0.003, (2 * MINUTE, 10 * MINUTE), 2.0),
+    "busy": (0.005, (1 * HOUR, 12 * HOUR), 3.0),
+    "films": (0.012, (2 * DAY, 7 * DAY), 5.0),
+    "rare": (0.10, (30 * DAY, 365 * DAY), 5.0),
+}
+
+
+@dataclass(frozen=True)
+class SimParams:
+    hosts: int = 1000
+    days: float = 7.0
+    crawlers: int = 10
+    seed: int = 0
+    round_seconds: float = 300.0  # the budget: crawlers * round_seconds, per host round_seconds
+    min_round_s: float = 60.0  # a round's fixed part (generate, update, index)
+    warmup_days: float = 0.5
+    partitions_per_host: float = 10.0
+    folders_per_host: float = 2000.0
+    files_per_folder: float = 10.0
+    media_share: float = 0.1
+    list_s_per_folder: float = 0.015
+    tag_s_per_file: float = 0.150
+    server_share: float = 0.2  # hosts that stay on day and night
+    reboots_per_day: float = 0.5
+    history_keep: int = 64  # history entries kept in PartitionState (the policies' view)
+    # Change notifications (what is modelled: `Watch`).
+    notify_share: float = 0.9  # hosts whose shares can be watched
+    hint_delay_s: tuple[float, float] = (1.0, 5.0)  # change to hint: transport and settle
+    reconnect_s: tuple[float, float] = (5.0, 60.0)  # host back on to watch re-armed (backoff)
+    watch_drops_per_day: float = 1.0  # connection drops while the host stays on
+    watch_drop_s: tuple[float, float] = (10.0, 300.0)  # how long such a drop lasts
+    overflow_share: float = 0.01  # changes that come as bursts overflowing the notify buffer
+    hint_crawlers: int = 2  # of `crawlers`, kept for scans of single-change notifications
+
+
+@dataclass
+class Lan:
+    """The synthetic network and its event trace, shared by every policy's replay."""
+
+    params: SimParams
+    host_of: np.ndarray  # partition -> host index
+    list_cost: np.ndarray  # seconds to list each partition
+    n_folders: np.ndarray
+    n_files: np.ndarray
+    rate: np.ndarray  # true changes per second while the host is on
+    kind: np.ndarray  # change class name per partition
+    media_per_change: np.ndarray
+    change_part: np.ndarray  # per change, sorted by (partition, time)
+    change_time: np.ndarray
+    change_key: np.ndarray  # partition * KEY_SPAN + time, for searchsorted
+    cum_media: np.ndarray  # prefix sums of new media per change, leading 0
+    off_start_key: np.ndarray  # merged offline intervals per host, keyed like changes
+    off_end_key: np.ndarray
+    online_share: np.ndarray  # per host, over the simulated time
+    end: float
+    measure_from: float
+    watch: Watch | None = None  # the change notifications, set by build_lan
+
+    def key(self, part: np.ndarray, t: np.ndarray | float) -> np.ndarray:
+        return part * KEY_SPAN + (np.asarray(t) + KEY_OFFSET)
+
+    def changes_upto(self, part: np.ndarray, t: np.ndarray | float) -> np.ndarray:
+        """Index into the change arrays just past the changes of `part` at or before `t`."""
+        return np.searchsorted(self.change_key, self.key(part, t), side="right")
+
+    def host_online(self, host: np.ndarray, t: np.ndarray | float) -> np.ndarray:
+        return overlapping(self.off_start_key, self.off_end_key, self.key(host, t)) == 0
+
+
+def overlapping(
+    start_key: np.ndarray, end_key: np.ndarray, lo_key: np.ndarray, hi_key: np.ndarray | None = None
+) -> np.ndarray:
+    """How many of the disjoint intervals [start, end), keyed and sorted, meet [lo, hi]
+    (the point lo when hi is None)."""
+    hi = lo_key if hi_key is None else hi_key
+    return np.searchsorted(start_key, hi, side="right") - np.searchsorted(
+        end_key, lo_key, side="right"
+    )
+
+
+SERIES_STEP_S = 300.0  # freshness is sampled for the plot at most this often
+KEY_OFFSET = 3 * DAY  # times from -3 days on are keyed
+KEY_SPAN = 64 * DAY * 2  # > simulated time + offset; keys stay exact to ~1e-3 s at 1e5 items
+
+
+def build_lan(params: SimParams) -> Lan:
+    rng = np.random.default_rng(params.seed)
+    warmup = params.warmup_days * DAY
+    end = warmup + params.days * DAY
+    if end + KEY_OFFSET >= KEY_SPAN:
+        raise ValueError(f"simulate: at most {int(KEY_SPAN / DAY / 2 - 3)} days")
+    n_hosts = params.hosts
+
+    # Partitions per host and their sizes: log-normal, scaled to the thesis' totals.
+    per_host = np.maximum(
+        1, np.rint(rng.lognormal(math.log(params.partitions_per_host) - 0.32, 0.8, n_hosts))
+    ).astype(int)
+    host_of = np.repeat(np.arange(n_hosts), per_host)
+    n_parts = host_of.size
+    folders = rng.lognormal(0.0, 1.0, n_parts)
+    folders = np.maximum(1, np.rint(folders * params.folders_per_host * n_hosts / folders.sum()))
+    files = np.rint(folders * params.files_per_folder * rng.lognormal(-0.125, 0.5, n_parts))
+    speed = rng.lognormal(-0.18, 0.6, n_hosts)  # mean 1: hosts differ up to tens of times
+    list_cost = folders * params.list_s_per_folder * speed[host_of]
+
+    servers = rng.random(n_hosts) < params.server_share
+    rate = np.zeros(n_parts)
+    kind = np.full(n_parts, "never", dtype=object)
+    media_per_change = np.full(n_parts, 5.0)
+    free = np.ones(n_parts, dtype=bool)
+    for name, (share, (lo, hi), media) in CHANGE_CLASSES.items():
+        count = max(1, round(share * n_parts)) if share * n_parts >= 0.5 else 0
+        pool = np.flatnonzero(free & (servers[host_of] if name == "incoming" else True))
+        if pool.size == 0:
+            pool = np.flatnonzero(free)
+        picked = rng.choice(pool, size=min(count, pool.size), replace=False)
+        rate[picked] = 1.0 / np.exp(rng.uniform(math.log(lo), math.log(hi), picked.size))
+        kind[picked] = name
+        media_per_change[picked] = media
+        free[picked] = False
+
+    off_start, off_end, online_share = _offline_intervals(rng, params, servers, end)
+
+    # Poisson changes over the whole time, kept only while the host is on (thinning).
+    counts = rng.poisson(rate * (end + KEY_OFFSET / 3))
+    part = np.repeat(np.arange(n_parts), counts)
+    t = rng.uniform(-KEY_OFFSET / 3, end, part.size)
+    lan = Lan(
+        params=params,
+        host_of=host_of,
+        list_cost=list_cost,
+        n_folders=folders,
+        n_files=files,
+        rate=rate,
+        kind=kind,
+        media_per_change=media_per_change,
+        change_part=part,
+        change_time=t,
+        change_key=np.empty(0),
+        cum_media=np.zeros(1),
+        off_start_key=off_start,
+        off_end_key=off_end,
+        online_share=online_share,
+        end=end,
+        measure_from=warmup,
+    )
+    keep = lan.host_online(host_of[part], t)
+    part, t = part[keep], t[keep]
+    order = np.lexsort((t, part))
+    part, t = part[order], t[order]
+    media = rng.geometric(1.0 / media_per_change[part])
+    lan.change_part, lan.change_time = part, t
+    lan.change_key = lan.key(part, t)
+    lan.cum_media = np.concatenate(([0], np.cumsum(media)))
+    lan.watch = _build_watch(lan, np.random.default_rng([params.seed, 2]))
+    return lan
+
+
+def _offline_intervals(
+    rng: np.random.Generator, params: SimParams, servers: np.ndarray, end: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Merged [start, end) offline intervals of every host as sorted keys, and online shares."""
+    starts: list[float] = []
+    ends: list[float] = []
+    share = np.ones(params.hosts)
+    first_day = -math.ceil(KEY_OFFSET / 3 / DAY)
+    days = range(first_day, math.ceil(end / DAY) + 1)
+    lo_t = -KEY_OFFSET / 3
+    for h in range(params.hosts):
+        spans: list[tuple[float, float]] = []
+        if not servers[h]:
+            # Desktops: on between about 7-10 h and 21-02 h; some days not switched on.
+            for d in days:
+                on = d * DAY + rng.uniform(7, 10) * HOUR
+                off = d * DAY + rng.uniform(21, 26) * HOUR
+                spans.append((off, (d + 1) * DAY + rng.uniform(7, 10) * HOUR))
+                if rng.random() < 0.1:
+                    spans.append((on, off))
+        n_reboots = rng.poisson(params.reboots_per_day * (end - lo_t) / DAY)
+        for s in rng.uniform(lo_t, end, n_reboots):
+            spans.append((s, s + rng.uniform(2, 10) * MINUTE))
+        merged: list[list[float]] = []
+        for s, e in sorted(spans):
+            if merged and s <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], e)
+            else:
+                merged.append([s, e])
+        base = h * KEY_SPAN + KEY_OFFSET
+        offline = 0.0
+        for s, e in merged:
+            starts.append(base + max(s, -KEY_OFFSET))
+            ends.append(base + min(e, KEY_SPAN - KEY_OFFSET - 1))
+            offline += max(0.0, min(e, end) - max(s, 0.0))
+        share[h] = 1.0 - offline / end
+    return np.array(starts), np.array(ends), share
+
+
+@dataclass
+class Watch:
+    """Change notifications (SMB2 CHANGE_NOTIFY, one tree watch per share) of the hosts that
+    have them, as the `sensors` policy would receive them.
+
+    Modelled: every change on a watched share is notified after `hint_delay_s` (transport and
+    the watcher's settle time), and the fetchers take its partition as soon as one of the
+    `hint_crawlers` is free (before the next scheduled scan, as the round goes on, not at the
+    next round; its host may then have two connections). A burst of changes
+    (`overflow_share` of them) overflows the server's notify buffer: STATUS_NOTIFY_ENUM_DIR,
+    no entries, an overflow hint that means "rescan the share". The watch breaks while the
+    host is off or rebooting, and when the connection drops while the host stays on
+    (`watch_drops_per_day`, lasting `watch_drop_s`); changes made during a break are lost, and
+    when the watcher has reconnected (`reconnect_s` after the host is back: its backoff) it
+    posts an overflow hint for the share, so every partition there is hinted and rescanned in
+    the next round, before anything the schedule chose. A host's
+    partitions count as one share. Not modelled: a server that drops a single notification
+    silently (the policy's safety interval covers it) and Samba's disk-side changes below the
+    watched folder, which it does not report (such hosts count as hosts without notify).
+    """
+
+    notify: np.ndarray  # per host: its shares are watched
+    break_start_key: np.ndarray  # merged per-host intervals when the watch is broken, keyed
+    break_end_key: np.ndarray  # like offline intervals; an overflow is a break of length 0
+    hint_part: np.ndarray  # notifications of one change each, in order of arrival:
+    hint_arrival: np.ndarray  # partition, time it arrives,
+    hint_change: np.ndarray  # time of the change
+    overflow_key: np.ndarray  # arrival of each overflow hint, keyed by (host, time)
+
+
+def _build_watch(lan: Lan, rng: np.random.Generator) -> Watch:
+    """The notifications of the trace (their own random stream: the changes stay the same)."""
+    p = lan.params
+    notify = rng.random(p.hosts) < p.notify_share
+    c_host = lan.host_of[lan.change_part]
+    watched = notify[c_host]
+    overflow = watched & (rng.random(lan.change_part.size) < p.overflow_share)
+    span_lo, span_hi = -KEY_OFFSET / 3, lan.end
+
+    # Broken watches: offline spans extended by the reconnect backoff, dropped connections,
+    # and each overflow as an instant break. Only hosts with notify have any.
+    base = np.arange(p.hosts) * KEY_SPAN + KEY_OFFSET
+    off_host = (lan.off_start_key // KEY_SPAN).astype(np.intp)
+    off_s = lan.off_start_key - base[off_host]
+    off_e = lan.off_end_key - base[off_host] + rng.uniform(*p.reconnect_s, off_host.size)
+    n_drops = rng.poisson(p.watch_drops_per_day * (span_hi - span_lo) / DAY, p.hosts)
+    drop_host = np.repeat(np.arange(p.hosts), n_drops)
+    drop_s = rng.uniform(span_lo, span_hi, drop_host.size)
+    drop_e = drop_s + rng.uniform(*p.watch_drop_s, drop_host.size)
+    o_host, o_t = c_host[overflow], lan.change_time[overflow]
+    host = np.concatenate([off_host, drop_host, o_host])
+    s = np.concatenate([off_s, drop_s, o_t])
+    e = np.concatenate([off_e, drop_e, o_t])
+    keep = notify[host]
+    start_key, end_key = _merge(lan.key(host[keep], s[keep]), lan.key(host[keep], e[keep]))
+
+    # A change is notified when its host has notify, it is no overflow, and the watch is up.
+    c_key = lan.key(c_host, lan.change_time)
+    up = overlapping(start_key, end_key, c_key) == 0
+    hinted = watched & ~overflow & up
+    arrival = lan.change_time + rng.uniform(*p.hint_delay_s, lan.change_part.size)
+    order = np.argsort(arrival[hinted], kind="stable")
+    hint_part = lan.change_part[hinted][order]
+    hint_arrival = arrival[hinted][order]
+    hint_change = lan.change_time[hinted][order]
+    # Every break ends with an overflow hint: when the watch is re-armed (an overflow's own
+    # break ends at once), after the usual delay.
+    overflow_key = np.sort(end_key + rng.uniform(*p.hint_delay_s, end_key.size))
+    return Watch(notify, start_key, end_key, hint_part, hint_arrival, hint_change, overflow_key)
+
+
+def _merge(start_key: np.ndarray, end_key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merged intervals (keys of one host never meet another host's)."""
+    if start_key.size == 0:
+        return start_key, end_key
+    order = np.argsort(start_key, kind="stable")
+    start_key, end_key = start_key[order], end_key[order]
+    reach = np.maximum.accumulate(end_key)
+    new = np.r_[True, start_key[1:] > reach[:-1]]
+    first = np.flatnonzero(new)
+    last = np.r_[first[1:], start_key.size] - 1
+    return start_key[first], reach[last]

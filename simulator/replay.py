@@ -1,0 +1,362 @@
+"""One policy's replay of the LAN's trace, round by round, with the real scheduling code.
+
+At each round start the policy's `choose` gets the partitions' state (a `PartitionTable`:
+the numbers as columns beside the `PartitionState` rows) and the budget, the chosen scans
+are queued on `crawlers` crawlers (one host per crawler at a time), each scan sees the
+changes made before it started, reads the tags of the new media and indexes them when it
+ends. Rounds run back to back, as `sharecrawl crawl --rounds N` does: a round
+lasts as long as its scans take, and at least `min_round_s` (its fixed part: generate, update,
+index); `min_round_s = round_seconds` gives rounds of fixed length. After every round the
+scanned partitions' history grows and their rate is re-estimated with the real estimator
+(`estimate_rates`, the batch form of `estimate_rate`, over the same sufficient statistics:
+intervals of scans that found a change, binned on a log scale, and the total interval of scans
+that found none; for a watched partition, the notified changes and the watched time).
+
+Only the policies in HINTED_POLICIES are told about change notifications (`hinted`,
+`watched`), and scan notified changes as they come on `hint_crawlers` of their crawlers
+(`simulator.hints`); the others are measured as crawlers that only poll.
+
+Measured after a warm-up in which the estimates settle: time-averaged freshness (share of
+partitions whose index matches the host), staleness of each change (from the change to the end
+of the scan that indexes it; a change still unindexed at the end counts until the end), scans,
+scans that found nothing, tag reads.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pipeline.scheduling.choice import Budget, PartitionState, PartitionTable
+from pipeline.scheduling.policies import get_policy
+from pipeline.scheduling.rates import DEFAULT_PRIOR_RATE_PER_S
+from simulator.estimates import RateStats
+from simulator.hints import HintBook, HintPath
+from simulator.lan import DAY, HOUR, SERIES_STEP_S, Lan
+
+HINTED_POLICIES = ("sensors",)
+
+
+@dataclass
+class PolicyRun:
+    """What one policy's replay measured."""
+
+    freshness: float
+    freshness_changing: float
+    staleness: np.ndarray
+    scans: int
+    empty_scans: int
+    tag_reads: int
+    failed_scans: int
+    rounds: int
+    seconds: float
+    cpu_seconds: float
+    series_t: list[float] = field(default_factory=list)
+    series_fresh: list[float] = field(default_factory=list)
+
+    def summary(self) -> dict[str, float | int | None]:
+        st = self.staleness
+        has = st.size > 0
+        return {
+            "freshness": round(self.freshness, 6),
+            "freshness_changing": round(self.freshness_changing, 6),
+            "staleness_min_s": round(float(st.min()), 1) if has else None,
+            "staleness_mean_s": round(float(st.mean()), 1) if has else None,
+            "staleness_p95_s": round(float(np.percentile(st, 95)), 1) if has else None,
+            "staleness_max_s": round(float(st.max()), 1) if has else None,
+            "changes": int(st.size),
+            "scans": self.scans,
+            "empty_scans": self.empty_scans,
+            "tag_reads": self.tag_reads,
+            "failed_scans": self.failed_scans,
+            "rounds": self.rounds,
+            "seconds": round(self.seconds, 2),
+            "cpu_seconds": round(self.cpu_seconds, 2),
+        }
+
+
+class _Run:
+    """The replay's state: what the index holds of each partition, and what was measured."""
+
+    def __init__(self, lan: Lan, last_scan: np.ndarray, hints: HintBook | None) -> None:
+        n = lan.host_of.size
+        self.lan = lan
+        self.hints = hints
+        self.last_scan = last_scan
+        self.seen = lan.changes_upto(np.arange(n), last_scan)  # changes up to here are indexed
+        self.fresh_from = last_scan.copy()  # stale intervals cannot start before a scan ended
+        self.stats = RateStats.empty(n)
+        self.tags_total = np.zeros(n)
+        self.n_scans = np.zeros(n)
+        self.rate = np.full(n, DEFAULT_PRIOR_RATE_PER_S)
+        self.staleness: list[np.ndarray] = []
+        self.stale_time = np.zeros(n)  # seconds stale inside the measured period
+        self.scans = self.empty = self.tags = 0
+
+    def apply(self, table: PartitionTable, chosen: np.ndarray, start: np.ndarray) -> np.ndarray:
+        """Scans of the distinct partitions `chosen` from `start` on; their finish times."""
+        lan, p = self.lan, self.lan.params
+        upto = lan.changes_upto(chosen, start)
+        lo = self.seen[chosen]
+        found = upto - lo
+        changed = found > 0
+        media = lan.cum_media[upto] - lan.cum_media[lo]
+        finish = start + lan.list_cost[chosen] + p.tag_s_per_file * media
+        measured = start >= lan.measure_from
+        self.scans += int(measured.sum())
+        self.empty += int((measured & ~changed).sum())
+        self.tags += int(media[measured].sum())
+
+        # Staleness of every change indexed now, and the time its partition was stale.
+        if changed.any():
+            c_idx, c_lo, c_n = chosen[changed], lo[changed], found[changed]
+            c_end = finish[changed]
+            ctime = lan.change_time[_slices(c_lo, c_n)]
+            delay = np.repeat(c_end, c_n) - ctime
+            self.staleness.append(delay[ctime >= lan.measure_from])
+            stale_from = np.maximum(lan.change_time[c_lo], self.fresh_from[c_idx])
+            self.stale_time[c_idx] += np.maximum(
+                0.0, np.minimum(c_end, lan.end) - np.maximum(stale_from, lan.measure_from)
+            )
+
+        # The rate estimator's statistics, then the new estimates for these partitions.
+        if self.hints is None:
+            complete = np.zeros(chosen.size, dtype=bool)
+        else:
+            complete = self.hints.complete(chosen, start)
+            self.hints.scanned(chosen, start)
+        self.stats.add(chosen, start - self.last_scan[chosen], found, complete)
+        self.rate[chosen] = self.stats.rates(chosen)
+        self.tags_total[chosen] += media
+        self.n_scans[chosen] += 1
+        self.seen[chosen] = upto
+        self.last_scan[chosen] = start
+        self.fresh_from[chosen] = finish
+        _update_states(table, chosen, start, changed, self.rate, lan, self.tags_total, self.n_scans)
+        return finish
+
+    def finish(self) -> tuple[np.ndarray, np.ndarray]:
+        """Changes still unindexed at the end count as stale until the end (a lower bound);
+        the freshness of each partition and the staleness of each change."""
+        lan = self.lan
+        idx_all = np.arange(lan.host_of.size)
+        pending = lan.changes_upto(idx_all, lan.end) - self.seen
+        if pending.any():
+            p_idx = np.flatnonzero(pending)
+            first = self.seen[p_idx]
+            ctime = lan.change_time[_slices(first, pending[p_idx])]
+            self.staleness.append((lan.end - ctime)[ctime >= lan.measure_from])
+            stale_from = np.maximum(lan.change_time[first], self.fresh_from[p_idx])
+            self.stale_time[p_idx] += np.maximum(
+                0.0, lan.end - np.maximum(stale_from, lan.measure_from)
+            )
+        fresh = 1.0 - self.stale_time / (lan.end - lan.measure_from)
+        return fresh, np.concatenate(self.staleness) if self.staleness else np.empty(0)
+
+
+def replay(
+    lan: Lan, policy_name: str, on_progress: Callable[[float], None] | None = None
+) -> PolicyRun:
+    """Run one policy over the LAN's trace, round by round, and measure it. `on_progress`
+    is called with the simulated time now and then (about every simulated hour)."""
+    started, cpu_started = time.perf_counter(), time.process_time()
+    p = lan.params
+    policy = get_policy(policy_name)
+    told = policy_name in HINTED_POLICIES
+    # Crawlers are kept for notified changes only when some host notifies, and one is left.
+    notifying = lan.watch is not None and bool(lan.watch.notify.any())
+    hint_crawlers = min(p.hint_crawlers, p.crawlers - 1) if told and notifying else 0
+    crawlers = p.crawlers - hint_crawlers
+    budget = Budget(crawlers=crawlers, round_seconds=p.round_seconds)
+    n = lan.host_of.size
+    idx_all = np.arange(n)
+    rng = np.random.default_rng(p.seed + 1)  # the same initial crawl for every policy
+
+    # Before the start, a full crawl at staggered times over the previous day.
+    last_scan = -rng.uniform(0, DAY, n)
+    hints = HintBook(lan, last_scan, single_changes=hint_crawlers == 0) if told else None
+    path = HintPath(lan, hint_crawlers) if hint_crawlers else None
+    run = _Run(lan, last_scan, hints)
+    host_names = [f"h{h:04d}" for h in range(p.hosts)]
+    ids = [f"p{i:05d}" for i in range(n)]
+    index_of = {pid: i for i, pid in enumerate(ids)}
+    online_now = lan.host_online(np.arange(p.hosts), 0.0)
+    states = [
+        PartitionState(
+            partition_id=ids[i],
+            host=host_names[lan.host_of[i]],
+            cost_s=float(lan.list_cost[i]),
+            last_scan=float(last_scan[i]),
+            history=[(float(last_scan[i]), False)],
+            rate_per_h=DEFAULT_PRIOR_RATE_PER_S * HOUR,
+            online=bool(online_now[lan.host_of[i]]),
+        )
+        for i in range(n)
+    ]
+    # The policies read the states' numbers as columns, kept in step with the rows here.
+    table = PartitionTable(
+        rows=states,
+        host=lan.host_of.astype(np.int64),
+        cost_s=lan.list_cost.astype(float),
+        last_scan=last_scan.copy(),
+        rate_per_h=np.full(n, DEFAULT_PRIOR_RATE_PER_S * HOUR),
+        untagged=np.zeros(n),
+        hinted=np.zeros(n, dtype=bool),
+        watched=np.zeros(n, dtype=bool),
+        online=online_now[lan.host_of],
+    )
+    parts_of_host: list[list[int]] = [[] for _ in range(p.hosts)]
+    for i, h in enumerate(lan.host_of.tolist()):
+        parts_of_host[h].append(i)
+    latest_start = last_scan.copy()  # of any scan planned so far, for the hint path
+
+    failed = rounds = 0
+    series_t: list[float] = []
+    series_fresh: list[float] = []
+    t = 0.0
+    next_report = 0.0
+    while t < lan.end:
+        rounds += 1
+        if on_progress is not None and t >= next_report:
+            on_progress(t)
+            next_report = t + HOUR
+        now_online = lan.host_online(np.arange(p.hosts), t)
+        for h in np.flatnonzero(now_online != online_now).tolist():
+            for i in parts_of_host[h]:
+                states[i].online = bool(now_online[h])
+        online_now = now_online
+        table.online = online_now[lan.host_of]
+        if hints is not None:
+            hints.tell(table, t)
+        if t >= lan.measure_from and (not series_t or t - series_t[-1] >= SERIES_STEP_S):
+            stale_now = lan.changes_upto(idx_all, t) > run.seen
+            series_t.append(t)
+            series_fresh.append(1.0 - float(stale_now.mean()))
+
+        chosen = np.array([index_of[pid] for pid in policy.choose(table, t, budget)], dtype=int)
+        # Rounds run back to back: as long as their fetch list takes, at least min_round_s.
+        round_end = t + min(p.min_round_s, p.round_seconds)
+        start = np.empty(0)
+        if chosen.size:
+            start, cost = _queue(lan, chosen, run.seen, t, crawlers)
+            ok = lan.host_online(lan.host_of[chosen], start)
+            failed += int((~ok & (start >= lan.measure_from)).sum())
+            round_end = max(round_end, float((start + cost).max()))
+            chosen, start = chosen[ok], start[ok]
+        if path is None:
+            if chosen.size:
+                run.apply(table, chosen, start)
+        else:
+            latest_start[chosen] = np.maximum(latest_start[chosen], start)
+            h_parts, h_start = path.plan(round_end, latest_start)
+            _apply_in_order(run, table, np.r_[chosen, h_parts], np.r_[start, h_start])
+        t = round_end
+
+    fresh, staleness = run.finish()
+    changing = lan.rate > 0
+    return PolicyRun(
+        freshness=float(fresh.mean()),
+        freshness_changing=float(fresh[changing].mean()) if changing.any() else 1.0,
+        staleness=staleness,
+        scans=run.scans,
+        empty_scans=run.empty,
+        tag_reads=run.tags,
+        failed_scans=failed,
+        rounds=rounds,
+        seconds=time.perf_counter() - started,
+        cpu_seconds=time.process_time() - cpu_started,
+        series_t=series_t,
+        series_fresh=series_fresh,
+    )
+
+
+def _apply_in_order(run: _Run, table: PartitionTable, parts: np.ndarray, start: np.ndarray) -> None:
+    """Scans where a partition may occur more than once: each partition's first scans, then
+    its second ones, and so on, so that its scans are applied in order of start."""
+    if parts.size == 0:
+        return
+    order = np.lexsort((start, parts))
+    parts, start = parts[order], start[order]
+    group_start = np.r_[0, np.flatnonzero(np.diff(parts)) + 1]
+    sizes = np.diff(np.r_[group_start, parts.size])
+    occurrence = np.arange(parts.size) - np.repeat(group_start, sizes)
+    for k in range(int(occurrence.max()) + 1):
+        layer = occurrence == k
+        run.apply(table, parts[layer], start[layer])
+
+
+def _slices(start: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Concatenated ranges start[k] .. start[k] + count[k]."""
+    offsets = np.cumsum(count) - count
+    return np.repeat(start - offsets, count) + np.arange(int(count.sum()))
+
+
+def _queue(
+    lan: Lan, chosen: np.ndarray, seen: np.ndarray, t: float, crawlers: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Start times and costs of the chosen scans on the crawlers: hosts in the order the
+    policy first named them, each to the crawler free first, its partitions back to back."""
+    p = lan.params
+    pending_media = lan.cum_media[lan.changes_upto(chosen, t)] - lan.cum_media[seen[chosen]]
+    cost = lan.list_cost[chosen] + p.tag_s_per_file * pending_media
+    hosts = lan.host_of[chosen]
+    uniq, first_pos, inverse = np.unique(hosts, return_index=True, return_inverse=True)
+    host_order = np.argsort(first_pos, kind="stable")  # position of each host in the queue
+    rank = np.empty_like(host_order)
+    rank[host_order] = np.arange(uniq.size)
+    host_total = np.bincount(inverse, weights=cost, minlength=uniq.size)
+    free = [t] * crawlers
+    host_start = np.empty(uniq.size)
+    for h in host_order.tolist():
+        s = heapq.heappop(free)
+        host_start[h] = s
+        heapq.heappush(free, s + host_total[h])
+    # Back to back within a host, in the policy's order.
+    by_host = np.lexsort((np.arange(chosen.size), rank[inverse]))
+    c_sorted = cost[by_host]
+    h_sorted = inverse[by_host]
+    cum = np.cumsum(c_sorted) - c_sorted
+    group_start = np.r_[0, np.flatnonzero(np.diff(h_sorted)) + 1]
+    offset = cum - np.repeat(cum[group_start], np.diff(np.r_[group_start, h_sorted.size]))
+    start = np.empty(chosen.size)
+    start[by_host] = host_start[h_sorted] + offset
+    return start, cost
+
+
+def _update_states(
+    table: PartitionTable,
+    chosen: np.ndarray,
+    start: np.ndarray,
+    changed: np.ndarray,
+    rate: np.ndarray,
+    lan: Lan,
+    tags_total: np.ndarray,
+    n_scans: np.ndarray,
+) -> None:
+    keep = lan.params.history_keep
+    tag_s = lan.params.tag_s_per_file
+    # Expected cost: listing plus the tag reads an average scan of this partition needed.
+    cost = lan.list_cost[chosen] + tag_s * tags_total[chosen] / n_scans[chosen]
+    table.last_scan[chosen] = start
+    table.rate_per_h[chosen] = rate[chosen] * HOUR
+    table.cost_s[chosen] = cost
+    states = table.rows
+    for i, s, c, r, k in zip(
+        chosen.tolist(),
+        start.tolist(),
+        changed.tolist(),
+        (rate[chosen] * HOUR).tolist(),
+        cost.tolist(),
+        strict=True,
+    ):
+        st = states[i]
+        st.last_scan = s
+        st.history.append((s, c))
+        if len(st.history) > keep:
+            del st.history[0]
+        st.rate_per_h = r
+        st.cost_s = k

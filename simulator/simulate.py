@@ -1,0 +1,181 @@
+"""`simulate()`: one synthetic LAN replayed for every policy, side by side, with the bound.
+
+Measured after a warm-up (half a day) in which the estimates settle. Policies replay in forked
+worker processes when asked (same results); progress goes to stderr when it is a terminal.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from pipeline.scheduling.policies import POLICY_NAMES, get_policy
+from simulator.bound import freshness_bound
+from simulator.lan import DAY, HOUR, Lan, SimParams, build_lan
+from simulator.progress import Bars
+from simulator.replay import PolicyRun, replay
+
+
+def simulate(
+    hosts: int = SimParams.hosts,
+    days: float = SimParams.days,
+    crawlers: int = SimParams.crawlers,
+    policies: Sequence[str] = POLICY_NAMES,
+    seed: int = SimParams.seed,
+    *,
+    round_seconds: float = SimParams.round_seconds,
+    min_round_s: float = SimParams.min_round_s,
+    warmup_days: float = SimParams.warmup_days,
+    keep_series: bool = False,
+    workers: int = 1,
+    progress: bool | None = None,
+    **lan_settings: Any,
+) -> dict:
+    """Replay one synthetic LAN for every policy; the --json object of `sharecrawl simulate`.
+
+    With keep_series=True the result also holds "series": {name: [[t_h, freshness], ...]}
+    for `plot`. workers > 1 replays policies in that many forked processes (same results).
+    progress: bars on stderr (None: when stderr is a terminal). Other keyword arguments are
+    `SimParams` fields (notify_share, ...).
+    """
+    for name in policies:
+        get_policy(name)  # unknown names fail before the long part
+    params = SimParams(
+        hosts=hosts,
+        days=days,
+        crawlers=crawlers,
+        seed=seed,
+        round_seconds=round_seconds,
+        min_round_s=min_round_s,
+        warmup_days=warmup_days,
+        **lan_settings,
+    )
+    check(params)
+    with Bars(progress) as bars:
+        task = bars.add("synthetic LAN", total=None, detail=f"{hosts} hosts")
+        built = time.perf_counter()
+        lan = build_lan(params)
+        build_s = time.perf_counter() - built
+        bound, bound_changing = freshness_bound(lan)
+        bars.finish(task, detail=f"{hosts} hosts, {lan.host_of.size} partitions")
+        runs = _replay_all(lan, list(policies), workers, bars)
+    changing_day = float(np.mean(1.0 - np.exp(-lan.rate * DAY * lan.online_share[lan.host_of])))
+    assert lan.watch is not None
+    result: dict = {
+        "params": {
+            **asdict(params),
+            "partitions": int(lan.host_of.size),
+            "folders": int(lan.n_folders.sum()),
+            "files": int(lan.n_files.sum()),
+            "changes": int(np.sum(lan.change_time >= lan.measure_from)),
+            "changing_per_day": round(changing_day, 4),
+            "full_crawl_s": round(float(lan.list_cost.sum() / crawlers), 1),
+            "notifying_hosts": int(lan.watch.notify.sum()),
+            "build_s": round(build_s, 2),
+        },
+        "bound": round(bound, 6),
+        "bound_changing": round(bound_changing, 6),
+        "policies": {name: run.summary() for name, run in runs.items()},
+    }
+    if keep_series:
+        result["series"] = {
+            name: [
+                [round(t / HOUR, 4), f] for t, f in zip(run.series_t, run.series_fresh, strict=True)
+            ]
+            for name, run in runs.items()
+        }
+    return result
+
+
+# The trace and the progress queue, inherited by forked workers.
+_SHARED_LAN: Lan | None = None
+_PROGRESS: Any = None
+
+
+def _replay_shared(name: str) -> PolicyRun:
+    assert _SHARED_LAN is not None
+    report = None if _PROGRESS is None else (lambda t: _PROGRESS.put((name, t)))
+    return replay(_SHARED_LAN, name, report)
+
+
+def _replay_all(lan: Lan, names: list[str], workers: int, bars: Bars) -> dict[str, PolicyRun]:
+    global _SHARED_LAN, _PROGRESS
+    total_days = lan.end / DAY
+    tasks = {name: bars.add(name, total=total_days, detail="") for name in names}
+
+    def show(name: str, t: float) -> None:
+        bars.update(tasks[name], completed=t / DAY, detail=f"day {t / DAY:.1f} of {total_days:g}")
+
+    def done(name: str, run: PolicyRun) -> None:
+        bars.finish(tasks[name], detail=f"{run.seconds:.0f} s")
+
+    workers = min(workers, len(names))
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        runs = {}
+        for name in names:
+            runs[name] = replay(lan, name, lambda t, name=name: show(name, t))
+            done(name, runs[name])
+        return runs
+    context = multiprocessing.get_context("fork")
+    _SHARED_LAN = lan
+    _PROGRESS = context.Queue() if bars.enabled else None
+    try:
+        # Policies that choose only what is due run many short rounds: start them first.
+        slow_first = sorted(names, key=lambda n: n not in ("adaptive", "optimal", "sensors"))
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            futures: dict[str, Future[PolicyRun]] = {
+                name: pool.submit(_replay_shared, name) for name in slow_first
+            }
+            finished: set[str] = set()
+            while len(finished) < len(names):
+                _drain(_PROGRESS, show, wait_s=0.25)
+                for name, future in futures.items():
+                    if name not in finished and future.done():
+                        finished.add(name)
+                        done(name, future.result())
+            runs = {name: futures[name].result() for name in names}
+        return runs
+    finally:
+        if _PROGRESS is not None:
+            _PROGRESS.close()
+        _SHARED_LAN, _PROGRESS = None, None
+
+
+def _drain(events: Any, show: Any, wait_s: float) -> None:
+    """Show the workers' progress events; wait up to wait_s for the first."""
+    if events is None:
+        time.sleep(wait_s)
+        return
+    try:
+        name, t = events.get(timeout=wait_s)
+        show(name, t)
+        while True:
+            name, t = events.get_nowait()
+            show(name, t)
+    except queue.Empty:
+        pass
+
+
+def check(params: SimParams) -> None:
+    """One clear line for settings that cannot be simulated."""
+    if params.hosts < 1:
+        raise ValueError("simulate: --hosts must be at least 1")
+    if not params.days > 0:
+        raise ValueError("simulate: --days must be positive")
+    if params.crawlers < 1:
+        raise ValueError("simulate: --crawlers must be at least 1")
+    if not params.round_seconds > 0:
+        raise ValueError("simulate: --round-seconds must be positive")
+    if params.warmup_days < 0:
+        raise ValueError("simulate: --warmup-days must not be negative")
+    if not 0.0 <= params.notify_share <= 1.0:
+        raise ValueError("simulate: --notify-share must be between 0 and 1")
+    if params.hint_crawlers < 0:
+        raise ValueError("simulate: --hint-crawlers must not be negative")
