@@ -119,8 +119,10 @@ def _warm_in_background(state: VersionState) -> None:
     def run() -> None:
         try:
             pages.warm(state)
-        except Exception:  # a request will load it and say what failed
-            log.exception("loading version %s ahead of requests failed", state.version)
+        except Exception as e:  # a request will load it and say what failed, as a page
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            log.warning("sharecrawl: serve: loading version %s ahead of requests failed: %s",
+                        state.version, first)
         finally:
             state.leave()
 
