@@ -8,11 +8,14 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 
 from crawl_io.crawldir import CrawlDir
 from crawl_io.sources import ConfigError, read_hosts_file
 from pipeline import settings as config
+from pipeline.interrupt import interruptible
+from pipeline.interrupt import report as report_interrupt
 
 log = logging.getLogger("sharecrawl")
 
@@ -182,10 +185,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif rest:
         parser().error(f"unrecognized arguments: {' '.join(rest)}")
     try:
-        return args.func(args)
+        with interruptible() if args.command == "crawl" else nullcontext():
+            return args.func(args)
     except (UsageError, ConfigError) as e:
         print(f"sharecrawl: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:  # one line: where the crawl stopped, what to do next
+        return report_interrupt(e)
     except Exception as e:  # a failed round: say what failed, not a traceback
         from pipeline.rounds import RoundFailed
 
