@@ -34,8 +34,9 @@ def die_with_parent(watch: int | None = None) -> None:
     """End this process when its parent exits, and at once if process `watch` (the crawl
     process, for a grandchild) is gone already.
 
-    The kernel's signal covers the parent; the check after it closes the window in which
-    the parent died before the request was made. Without prctl a daemon thread polls."""
+    The kernel's signal covers the parent; the check after asking for it closes the window
+    in which `watch` died before. (A fork server that lost its parent before asking ends by
+    itself: multiprocessing's alive pipe closes.) Without prctl a daemon thread polls."""
     if _prctl_pdeathsig(signal.SIGKILL):
         if watch is not None and not alive(watch):
             os._exit(1)

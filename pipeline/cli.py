@@ -185,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif rest:
         parser().error(f"unrecognized arguments: {' '.join(rest)}")
     try:
-        with interruptible() if args.command == "crawl" else nullcontext():
+        with interruptible(watchdog=True) if args.command == "crawl" else nullcontext():
             return args.func(args)
     except (UsageError, ConfigError) as e:
         print(f"sharecrawl: error: {e}", file=sys.stderr)

@@ -10,12 +10,13 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import signal
 import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
-from multiprocessing import forkserver
+from multiprocessing import forkserver, resource_tracker
 from pathlib import Path
 from queue import Empty
 
@@ -65,12 +66,20 @@ def worker_context() -> multiprocessing.context.BaseContext:
     forkserver, not fork: the parent holds threads (Luigi, DuckDB, Arrow) that fork would
     copy. The server imports the fetcher once, so each worker starts as a cheap fork of it.
     Starting it is asynchronous: called before a round's Inject, its imports overlap Inject
-    and Generate. The server dies with this process (pipeline.forkserver_guard)."""
+    and Generate. The server dies with this process (pipeline.forkserver_guard), and starts
+    with SIGINT blocked, a mask its workers inherit: a Ctrl-C reaches the whole process
+    group and is this process's to handle (it ends the workers), not a traceback of theirs.
+    multiprocessing starts its resource tracker the same way (bpo-33613)."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(
         ["pipeline.forkserver_guard", "pipeline.fetcher", "crawl_io.tags", "crawl_io.smb"]
     )
-    forkserver.ensure_running()
+    resource_tracker.ensure_running()  # first: it would unblock SIGINT after starting
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     return context
 
 

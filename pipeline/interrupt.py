@@ -5,8 +5,9 @@ wherever it is, and later ones are ignored while the stack unwinds and the crawl
 (`stop()`). Libraries may turn the exception into one of their own (DuckDB reports "Query
 interrupted"), so the signal is also recorded: an error raised after it is the interruption.
 Unwinding can hang where a library waits for its helpers (mrjob's local runner joins a
-process pool; a thread pool finishes its queue), so a watchdog stops the process itself,
-cleaned up all the same, when it has not exited `WATCHDOG_S` after the signal.
+process pool; a thread pool finishes its queue), so in a command that ends with the crawl, a
+watchdog stops the process itself, cleaned up all the same, when it has not exited
+`WATCHDOG_S` after the signal.
 """
 
 from __future__ import annotations
@@ -27,20 +28,21 @@ from crawl_io.processes import descendants, end_processes
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 WATCHDOG_S = 2.5
-NOTHING_WRITTEN = "interrupted before the crawl began; nothing was written"
+STOPPED = "interrupted; run the same command again"  # when no round was under way
 
 _received: int | None = None
 _cleanup: Callable[[], str] | None = None  # set by the crawl: stops it, says where it stands
 _message: str | None = None
 _reported = False
-_lock = threading.Lock()
+_lock = threading.Lock()  # the cleanup's
+_report_lock = threading.Lock()
 _depth = 0  # nested interruptible() blocks: the outermost one handles the signals
 
 
 class Interrupted(KeyboardInterrupt):
     """A crawl stopped by a signal; it exits with 128 + the signal's number (130, 143)."""
 
-    def __init__(self, signum: int, message: str = NOTHING_WRITTEN) -> None:
+    def __init__(self, signum: int, message: str = STOPPED) -> None:
         super().__init__(message)
         self.signum, self.message = signum, message
 
@@ -68,7 +70,10 @@ def stop() -> str:
     locked = _lock.acquire(timeout=WATCHDOG_S)  # not taken: the other one is stuck in it
     try:
         if _message is None:
-            _message = _cleanup() if _cleanup is not None else NOTHING_WRITTEN
+            try:
+                _message = _cleanup() if _cleanup is not None else STOPPED
+            except Exception as e:  # the line still goes out, and the exit status
+                _message = f"interrupted ({e}); run the same command again"
         return _message
     finally:
         if locked:
@@ -78,7 +83,7 @@ def stop() -> str:
 def report(error: KeyboardInterrupt) -> int:
     """Print the one line of an interrupted crawl (once); return its exit status."""
     global _reported
-    with _lock:
+    with _report_lock:
         if not _reported:
             _reported = True
             print(f"sharecrawl: {getattr(error, 'message', 'interrupted')}", file=sys.stderr)
@@ -104,9 +109,11 @@ class _QuietAfterSignal(logging.Filter):
 
 
 @contextmanager
-def interruptible() -> Iterator[None]:
+def interruptible(watchdog: bool = False) -> Iterator[None]:
     """SIGINT and SIGTERM raise Interrupted within (in the main thread; elsewhere, where
-    Python cannot set handlers, nothing changes). Nested blocks share the outermost's."""
+    Python cannot set handlers, nothing changes). Nested blocks share the outermost's.
+    With `watchdog`, for a process that exits once interrupted (the command line), the
+    process ends itself if it is still there WATCHDOG_S after the signal."""
     global _received, _message, _reported, _depth
     if _depth or threading.current_thread() is not threading.main_thread():
         _depth += 1
@@ -127,7 +134,8 @@ def interruptible() -> Iterator[None]:
             raise SystemExit(128 + signum)
         if _received is None:
             _received = signum
-            threading.Thread(target=_watchdog, args=(signum,), daemon=True).start()
+            if watchdog:
+                threading.Thread(target=_watchdog, args=(signum,), daemon=True).start()
             raise Interrupted(signum)
 
     _received, _message, _reported = None, None, False

@@ -338,3 +338,36 @@ def _dead_pid() -> int:
     proc = subprocess.Popen(["true"])
     proc.wait()
     return proc.pid
+
+
+WEDGED = """
+import sys, time
+from pathlib import Path
+from pipeline import interrupt
+marker = Path(sys.argv[1])
+with interrupt.interruptible(watchdog=True):
+    interrupt.on_interrupt(lambda: marker.write_text("cleaned") and "interrupted: cleaned up")
+    marker.with_suffix(".ready").touch()
+    try:
+        time.sleep(60)
+    except KeyboardInterrupt:
+        time.sleep(60)  # a library that waits for its helpers and never returns
+"""
+
+
+def test_a_crawl_wedged_after_the_signal_still_cleans_up_and_exits(tmp_path: Path) -> None:
+    marker = tmp_path / "marker"
+    proc = subprocess.Popen([sys.executable, "-c", WEDGED, str(marker)], stderr=subprocess.PIPE,
+                            start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not marker.with_suffix(".ready").exists():
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGTERM)
+    try:
+        _, stderr = proc.communicate(timeout=50)  # well before its sleeps would end
+    finally:
+        proc.kill()
+    assert proc.returncode == 143
+    assert stderr.decode().splitlines() == ["sharecrawl: interrupted: cleaned up"]
+    assert marker.read_text() == "cleaned"
