@@ -5,9 +5,10 @@ prefix statistics; the rerun finishes that round and starts no other; no tempora
 left. The LAN has two file:// hosts and one smbd, a third file:// host is new in the round.
 
 The round is killed at random moments (a seeded RNG over the measured length of an
-uninterrupted round) and at moments found by watching its files: after the first host's
-fetch, after the fetch, while the version is built, after publish before Index. Each kill
-starts from a copy of the same prepared crawl directory.
+uninterrupted round, counted from the moment its segment appears) and at moments found by
+watching its files: after the first host's fetch, after the fetch, while the version is
+built, after publish before Index. Each kill starts from a copy of the same prepared crawl
+directory.
 """
 
 from __future__ import annotations
@@ -166,7 +167,7 @@ def crawl_process(setup: Setup, crawl_dir: Path, tmpdir: Path) -> subprocess.Pop
 @dataclass
 class KillPoint:
     name: str
-    delay_s: float | None = None  # kill this long after the start
+    delay_s: float | None = None  # kill this long after the round's segment appeared
     reached: Callable[[Path], bool] | None = None  # or as soon as this holds
 
 
@@ -176,6 +177,7 @@ class Outcome:
     in_round: bool  # killed while the round ran (its segment begun, not finished)
     stage: str  # what the round had written when it was killed
     live_after_kill: int
+    content_after_kill: dict[str, list]  # what readers saw between the kill and the rerun
     rerun_error: str
     content: dict[str, list] | None
     temp_files: list[str]
@@ -189,9 +191,11 @@ def kill_and_rerun(setup: Setup, point: KillPoint, work: Path) -> Outcome:
     tmpdir.mkdir()
     seg = CrawlDir(crawl_dir).segment_dir(2)
     proc = crawl_process(setup, crawl_dir, tmpdir)
-    started = time.monotonic()
+    began: float | None = None
     while proc.poll() is None:
-        if point.delay_s is not None and time.monotonic() - started >= point.delay_s:
+        if began is None and seg.exists():
+            began = time.monotonic()
+        if point.delay_s is not None and began and time.monotonic() - began >= point.delay_s:
             break
         if point.reached is not None and point.reached(crawl_dir):
             break
@@ -204,6 +208,7 @@ def kill_and_rerun(setup: Setup, point: KillPoint, work: Path) -> Outcome:
     proc.communicate()
     stage = round_stage(crawl_dir)
     live = CrawlDir(crawl_dir).current()
+    seen = content(crawl_dir)
     error = ""
     if not round_done(crawl_dir):
         rerun = crawl_process(setup, crawl_dir, tmpdir)
@@ -211,7 +216,7 @@ def kill_and_rerun(setup: Setup, point: KillPoint, work: Path) -> Outcome:
         if rerun.returncode:
             error = f"exit {rerun.returncode}: {stderr.decode(errors='replace')[-2000:]}"
     return Outcome(
-        point, in_round, stage, live, error, None if error else content(crawl_dir),
+        point, in_round, stage, live, seen, error, None if error else content(crawl_dir),
         temp_names(crawl_dir), [p.name for p in tmpdir.glob("sharecrawl-mrjob-*")],
         CrawlDir(crawl_dir).segment_dir(3).exists(),
     )  # fmt: skip
@@ -259,6 +264,7 @@ def setup(
     cfg = lan.root / "crash.cfg"
     cfg.write_text(CONFIG)
     yield Setup(lan.hosts_file, cfg, lan.crawl_dir)
+    shutil.rmtree(smb_root.parent, ignore_errors=True)
 
 
 def test_a_round_killed_anywhere_and_rerun_equals_an_uninterrupted_round(setup: Setup) -> None:
@@ -294,15 +300,17 @@ def _check(setup: Setup, work: Path) -> None:
     assert len(expected["history"]) > 6 and any(flags for _, flags in expected["history"])
 
     rng = random.Random(SEED)
-    points = [KillPoint(f"random {i}", delay_s=rng.uniform(began[0], length))
+    points = [KillPoint(f"random {i}", delay_s=rng.uniform(0, length - began[0]))
               for i in range(RANDOM_KILLS)] + deterministic_points()  # fmt: skip
     with ThreadPoolExecutor(AT_ONCE) as pool:
         outcomes = list(pool.map(lambda ip: kill_and_rerun(setup, ip[1], work / f"k{ip[0]}"),
                                  enumerate(points)))  # fmt: skip
 
+    before = content(setup.prepared)
     for o in outcomes:
         where = f"killed at {o.point.name} ({o.point.delay_s})"
         assert o.live_after_kill in (1, 2), where
+        assert o.content_after_kill == (before, expected)[o.live_after_kill - 1], where
         assert not o.rerun_error, f"{where}: {o.rerun_error}"
         assert o.temp_files == [], where
         assert o.job_dirs == [], where

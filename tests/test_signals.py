@@ -168,6 +168,7 @@ def stalled_round(
         yield lan, server, cfg
     finally:
         server.resume()
+        shutil.rmtree(root.parent, ignore_errors=True)
 
 
 def start_stalled(lan: LAN, cfg: Path, tmpdir: Path) -> CrawlProcess:
