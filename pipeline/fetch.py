@@ -69,7 +69,7 @@ def worker_context() -> multiprocessing.context.BaseContext:
     and Generate. The server dies with this process (pipeline.forkserver_guard), and starts
     with SIGINT blocked, a mask its workers inherit: a Ctrl-C reaches the whole process
     group and is this process's to handle (it ends the workers), not a traceback of theirs.
-    multiprocessing starts its resource tracker the same way (bpo-33613)."""
+    multiprocessing starts its own resource tracker the same way."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(
         ["pipeline.forkserver_guard", "pipeline.fetcher", "crawl_io.tags", "crawl_io.smb"]
