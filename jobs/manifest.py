@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from mrjob.job import MRJob
+
+from crawl_io.processes import alive
+
+# mrjob's working folders go under one folder per job named after this process, so that an
+# interrupted crawl removes its own and the next crawl those of a crawl that was killed.
+JOB_TMP_PREFIX = "sharecrawl-mrjob-"
 
 
 def write_manifest(parts: Iterable[Path], path: Path) -> Path:
@@ -20,7 +29,21 @@ def run_job(job_class: type[MRJob], manifest: Path, runner: str, *args: str) -> 
     # The local runner's tasks run this interpreter, where mrjob is installed: zipping mrjob
     # into every run's working folder would only cost time (0.4-0.8 s a job).
     local = ["--no-bootstrap-mrjob"] if runner == "local" else []
-    job = job_class(["-r", runner, "--no-conf", *local, *args, str(manifest)])
-    with job.make_runner() as job_runner:
-        job_runner.run()
-        yield from job.parse_output(job_runner.cat_output())
+    tmp = Path(tempfile.mkdtemp(prefix=f"{JOB_TMP_PREFIX}{os.getpid()}-"))
+    try:
+        job = job_class(["-r", runner, "--no-conf", "--local-tmp-dir", str(tmp), *local, *args,
+                         str(manifest)])  # fmt: skip
+        with job.make_runner() as job_runner:
+            job_runner.run()
+            yield from job.parse_output(job_runner.cat_output())
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def remove_job_temp_dirs() -> None:
+    """Remove the working folders of this process's jobs (an interrupted job leaves its
+    own) and of crawl processes that are gone (killed ones)."""
+    for tmp in Path(tempfile.gettempdir()).glob(f"{JOB_TMP_PREFIX}*-*"):
+        pid = tmp.name[len(JOB_TMP_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and (int(pid) == os.getpid() or not alive(int(pid))):
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 
 from crawl_io.crawldir import CrawlDamaged, CrawlDir
@@ -18,6 +19,8 @@ from crawl_io.lock import EXIT_LOCKED, CrawlLock, CrawlLocked, LockError
 from crawl_io.sources import ConfigError, check_credentials, read_hosts_file
 from pipeline import settings as config
 from pipeline.inputs import check_count, check_output_file, check_readable_file, load_settings
+from pipeline.interrupt import interruptible
+from pipeline.interrupt import report as report_interrupt
 
 log = logging.getLogger("sharecrawl")
 
@@ -331,13 +334,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif rest:
         parser().error(f"unrecognized arguments: {' '.join(rest)}")
     try:
-        return args.func(args)
+        with interruptible(watchdog=True) if args.command == "crawl" else nullcontext():
+            return args.func(args)
     except (UsageError, ConfigError) as e:
         print(f"sharecrawl: error: {e}", file=sys.stderr)
         return 2
     except (CrawlDamaged, LockError) as e:  # one line, saying what to do next
         print(f"sharecrawl: error: {e}", file=sys.stderr)
         return EXIT_LOCKED if isinstance(e, CrawlLocked) else 1
+    except KeyboardInterrupt as e:  # one line: where the crawl stopped, what to do next
+        return report_interrupt(e)
     except Exception as e:  # a failed round: say what failed, not a traceback
         from pipeline.rounds import RoundFailed
 

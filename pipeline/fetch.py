@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
+import signal
 import sys
+import time
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
-from multiprocessing import forkserver
+from multiprocessing import forkserver, resource_tracker
 from pathlib import Path
 from queue import Empty
 
@@ -22,7 +25,7 @@ import pyarrow.parquet as pq
 
 from crawl_io.crawldir import CrawlDir, read_parquet, write_parquet
 from crawl_io.schema import FETCHLOG
-from pipeline.fetcher import HostJob, fetch_host, host_done, set_progress_queue
+from pipeline.fetcher import HostJob, fetch_host, host_done, init_worker
 from pipeline.generate import Generate
 from pipeline.inject import Inject
 from pipeline.progress import FetchProgress, HostProgress
@@ -63,10 +66,20 @@ def worker_context() -> multiprocessing.context.BaseContext:
     forkserver, not fork: the parent holds threads (Luigi, DuckDB, Arrow) that fork would
     copy. The server imports the fetcher once, so each worker starts as a cheap fork of it.
     Starting it is asynchronous: called before a round's Inject, its imports overlap Inject
-    and Generate."""
+    and Generate. The server dies with this process (pipeline.forkserver_guard), and starts
+    with SIGINT blocked, a mask its workers inherit: a Ctrl-C reaches the whole process
+    group and is this process's to handle (it ends the workers), not a traceback of theirs.
+    multiprocessing starts its own resource tracker the same way."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["pipeline.fetcher", "crawl_io.tags", "crawl_io.smb"])
-    forkserver.ensure_running()
+    context.set_forkserver_preload(
+        ["pipeline.forkserver_guard", "pipeline.fetcher", "crawl_io.tags", "crawl_io.smb"]
+    )
+    resource_tracker.ensure_running()  # first: it would unblock SIGINT after starting
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     return context
 
 
@@ -92,23 +105,48 @@ def main_module_hidden() -> Iterator[None]:
 
 
 def fetch_hosts(jobs: list[HostJob], crawlers: int) -> None:
-    """Fetch hosts in worker processes, `crawlers` at once, showing progress."""
+    """Fetch hosts in worker processes, `crawlers` at once, showing progress.
+
+    Interrupted (a signal), it ends the workers at once: leaving the pool would wait for
+    every host being fetched, and a worker must not write into the crawl after it stopped."""
     context = worker_context()
     queue = context.Queue()
     progress = FetchProgress({job.host: HostProgress(due=len(job.due)) for job in jobs})
     workers = max(1, min(crawlers, len(jobs)))
     with (
         progress,
-        ProcessPoolExecutor(workers, context, set_progress_queue, (queue,)) as pool,
+        ProcessPoolExecutor(workers, context, init_worker, (queue, os.getpid())) as pool,
     ):
-        with main_module_hidden():  # the workers start on the first submits
-            pending = {pool.submit(fetch_host, job) for job in jobs}
-        while pending:
-            finished, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
-            _drain(queue, progress)
-            for future in finished:
-                result = future.result()
-                progress.event(result.host, "done", summary=result.summary())
+        try:
+            with main_module_hidden():  # the workers start on the first submits
+                pending = {pool.submit(fetch_host, job) for job in jobs}
+            while pending:
+                finished, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+                _drain(queue, progress)
+                for future in finished:
+                    result = future.result()
+                    progress.event(result.host, "done", summary=result.summary())
+        except KeyboardInterrupt:
+            stop_workers(pool)
+            raise
+
+
+def stop_workers(pool: ProcessPoolExecutor, grace_s: float = 2.0) -> None:
+    """End a pool's workers now, SIGKILL after `grace_s`; what they were fetching is lost
+    (a rerun fetches those hosts again). Python 3.14's ProcessPoolExecutor.terminate_workers()
+    does this; 3.11 has only its `_processes`."""
+    processes = list((pool._processes or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    deadline = time.monotonic() + grace_s
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+            process.join(1.0)
 
 
 def _drain(queue: multiprocessing.Queue, progress: FetchProgress) -> None:

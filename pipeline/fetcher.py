@@ -7,6 +7,7 @@ fetchlog/ -- so a host whose fetchlog part exists is done and a rerun skips it.
 
 from __future__ import annotations
 
+import signal
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -20,6 +21,7 @@ from crawl_io.crawldir import CrawlDir, host_file, write_parquet
 from crawl_io.filters import filtered, load_rules
 from crawl_io.mediatypes import media_kind
 from crawl_io.partitioning import PartitionKey, Ranges, share_root
+from crawl_io.processes import die_with_parent
 from crawl_io.rangefile import RangeFile
 from crawl_io.schema import FETCHLOG, LISTING, MEDIA
 from crawl_io.sources import (
@@ -42,6 +44,15 @@ _progress: Any = None  # a multiprocessing queue for progress events, set in eac
 def set_progress_queue(queue: Any) -> None:
     global _progress
     _progress = queue
+
+
+def init_worker(queue: Any, crawl_pid: int) -> None:
+    """Start a fetch worker: progress goes to `queue`; the worker dies with the fork server
+    that started it (which dies with the crawl process `crawl_pid`), and leaves a Ctrl-C,
+    which reaches the whole process group, to the crawl process: it ends its workers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(watch=crawl_pid)
+    set_progress_queue(queue)
 
 
 @dataclass

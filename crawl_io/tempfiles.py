@@ -1,0 +1,77 @@
+"""Temporary files a crawl leaves in its crawl directory when it is stopped mid-write.
+
+Every write into the crawl directory goes to a hidden temporary name and is renamed into
+place when whole: `.<name>.tmp<pid>` (Parquet parts, rules, CURRENT), `.<name>.tmp-<pid>`
+and its `.wal` (the search index), `.v000013.tmp/` (the version being built). A process
+killed before the rename leaves one behind. Readers never see them; they only take space, so
+they are removed once their writer is gone: when an interrupted crawl stops, and when the
+next crawl starts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+from crawl_io.crawldir import CrawlDir
+from crawl_io.processes import alive
+
+TEMP_NAME = re.compile(r"^\..+\.tmp(?:-?(?P<pid>\d+))?(?:\.wal)?$")
+
+
+def _writer_gone(name: str) -> bool:
+    """Is `name` a temporary name whose writer no longer runs (or is this process)? A
+    name without a pid (the version folder) belongs to whoever holds the crawl lock."""
+    match = TEMP_NAME.match(name)
+    if match is None:
+        return False
+    pid = match["pid"]
+    return pid is None or int(pid) == os.getpid() or not alive(int(pid))
+
+
+def stale_temp_files(root: str | os.PathLike) -> list[Path]:
+    """Temporary files and folders of writers that are gone, in the places a crawl writes:
+    the crawl directory, crawldb/, index/ and the segments of the live round and later ones
+    (older segments are finished and never written again)."""
+    crawl = CrawlDir(root)
+    try:
+        live = crawl.current()
+    except (ValueError, OSError):
+        live = 0  # an unreadable CURRENT: look at every segment
+    folders = [crawl.root, crawl.crawldb, crawl.index.parent]
+    found: list[Path] = []
+    for folder in folders:
+        found += [p for p in _entries(folder) if _writer_gone(p.name)]
+    for segment in _entries(crawl.segments):
+        if segment.name.startswith("r") and segment.name[1:].isdigit():
+            if int(segment.name[1:]) >= live:
+                for dirpath, dirnames, filenames in os.walk(segment):
+                    found += [Path(dirpath, n) for n in dirnames + filenames if _writer_gone(n)]
+        elif _writer_gone(segment.name):
+            found.append(segment)
+    return found
+
+
+def _entries(folder: Path) -> list[Path]:
+    try:
+        return list(folder.iterdir())
+    except OSError:
+        return []
+
+
+def remove_stale_temp_files(root: str | os.PathLike) -> list[Path]:
+    """Remove what stale_temp_files finds; return it. Call it only while holding the crawl
+    lock: a version folder being built has no pid in its name."""
+    removed = []
+    for path in stale_temp_files(root):
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except OSError:  # gone already, or not ours to remove: the next crawl tries again
+            continue
+        removed.append(path)
+    return removed
