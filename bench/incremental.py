@@ -30,14 +30,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from crawl_io.crawldir import CrawlDir, host_file, write_parquet
-from crawl_io.partitioning import share_root
 from crawl_io.schema import FETCHLOG, FILES, HOSTS, LISTING, MEDIA, PARTITIONS, PREFIX_STATS
-from crawl_io.templates import write_tagged
 from crawl_io.version_manifest import write_manifest as write_version_manifest
+from demolan.templates import write_tagged
+from jobs.membership import share_root
 from pipeline import settings as config
 from pipeline.inject import INJECT
 from pipeline.rounds import run_round
-from pipeline.status import round_report
+from queries.status import round_report
 from simulator.progress import step
 
 SHARES_PER_HOST = 10
@@ -151,7 +151,7 @@ def synthetic_crawldb(crawl: CrawlDir, hosts: int, files_per_host: int) -> None:
             "started": t, "duration_s": 1.0, "status": "changed", "n_entries": listing.num_rows,
             "n_tags_read": 0, "bytes_read": 0, "listing_s": 1.0, "tags_s": 0.0,
             "n_folders": 1, "hash": None}]  # fmt: skip
-    from crawl_io.subtree_hash import partition_hash
+    from jobs.subtree_hash import partition_hash
 
     mt = listing["mtime"].cast("int64").to_pylist()
     log[0]["hash"] = partition_hash(zip(listing["path"].to_pylist(), listing["is_dir"].to_pylist(),

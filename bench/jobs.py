@@ -30,11 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from crawl_io.crawldir import write_parquet
 from crawl_io.mediatypes import MEDIA_NAME
-from crawl_io.partitioning import PartitionKey, share_root
 from crawl_io.schema import LISTING
-from jobs.manifest import run_job, write_manifest
-from jobs.partition_split import HostCost, Limits, MRPartitionSplit, write_state
-from jobs.subtree_hash import MRSubtreeHash
+from jobs.bstar_split import HostCost, Limits
+from jobs.membership import PartitionKey, share_root
+from jobs.mr_partition_split import MRPartitionSplit, write_state
+from jobs.mr_subtree_hash import MRSubtreeHash
+from jobs.runner import run_job, write_manifest
 from simulator.progress import track
 
 ALBUMS, TRACKS, ARTISTS_PER_PARTITION = 10, 10, 100  # a track folder row per album

@@ -281,7 +281,7 @@ def cold_cli(workdir: Path, queries: list[str]) -> list[float]:
     """Wall seconds of `sharecrawl search --json` in a fresh process per query, as a user
     at a terminal runs it (interpreter start, imports, loading the index arrays)."""
     script = Path(sys.executable).with_name("sharecrawl")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "pipeline.cli"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "cli.main"]
     walls = []
     for query in queries:
         started = time.perf_counter()

@@ -46,7 +46,7 @@ from queries.search import search  # noqa: E402
 
 def start_server(workdir: Path, workers: int) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", "serve", "--crawl-dir", str(workdir),
+        [sys.executable, "-m", "cli.main", "serve", "--crawl-dir", str(workdir),
          "--port", "0", "--workers", str(workers)],
         cwd=REPO, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip

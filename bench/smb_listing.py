@@ -133,7 +133,7 @@ def make_media_files(folder: Path) -> list[Path]:
     """5 tagged files per format from the repository's templates (tags written by mutagen),
     their audio repeated to realistic sizes (0.5-5 MB) with tags where encoders put them: at
     the head (ID3v2, FLAC and Vorbis headers) and an MP4 `moov` atom after the audio."""
-    from crawl_io.templates import template_path, write_tagged
+    from demolan.templates import template_path, write_tagged
 
     made = []
     for fmt in MEDIA_FORMATS:

@@ -175,7 +175,7 @@ def poll_lines(out_path: Path, seen: dict[str, float], stop: threading.Event) ->
 
 def imports_rss() -> float:
     """RSS of a process that only imports what `sharecrawl watch` imports, MiB."""
-    code = ("import resource, pipeline.cli, sensors.watch, impacket.dcerpc.v5.srvs; "
+    code = ("import resource, cli.main, sensors.watch, impacket.dcerpc.v5.srvs; "
             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")  # fmt: skip
     repo = Path(__file__).resolve().parent.parent
     out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)

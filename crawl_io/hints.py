@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
@@ -33,7 +32,6 @@ from typing import NamedTuple
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crawl_io.partitioning import PartitionKey, Ranges, share_root
 from crawl_io.schema import TS
 
 HINTS = pa.schema(
@@ -105,7 +103,7 @@ def storable(path: str) -> str:
         return "/".join(kept)
 
 
-def _us(value: datetime) -> int:
+def timestamp_us(value: datetime) -> int:
     return round(value.timestamp() * 1_000_000)
 
 
@@ -181,12 +179,6 @@ class SharedHint(NamedTuple):
     seen_at_us: int
 
 
-@dataclass
-class HintCounts:
-    waiting: int  # hinted paths whose partition was not scanned since the hint
-    consumed: int  # hinted paths scanned since
-
-
 class HintsSnapshot:
     """Answers "which paths of host/share were hinted since t, and was the watch of that share
     unbroken since t" for a round (Generate) from one read of the store."""
@@ -204,12 +196,12 @@ class HintsSnapshot:
         self._by_share: dict[tuple[str, str], list[SharedHint]] = {}
         columns = [hints[c].to_pylist() for c in ("host", "share", "path", "overflow", "seen_at")]
         for host, share, path, overflow, seen in zip(*columns, strict=True):
-            entry = SharedHint(path, bool(overflow), _us(seen))
+            entry = SharedHint(path, bool(overflow), timestamp_us(seen))
             self._by_share.setdefault((host, share), []).append(entry)
         self._watches: dict[tuple[str, str], dict] = {
             (row["host"], row["share"]): row for row in watches.to_pylist()
         }
-        self._live_after_us = _us(now) - round(stale_after_s * 1_000_000)
+        self._live_after_us = timestamp_us(now) - round(stale_after_s * 1_000_000)
 
     def shares(self) -> list[tuple[str, str]]:
         """(host, share) of every share with hints."""
@@ -226,7 +218,7 @@ class HintsSnapshot:
         """Hints of host/share seen after t (None: ever), and whether its watch was unbroken
         from t on: armed at or before t, no break since, the watcher alive within
         stale_after_s, and no hint after t dropped by retention."""
-        t_us = None if t is None else _us(t)
+        t_us = None if t is None else timestamp_us(t)
         paths, overflow = set(), False
         for hint in self._by_share.get((host, share), ()):
             if t_us is None or hint.seen_at_us > t_us:
@@ -236,40 +228,9 @@ class HintsSnapshot:
                     paths.add(hint.path)
         row = self._watches.get((host, share))
         watching = row is not None and row["state"] == WATCHING and row["since"] is not None
-        alive = watching and _us(row["alive_at"]) >= self._live_after_us
+        alive = watching and timestamp_us(row["alive_at"]) >= self._live_after_us
         complete = self.complete_since is None or (t is not None and t >= self.complete_since)
-        unbroken = bool(alive and t_us is not None and _us(row["since"]) <= t_us and complete)
+        armed = alive and t_us is not None and timestamp_us(row["since"]) <= t_us
+        unbroken = bool(armed and complete)
         as_of = row["alive_at"] if alive else None
         return ShareSignal(frozenset(paths), overflow, unbroken, as_of)
-
-
-def count_hints(snapshot: HintsSnapshot, partitions: pa.Table) -> HintCounts:
-    """Hinted paths (the latest sighting of each) whose partition was / was not scanned since:
-    a path counts for the partition that lists it (its folder's), an overflow hint for all of
-    its share's partitions. `partitions` has host, share, root, lo, hi and last_scan."""
-    by_share: dict[tuple[str, str], dict[PartitionKey, int | None]] = {}
-    columns = [
-        partitions[c].to_pylist() for c in ("host", "share", "root", "lo", "hi", "last_scan")
-    ]
-    for host, share, root, lo, hi, last in zip(*columns, strict=True):
-        key = PartitionKey(host, share, root, lo, hi)
-        by_share.setdefault((host, share), {})[key] = None if last is None else _us(last)
-    counts = HintCounts(0, 0)
-    for host, share in snapshot.shares():
-        scans = by_share.get((host, share), {})
-        ranges = Ranges(scans)
-        root = share_root(host, share)
-        latest: dict[tuple[str, bool], int] = {}
-        for hint in snapshot.hints_for(host, share):
-            key = (hint.path, hint.overflow)
-            latest[key] = max(latest.get(key, 0), hint.seen_at_us)
-        for (path, overflow), seen in latest.items():
-            if overflow:
-                lasts = list(scans.values()) or [None]
-            else:
-                lasts = [scans.get(ranges.owner(path, False, root))]
-            if all(last is not None and last >= seen for last in lasts):
-                counts.consumed += 1
-            else:
-                counts.waiting += 1
-    return counts

@@ -319,18 +319,3 @@ class Source(Protocol):
     def read(self, share: str, path: str, offset: int, length: int) -> bytes: ...
 
     def close(self) -> None: ...
-
-
-def open_source(host: HostURL, timeout_s: float = 30.0) -> Source:
-    """Connect to a host. Raises SourceError when it cannot be reached."""
-    if host.scheme == "file":
-        from crawl_io.filesource import FileSource
-
-        return FileSource(host)
-    from crawl_io.smb import SMBSource  # the SMB stack loads only when a host needs it
-
-    try:  # checked before the round; a file changed since then fails this host, loudly
-        credentials = credentials_for(host)
-    except ConfigError as e:
-        raise AuthFailed(f"{host.host}: {e}") from None
-    return SMBSource(host, credentials, timeout_s=timeout_s)

@@ -1,5 +1,7 @@
-"""mrjob jobs over segment listings: subtree hashes, partition splits, per-prefix statistics.
+"""The domain's pure functions, one idea a module (membership, walk, subtree hash, B*-subtree
+split, prefix statistics, crawl rules), and the thin mrjob shells over them (mr_*.py).
 
-A job's input is a manifest: one Parquet part file per line. Its mapper reads one part and
-pre-aggregates it with pyarrow, so the shuffle carries summaries, not one record per file.
+A job's input is a manifest (jobs.runner): one Parquet part, or one JSON record naming parts,
+a line. Its mapper reads one part and pre-aggregates it with pyarrow or DuckDB, so the shuffle
+carries summaries, not one record per file.
 """

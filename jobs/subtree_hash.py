@@ -1,37 +1,116 @@
-"""Per-partition hashes and sizes, and per-folder Merkle hashes, from listing parts (§3.4.1).
+"""The one definition of partition and folder hashes (thesis §3.4.1), streamed and columnar.
 
-Each mapper reads one listing part (one host) and works on whole Arrow columns: it builds
-every row's hash record with pyarrow compute, sorts once into canonical order, and hashes each
-partition's records as one contiguous slice of the sorted buffer. The records and order are
-exactly those of crawl_io.subtree_hash (PartitionHasher, folder_hashes), which the fetcher
-streams into, so the two must agree (tests/test_jobs.py checks it).
+A partition's hash is md5 over its entries in canonical order (children sorted by name, depth
+first), each as (path relative to the share, is_dir, size, mtime). The fetcher feeds
+PartitionHasher (or walk_hash) while streaming a walk; the jobs hash stored listings with
+`summarize`, which works on whole Arrow columns: it builds every row's hash record with
+pyarrow compute, sorts once into canonical order, and hashes each partition's records as one
+contiguous slice of the sorted buffer. Both produce the same records in the same order, so
+they agree (tests/test_jobs.py checks it).
 
-With `--folders-dir DIR` the mapper also writes one Parquet part per listing part with every
-folder's Merkle hash (names, sizes, mtimes) and content hash (names and sizes only), and the
-file count and bytes of its subtree; `create_duplicate_folders_view` turns those parts into
-the analysts' `duplicate_folders` view (the same content on two hosts or more).
+A folder's Merkle hash covers its child folders' hashes and its files' names, sizes and
+mtimes; the content hash leaves times out so equal folders on different hosts match
+(`folder_hashes` row by row, `folder_summaries` vectorised); `duplicate_folders_sql` turns
+folder rows into the analysts' `duplicate_folders` view (the same content on two hosts or
+more). The mrjob shell over `summarize` is jobs.mr_subtree_hash.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from mrjob.job import MRJob
-from mrjob.protocol import JSONProtocol, RawValueProtocol
 
 from crawl_io.crawldir import write_parquet
 from crawl_io.mediatypes import MEDIA_NAME
 from crawl_io.schema import FOLDERS
+from crawl_io.sources import Entry
+from jobs.membership import parent_path
+
+if TYPE_CHECKING:
+    import duckdb
 
 COLUMNS = ["host", "share", "partition_id", "path", "name", "is_dir", "size", "mtime"]
 EMPTY_MD5 = hashlib.md5().hexdigest()
+
+
+# -- the hash, entry by entry --------------------------------------------------------------
+def canonical_key(path: str) -> tuple[str, ...]:
+    """Sort key giving depth-first order with children sorted by name ('a/b' before 'a b')."""
+    return tuple(path.split("/")) if path else ()
+
+
+def _record_text(path: str, is_dir: bool, size: int, mtime_us: int) -> str:
+    return f"{path}\0{'d' if is_dir else 'f'}\0{size}\0{mtime_us}\n"
+
+
+def _record(path: str, is_dir: bool, size: int, mtime_us: int) -> bytes:
+    return _record_text(path, is_dir, size, mtime_us).encode()
+
+
+class PartitionHasher:
+    """Streaming hash of a partition's entries, fed in canonical order."""
+
+    def __init__(self) -> None:
+        self._md5 = hashlib.md5()
+        self.n_entries = 0
+
+    def update(self, path: str, is_dir: bool, size: int, mtime_us: int) -> None:
+        self._md5.update(_record(path, is_dir, size, mtime_us))
+        self.n_entries += 1
+
+    def hexdigest(self) -> str:
+        return self._md5.hexdigest()
+
+
+def walk_hash(walk: Iterable[tuple[str, Entry]]) -> str:
+    """The partition hash of a walk's (path, entry) pairs, already in canonical order: the
+    same digest as PartitionHasher fed one entry at a time, with one md5 call (a fetch hashes
+    every entry of the LAN each round)."""
+    text = "".join([_record_text(p, e.is_dir, e.size, e.mtime_us) for p, e in walk])
+    return hashlib.md5(text.encode()).hexdigest()
+
+
+def partition_hash(entries: Iterable[tuple[str, bool, int, int]]) -> str:
+    """Hash of (path, is_dir, size, mtime_us) rows in any order."""
+    hasher = PartitionHasher()
+    for path, is_dir, size, mtime_us in sorted(entries, key=lambda e: canonical_key(e[0])):
+        hasher.update(path, is_dir, size, mtime_us)
+    return hasher.hexdigest()
+
+
+def folder_hashes(
+    entries: Iterable[tuple[str, bool, int, int]], *, with_times: bool = True
+) -> dict[str, str]:
+    """Merkle hashes of every folder that appears as a parent among (path, is_dir, size,
+    mtime_us) rows: H(folder) = md5(child folders' names and hashes, file names, sizes[,
+    mtimes]) in name order. With with_times=False the hash depends on content only."""
+    children: dict[str, list[tuple[str, bool, int, int]]] = defaultdict(list)
+    folders: set[str] = set()
+    for path, is_dir, size, mtime_us in entries:
+        name = path[path.rfind("/") + 1 :]
+        children[parent_path(path)].append((name, is_dir, size, mtime_us if with_times else 0))
+        if is_dir:
+            folders.add(path)
+    folders.update(children)
+    hashes: dict[str, str] = {}
+    for folder in sorted(folders, key=lambda p: -len(canonical_key(p))):
+        md5 = hashlib.md5()
+        for name, is_dir, size, mtime_us in sorted(children.get(folder, ())):
+            if is_dir:
+                child = f"{folder}/{name}" if folder else name
+                md5.update(f"d\0{name}\0{hashes[child]}\n".encode())
+            else:
+                md5.update(f"f\0{name}\0{size}\0{mtime_us}\n".encode())
+        hashes[folder] = md5.hexdigest()
+    return hashes
 
 
 # -- columns -------------------------------------------------------------------------------
@@ -95,7 +174,7 @@ def _to_str(values: pa.Array) -> pa.Array:
 def summarize(table: pa.Table) -> dict[str, dict]:
     """partition_id -> {hash, n_folders, n_files, n_media, bytes} over listing rows.
 
-    hash equals crawl_io.subtree_hash.partition_hash over each partition's rows."""
+    hash equals partition_hash over each partition's rows."""
     if table.num_rows == 0:
         return {}
     table = table.combine_chunks()
@@ -134,7 +213,7 @@ def partition_summaries(part_path: str) -> Iterator[tuple[str, dict]]:
 
 # -- folders -------------------------------------------------------------------------------
 def folder_summaries(table: pa.Table) -> pa.Table:
-    """Every folder row's Merkle hash and content hash, as crawl_io.subtree_hash.folder_hashes
+    """Every folder row's Merkle hash and content hash, as folder_hashes
     computes them over the rows of its share (with_times True and False), and its subtree's
     file count and bytes. Works level by level from the deepest rows up, vectorised."""
     if not pc.any(table["is_dir"]).as_py():
@@ -253,35 +332,3 @@ def create_duplicate_folders_view(
     glob = str(folders_dir / "*.parquet").replace("'", "''")
     sql = duplicate_folders_sql(f"read_parquet('{glob}')", min_files)
     con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {sql}')
-
-
-# -- the job -------------------------------------------------------------------------------
-class MRSubtreeHash(MRJob):
-    INPUT_PROTOCOL = RawValueProtocol
-    OUTPUT_PROTOCOL = JSONProtocol
-
-    def configure_args(self) -> None:
-        super().configure_args()
-        self.add_passthru_arg(
-            "--folders-dir", default=None,
-            help="also write per-folder hashes as Parquet parts into this local folder",
-        )  # fmt: skip
-
-    def mapper(self, _: None, part_path: str) -> Iterator[tuple[str, dict]]:
-        part_path = part_path.strip()
-        table = read_listing(part_path)
-        if self.options.folders_dir:
-            out = Path(self.options.folders_dir) / folders_part_name(part_path)
-            write_parquet(folder_summaries(table), out)
-        yield from summarize(table).items()
-
-    def reducer(self, partition_id: str, summaries: Iterator[dict]) -> Iterator[tuple[str, dict]]:
-        # A partition is scanned by one fetcher, so it lives in one part: one summary.
-        summary = next(summaries)
-        if next(summaries, None) is not None:
-            raise ValueError(f"partition {partition_id} appears in two listing parts")
-        yield partition_id, summary
-
-
-if __name__ == "__main__":
-    MRSubtreeHash.run()

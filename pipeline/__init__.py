@@ -1,1 +1,2 @@
-"""Luigi tasks for the rounds, scheduling policies, the CLI, the demo and the simulator."""
+"""The Luigi tasks of a round, one stage a module (inject, generate, fetch, update, publish,
+index), the rounds that chain them (rounds), and scheduling in pipeline.scheduling."""

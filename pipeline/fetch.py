@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from crawl_io.crawldir import CrawlDir, read_parquet, write_parquet
 from crawl_io.schema import FETCHLOG
-from pipeline.fetcher import HostJob, fetch_host, host_done, init_worker
+from pipeline.fetch_host import HostJob, fetch_host, host_done, init_worker
 from pipeline.generate import Generate
 from pipeline.inject import Inject
 from pipeline.progress import FetchProgress, HostProgress
@@ -72,7 +72,7 @@ def worker_context() -> multiprocessing.context.BaseContext:
     multiprocessing starts its own resource tracker the same way."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(
-        ["pipeline.forkserver_guard", "pipeline.fetcher", "crawl_io.tags", "crawl_io.smb"]
+        ["pipeline.forkserver_guard", "pipeline.fetch_host", "crawl_io.tags", "crawl_io.smb"]
     )
     resource_tracker.ensure_running()  # first: it would unblock SIGINT after starting
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
@@ -90,7 +90,7 @@ def main_module_hidden() -> Iterator[None]:
     multiprocessing runs the parent's main script (as __mp_main__) in every forkserver
     child, and Python 3.11 ignores a '__main__' preload; a script that imports the whole
     pipeline costs each worker half a second. The workers need nothing from it: everything
-    they run lives in pipeline.fetcher."""
+    they run lives in pipeline.fetch_host."""
     main = sys.modules["__main__"]
     file, spec = getattr(main, "__file__", None), getattr(main, "__spec__", None)
     main.__spec__ = None

@@ -17,9 +17,9 @@ import luigi
 import pyarrow as pa
 
 from crawl_io.crawldir import CrawlDir, write_parquet
-from crawl_io.filters import RulesStore
 from crawl_io.liveness import check_hosts
 from crawl_io.sources import HostURL, read_hosts_file
+from pipeline.rules_store import RulesStore
 from pipeline.settings import sharecrawl
 
 log = logging.getLogger("sharecrawl")

@@ -10,20 +10,12 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from crawl_io.partitioning import PartitionKey
 from crawl_io.schema import PARTITIONS
-from crawl_io.subtree_hash import PartitionHasher
-from jobs.manifest import run_job
-from jobs.partition_split import (
-    HostCost,
-    Limits,
-    MRPartitionSplit,
-    assign_partition_ids,
-    partition_key,
-    plan_from_output,
-    write_state,
-)
-from jobs.subtree_hash import summarize
+from jobs.bstar_split import HostCost, Limits
+from jobs.membership import PartitionKey, assign_partition_ids, partition_key
+from jobs.mr_partition_split import MRPartitionSplit, plan_from_output, write_state
+from jobs.runner import run_job
+from jobs.subtree_hash import PartitionHasher, summarize
 
 EMPTY = {"hash": PartitionHasher().hexdigest(), "n_folders": 0, "n_files": 0, "n_media": 0,
          "bytes": 0}  # fmt: skip

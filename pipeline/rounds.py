@@ -15,7 +15,7 @@ import luigi
 
 from crawl_io.crawldir import CrawlDir
 from crawl_io.tempfiles import remove_stale_temp_files
-from jobs.manifest import remove_job_temp_dirs
+from jobs.runner import remove_job_temp_dirs
 from pipeline.fetch import worker_context
 from pipeline.index import Index
 from pipeline.interrupt import (

@@ -2,9 +2,9 @@
 
 Runs the subtree-hash mrjob job over the segment's listings (its hashes must equal the ones
 the fetchers streamed), rewrites the files and media of the hosts the round touched,
-hard-links the others' parts unchanged, updates partitions (scan history, rate) and hosts,
-writes the version's manifest, and publishes by renaming the finished version folder and
-moving CURRENT.
+hard-links the others' parts unchanged, updates partitions (scan history, rate), hosts and
+prefix statistics, and hands the finished version to pipeline.publish, which writes its
+manifest and the automatic rules, renames it into place and moves CURRENT.
 
 A damaged or missing part is never linked forward: its host's rows are left out and its
 partitions' hashes cleared, so a round lists them again as new (Generate puts them first)
@@ -15,8 +15,6 @@ while their scan history stays. A damaged state table (hosts, partitions) stops 
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,7 +25,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from crawl_io.crawldir import (
-    PER_HOST_TABLES,
     CrawlDamaged,
     CrawlDir,
     host_file,
@@ -35,19 +32,19 @@ from crawl_io.crawldir import (
     write_parquet,
 )
 from crawl_io.duck import cursor
-from crawl_io.filters import RulesStore, load_rules
-from crawl_io.partitioning import share_root
 from crawl_io.schema import FETCHLOG, FILES, HOSTS, LISTING, MEDIA, PARTITIONS, PREFIX_STATS
 from crawl_io.sources import CONFIG_STATUSES, HOST_OK, UNREACHABLE_STATUSES
-from crawl_io.version_manifest import Manifest, read_problem
-from crawl_io.version_manifest import write_manifest as write_version_manifest
-from jobs.manifest import run_job, write_manifest
-from jobs.partition_split import Limits
-from jobs.prefix_stats import round_prefix_stats
-from jobs.subtree_hash import MRSubtreeHash, folder_summaries, summarize
+from jobs.bstar_split import Limits
+from jobs.crawl_rules import load_rules
+from jobs.membership import share_root
+from jobs.mr_prefix_stats import round_prefix_stats
+from jobs.mr_subtree_hash import MRSubtreeHash
+from jobs.runner import run_job, write_manifest
+from jobs.subtree_hash import folder_summaries, summarize
 from pipeline import repartition
 from pipeline.fetch import Fetch
 from pipeline.inject import Inject
+from pipeline.publish import VersionBuild
 from pipeline.scheduling.history import Histories
 from pipeline.scheduling.rates import DEFAULT_WINDOW_S
 from pipeline.settings import sharecrawl
@@ -318,18 +315,15 @@ class Update(luigi.Task):
         if rules.digest != load_rules(crawl.segment_dir(prev) / "rules.txt").digest:
             touched = set(listed)  # new rules: excluded rows leave every host's parts
 
-        out = crawl.crawldb / f".v{self.round:06d}.tmp"
-        shutil.rmtree(out, ignore_errors=True)
-        for name in PER_HOST_TABLES:
-            (out / name).mkdir(parents=True)
+        build = VersionBuild(crawl, self.round)
+        out = build.begin()
         by_host: dict[str, list[dict]] = {}
         for p in partitions:
             by_host.setdefault(p["host"], []).append(p)
-        carried: Manifest = {}  # manifest entries of the parts linked from version N-1
         unlinked: set[str] = set()
         for host in sorted(listed):
             if host not in touched:
-                if not self._link_host(crawl, prev, host, out, carried):
+                if not build.link_host(host):
                     unlinked.add(host)
                 continue
             part = host_file(host)
@@ -376,43 +370,4 @@ class Update(luigi.Task):
             workdir=seg / "jobs",
         )  # fmt: skip
         write_parquet(stats, out / "prefix_stats.parquet")
-        if settings.auto_rules:  # seed 002: big folders without media are not worth crawling
-            RulesStore(crawl.root, settings.rules_file or None).regenerate_auto(
-                stats, min_entries=settings.auto_rule_min_entries
-            )
-        # the manifest goes in last, before the rename: a version with one is complete
-        write_version_manifest(out, carried)
-        crawl.note_manifests_from(self.round)
-        os.replace(out, crawl.version_dir(self.round))
-        crawl.publish(self.round)
-
-    @staticmethod
-    def _link_host(crawl: CrawlDir, prev: int, host: str, out: Path, carried: Manifest) -> bool:
-        """An untouched host's parts are shared with the previous version, not copied, and
-        carry their manifest entries forward. Only their size is checked here (a stat), so
-        that publishing costs what changed; their bytes are checked when a round rewrites
-        them and by `sharecrawl check`. A part of a legacy version (no manifest) is read in
-        full once, and gets its entry in the new manifest. False: a part is damaged or
-        missing, and none of the host's parts is linked."""
-        if not prev:
-            return True
-        manifest = crawl.manifest(prev)
-        if crawl.host_damaged(prev, host):
-            logger.warning("sharecrawl: %s: a part in v%06d is damaged or missing; "
-                        "crawled again as new", host, prev)  # fmt: skip
-            return False
-        links = []
-        for name in PER_HOST_TABLES:
-            rel = f"{name}/{host_file(host)}"
-            src = crawl.version_dir(prev) / rel
-            if manifest is None and src.exists() and (problem := read_problem(src)):
-                logger.warning("sharecrawl: %s: %s; its host is crawled again as new", src, problem)
-                return False
-            if manifest is None or rel in manifest:
-                links.append((src, rel))
-        for src, rel in links:
-            if src.exists():
-                os.link(src, out / rel)
-                if manifest is not None:
-                    carried[rel] = manifest[rel]
-        return True
+        build.publish(stats)

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from crawl_io.filters import Rules
 from crawl_io.liveness import check_host
 from crawl_io.notify import NotifySession
 from crawl_io.sources import (
@@ -26,6 +25,7 @@ from crawl_io.sources import (
     SourceError,
     credentials_for,
 )
+from jobs.crawl_rules import Rules
 
 STEADY_S = 60.0  # a connection that lasted this long resets the backoff
 

@@ -1,5 +1,5 @@
 """The crawl rules as the watcher applies them to hints: the operator's file and rules.auto,
-minus rules.disabled, read the way a round's Inject reads them (crawl_io.filters.RulesStore),
+minus rules.disabled, read the way a round's Inject reads them (pipeline.rules_store.RulesStore),
 and read again when one of those files changes."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import os
 import time
 from pathlib import Path
 
-from crawl_io.filters import Rules, RulesStore
+from jobs.crawl_rules import Rules
+from pipeline.rules_store import RulesStore
 
 log = logging.getLogger("sharecrawl")
 REBUILD_S = 3600.0  # compiled rules cache every folder they were asked about: start afresh

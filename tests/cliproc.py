@@ -18,12 +18,12 @@ def run_cli(
     *args: str, env: dict[str, str] | None = None, config: Path | None = None,
     timeout_s: float = 300,
 ) -> subprocess.CompletedProcess[str]:  # fmt: skip
-    """`python -m pipeline.cli ARGS` with os.environ plus `env` (and LUIGI_CONFIG_PATH)."""
+    """`python -m cli.main ARGS` with os.environ plus `env` (and LUIGI_CONFIG_PATH)."""
     full = {**os.environ, **(env or {})}
     if config is not None:
         full["LUIGI_CONFIG_PATH"] = str(config)
     return subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", *args],
+        [sys.executable, "-m", "cli.main", *args],
         capture_output=True, text=True, cwd=REPO, env=full, timeout=timeout_s,
         start_new_session=True,
     )  # fmt: skip

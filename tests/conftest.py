@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from luigi.configuration.cfg_parser import LuigiConfigParser
 
-from pipeline.cli import main
+from cli.main import main
 from tests.media import make_media
 
 pytest_plugins = ["tests.smbd"]

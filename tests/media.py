@@ -1,10 +1,10 @@
-"""Helpers for tests that need real tagged media files (made from crawl_io/templates)."""
+"""Helpers for tests that need real tagged media files (made from demolan/templates)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from crawl_io.templates import TEMPLATES, template_path, write_tagged
+from demolan.templates import TEMPLATES, template_path, write_tagged
 
 __all__ = ["TEMPLATES", "make_media", "template_path", "write_tagged"]
 

@@ -321,7 +321,7 @@ MEDIA_FORMATS = ("mp3", "flac", "ogg", "m4a")
 
 def _make_media(folder: Path) -> int:
     try:
-        from crawl_io.templates import write_tagged
+        from demolan.templates import write_tagged
     except ImportError:
         return 0
     count = 0

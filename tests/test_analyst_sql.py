@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from cli.plots import plot_status, status_figures
 from crawl_io.crawldir import CrawlDir
-from pipeline.plots import plot_status, status_figures
 from tests.conftest import LAN
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "analysts.md"

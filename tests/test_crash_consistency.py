@@ -156,7 +156,7 @@ class Setup:
 
 
 def crawl_process(setup: Setup, crawl_dir: Path, tmpdir: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "pipeline.cli", "crawl", "--rounds", "1", "--crawl-dir",
+    cmd = [sys.executable, "-m", "cli.main", "crawl", "--rounds", "1", "--crawl-dir",
            str(crawl_dir), "--hosts-file", str(setup.hosts_file), "--runner", "inline"]  # fmt: skip
     env = {**os.environ, "LUIGI_CONFIG_PATH": str(setup.cfg), "TMPDIR": str(tmpdir)}
     return subprocess.Popen(cmd, cwd=tmpdir, env=env, stdin=subprocess.DEVNULL,

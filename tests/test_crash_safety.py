@@ -59,7 +59,7 @@ def test_killed_crawl_process_leaves_a_whole_version(lan: LAN, run_json) -> None
     lan.crawl()
     crawl = CrawlDir(lan.crawl_dir)
     lan.media("beta", "share/late/track10.mp3", artist="Kino", title="Gruppa krovi")
-    cmd = [sys.executable, "-m", "pipeline.cli", "crawl", "--crawl-dir", str(lan.crawl_dir),
+    cmd = [sys.executable, "-m", "cli.main", "crawl", "--crawl-dir", str(lan.crawl_dir),
            "--hosts-file", str(lan.hosts_file), "--runner", "inline"]  # fmt: skip
     proc = subprocess.Popen(cmd, start_new_session=True, stderr=subprocess.DEVNULL)
     fetchlog = crawl.segment_dir(2) / "fetchlog.parquet"

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from crawl_io.connect import open_source
 from crawl_io.mediatypes import media_kind
 from crawl_io.rangefile import RangeFile
-from crawl_io.sources import HostUnreachable, open_source, read_hosts_file
+from crawl_io.sources import HostUnreachable, read_hosts_file
 from crawl_io.tags import read_tags
-from pipeline.demolan import (
+from demolan.lan import (
     HOSTS,
     MADONNA_MUSIC_COPIES,
     OFFLINE_AT_STEP_3,

@@ -11,10 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from crawl_io.connect import open_source
 from crawl_io.crawldir import CrawlDir
-from crawl_io.filters import (
+from crawl_io.schema import PREFIX_STATS
+from crawl_io.sources import ConfigError, Source, parse_host_url
+from jobs.crawl_rules import (
     Rules,
-    RulesStore,
     auto_rule,
     auto_rule_id,
     auto_rules,
@@ -24,11 +26,10 @@ from crawl_io.filters import (
     parse_rule,
     parse_rules,
 )
-from crawl_io.partitioning import Ranges, share_root
-from crawl_io.schema import PREFIX_STATS
-from crawl_io.sources import ConfigError, Source, open_source, parse_host_url
-from crawl_io.walk import walk_partition
-from jobs.prefix_stats import host_parts, run_prefix_stats
+from jobs.membership import Ranges, share_root
+from jobs.mr_prefix_stats import host_parts, run_prefix_stats
+from jobs.walk import walk_partition
+from pipeline.rules_store import RulesStore
 from tests.conftest import LAN
 
 

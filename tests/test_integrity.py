@@ -182,7 +182,7 @@ def test_a_broken_current_gives_one_line_and_no_traceback_from_the_command(lan: 
     (crawl.crawldb / "CURRENT").write_text("")
     for command in ("status", "crawl"):
         proc = subprocess.run(
-            [sys.executable, "-m", "pipeline.cli", command, "--crawl-dir", str(lan.crawl_dir),
+            [sys.executable, "-m", "cli.main", command, "--crawl-dir", str(lan.crawl_dir),
              *(["--hosts-file", str(lan.hosts_file)] if command == "crawl" else [])],
             capture_output=True, text=True, timeout=300,
         )  # fmt: skip

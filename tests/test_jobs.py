@@ -14,13 +14,14 @@ from hypothesis import strategies as st
 from crawl_io.crawldir import write_parquet
 from crawl_io.mediatypes import media_kind
 from crawl_io.schema import LISTING
-from crawl_io.subtree_hash import folder_hashes, partition_hash
-from jobs.manifest import run_job, write_manifest
+from jobs.mr_subtree_hash import MRSubtreeHash
+from jobs.runner import run_job, write_manifest
 from jobs.subtree_hash import (
-    MRSubtreeHash,
     create_duplicate_folders_view,
+    folder_hashes,
     folder_summaries,
     media_mask,
+    partition_hash,
     partition_summaries,
 )
 

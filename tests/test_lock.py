@@ -23,7 +23,7 @@ def tree(root: Path) -> dict[str, tuple[int, int]]:
 
 
 def crawl_command(lan: LAN) -> list[str]:
-    return [sys.executable, "-m", "pipeline.cli", "crawl", "--crawl-dir", str(lan.crawl_dir),
+    return [sys.executable, "-m", "cli.main", "crawl", "--crawl-dir", str(lan.crawl_dir),
             "--hosts-file", str(lan.hosts_file), "--runner", "inline"]  # fmt: skip
 
 

@@ -18,24 +18,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from crawl_io.connect import open_source
 from crawl_io.crawldir import write_parquet
-from crawl_io.partitioning import PartitionKey, Ranges, share_root
 from crawl_io.schema import LISTING
-from crawl_io.sources import open_source, parse_host_url
-from crawl_io.walk import walk_partition
-from jobs.manifest import run_job, write_manifest
-from jobs.partition_split import (
-    HostCost,
-    Limits,
-    MRPartitionSplit,
-    assign_partition_ids,
-    listing_cost,
-    partition_key,
-    plan_from_output,
-    plan_repartition,
-    split,
-    write_state,
-)
+from crawl_io.sources import parse_host_url
+from jobs.bstar_split import HostCost, Limits, listing_cost, plan_repartition, split
+from jobs.membership import PartitionKey, Ranges, assign_partition_ids, partition_key, share_root
+from jobs.mr_partition_split import MRPartitionSplit, plan_from_output, write_state
+from jobs.runner import run_job, write_manifest
+from jobs.walk import walk_partition
 
 ROOT = Path(__file__).resolve().parents[1]
 COST = HostCost(list_s_per_folder=0.1, tag_s_per_file=1.0)

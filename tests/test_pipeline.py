@@ -221,7 +221,7 @@ def test_fetch_workers_do_not_rerun_the_main_script(lan: LAN, tmp_path: Path, ru
     script.write_text(
         "import os, sys\n"
         f"with open({str(runs)!r}, 'a') as f: f.write(__name__ + '\\n')\n"
-        "from pipeline.cli import main\n"
+        "from cli.main import main\n"
         "if __name__ == '__main__':\n"
         "    sys.exit(main(sys.argv[1:]))\n"
     )

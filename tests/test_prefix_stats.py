@@ -16,12 +16,8 @@ from hypothesis import strategies as st
 
 from crawl_io.crawldir import CrawlDir, host_file, write_parquet
 from crawl_io.schema import FILES, MEDIA, PREFIX_STATS
-from jobs.prefix_stats import (
-    host_parts,
-    host_prefix_stats,
-    round_prefix_stats,
-    run_prefix_stats,
-)
+from jobs.mr_prefix_stats import host_parts, round_prefix_stats, run_prefix_stats
+from jobs.prefix_stats import host_prefix_stats
 from tests.conftest import LAN
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

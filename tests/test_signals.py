@@ -107,7 +107,7 @@ def crawl_tmpdir() -> Iterator[Path]:
 
 def start_crawl(lan: LAN, cfg: Path, tmpdir: Path, runner: str = "inline") -> CrawlProcess:
     stderr = lan.root / "crawl.stderr"
-    cmd = [sys.executable, "-m", "pipeline.cli", "crawl", "--rounds", "1", "--crawl-dir",
+    cmd = [sys.executable, "-m", "cli.main", "crawl", "--rounds", "1", "--crawl-dir",
            str(lan.crawl_dir), "--hosts-file", str(lan.hosts_file), "--runner", runner]  # fmt: skip
     env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg), "TMPDIR": str(tmpdir)}
     with open(stderr, "wb") as err:

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from crawl_io.filesource import FileSource
-from crawl_io.partitioning import PartitionKey, Ranges, share_root
 from crawl_io.sources import (
     AccessDenied,
     ConfigError,
@@ -19,8 +18,9 @@ from crawl_io.sources import (
     parse_host_url,
     read_hosts_file,
 )
-from crawl_io.subtree_hash import canonical_key, partition_hash, walk_hash
-from crawl_io.walk import walk_partition
+from jobs.membership import PartitionKey, Ranges, share_root
+from jobs.subtree_hash import canonical_key, partition_hash, walk_hash
+from jobs.walk import walk_partition
 
 
 def make_tree(root: Path, paths: list[str]) -> None:

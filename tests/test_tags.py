@@ -20,7 +20,7 @@ from crawl_io.rangefile import RangeFile
 from crawl_io.schema import MEDIA
 from crawl_io.sources import HostUnreachable, parse_host_url
 from crawl_io.tags import TAG_COLUMNS, parse_int, parse_year, read_tags
-from crawl_io.templates import TEMPLATES, template_path, write_tagged
+from demolan.templates import TEMPLATES, template_path, write_tagged
 from tests.media import make_media
 
 TAGS = {

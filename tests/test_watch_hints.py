@@ -11,10 +11,11 @@ import pytest
 
 from crawl_io import hints_writer
 from crawl_io.crawldir import CrawlDir
-from crawl_io.hints import HintsStore, count_hints, cover, part_name
+from crawl_io.hints import HintsStore, cover, part_name
 from crawl_io.hints_writer import HintsWriter, WatchRunning
-from crawl_io.partitioning import partition_id
 from crawl_io.schema import PARTITIONS
+from jobs.hint_counts import count_hints
+from jobs.membership import partition_id
 from queries.views import run_sql
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -192,7 +193,7 @@ def test_a_name_that_is_not_unicode_keeps_its_folder() -> None:
 
 
 def test_a_crawl_dir_where_hints_cannot_go_gets_one_line(tmp_path: Path, capsys) -> None:
-    from pipeline.cli import main
+    from cli.main import main
 
     (tmp_path / "crawl" / "crawldb").mkdir(parents=True)
     (tmp_path / "crawl" / "hints").write_text("not a folder")

@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from pipeline.cli import main
+from cli.main import main
 from tests.conftest import LAN
 from tests.test_web_lan import HOSTILE_NAME, HOSTILE_TITLE, PADDING, Server, server, web_lan
 from web.facets import split_web_filters, with_field

@@ -93,7 +93,7 @@ class WatchProcess:
         cfg = work / "watch.cfg"
         cfg.write_text("[sharecrawl]\nhost_timeout_s = 5\nliveness_timeout_s = 1\n" + config)
         self.stderr_path = work / "watch.stderr"
-        command = [sys.executable, "-m", "pipeline.cli", "watch", "--hosts-file",
+        command = [sys.executable, "-m", "cli.main", "watch", "--hosts-file",
                    str(self.hosts_file), "--crawl-dir", str(self.crawl_dir), "--rules-file",
                    str(self.rules_file), *args]  # fmt: skip
         environment = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg)}

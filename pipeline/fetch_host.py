@@ -17,10 +17,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from crawl_io.connect import open_source
 from crawl_io.crawldir import CrawlDir, host_file, write_parquet
-from crawl_io.filters import filtered, load_rules
 from crawl_io.mediatypes import media_kind
-from crawl_io.partitioning import PartitionKey, Ranges, share_root
 from crawl_io.processes import die_with_parent
 from crawl_io.rangefile import RangeFile
 from crawl_io.schema import FETCHLOG, LISTING, MEDIA
@@ -32,11 +31,12 @@ from crawl_io.sources import (
     Source,
     SourceError,
     SourceTimeout,
-    open_source,
     parse_host_url,
 )
-from crawl_io.subtree_hash import walk_hash
-from crawl_io.walk import WalkStats, walk_partition
+from jobs.crawl_rules import filtered, load_rules
+from jobs.membership import PartitionKey, Ranges, share_root
+from jobs.subtree_hash import walk_hash
+from jobs.walk import WalkStats, walk_partition
 
 _progress: Any = None  # a multiprocessing queue for progress events, set in each worker
 

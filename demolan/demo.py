@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 from crawl_io.crawldir import CrawlDir
+from demolan.lan import build_lan, change_lan
 from pipeline import settings as config
-from pipeline.demolan import build_lan, change_lan
 from pipeline.rounds import run_round
-from pipeline.status import format_report, round_report
+from queries.status import format_report, round_report
 
 SEARCHES = (
     ("madonna music", {}),

@@ -1,4 +1,5 @@
-"""B*-subtree splitting (thesis §3.2.1) and re-partitioning (§3.3), as pure functions and a job.
+"""B*-subtree splitting (thesis §3.2.1) and re-partitioning (§3.3), as pure functions (the
+mrjob shell over them is jobs.mr_partition_split).
 
 Split: walk a partition's folder tree depth first in canonical order. Every folder costs one
 listing plus a tag read per media file directly in it (seconds, at the host's measured costs)
@@ -22,28 +23,23 @@ parent and new ranges covering its interval are created.
 
 Applying a plan (what Update does): drop `delete` and the `merge` sources from the partitions,
 add `create` (parent_id given), set parent_id per `reparent`, then give the host's file rows
-their partition with `assign_partition_ids` (Ranges.owner) and recompute the affected
+their partition with jobs.membership.assign_partition_ids (Ranges.owner) and recompute the affected
 partitions' hashes and sizes with jobs.subtree_hash.summarize.
 """
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from mrjob.job import MRJob
-from mrjob.protocol import JSONProtocol, RawValueProtocol
 
-from crawl_io.partitioning import PartitionKey, Ranges, share_root
-from crawl_io.subtree_hash import parent_path
-from jobs.subtree_hash import canonical_sort_key, media_mask, read_listing
+from jobs.membership import PartitionKey, Ranges, parent_path, partition_key, share_root
+from jobs.subtree_hash import canonical_sort_key, media_mask
 
 FILL = 0.75  # a range is closed before the limit only once it holds this share of it
 MERGE_BELOW = 0.5  # thesis §3.3: merge a partition under half the limits ...
@@ -276,10 +272,6 @@ def split(
 
 
 # -- re-partitioning -----------------------------------------------------------------------
-def partition_key(row: Mapping[str, Any]) -> PartitionKey:
-    return PartitionKey(row["host"], row["share"], row["root"], row["lo"], row["hi"])
-
-
 def _rows_by_partition(listings: pa.Table) -> dict[str, pa.Table]:
     if listings.num_rows == 0:
         return {}
@@ -442,134 +434,3 @@ def plan_repartition(
         "merge": sorted([child, into] for child, into in merges.items()),
         "reparent": sorted(reparent),
     }
-
-
-def assign_partition_ids(table: pa.Table, keys: Iterable[PartitionKey]) -> pa.Array:
-    """Each row's partition (Ranges.owner) under `keys`, for LISTING/FILES rows of any hosts
-    and shares; one owner lookup per folder, not per row."""
-    by_share: dict[tuple[str, str], list[PartitionKey]] = defaultdict(list)
-    for key in keys:
-        by_share[key.host, key.share].append(key)
-    ranges = {hs: Ranges(found) for hs, found in by_share.items()}
-    folder_owner: dict[tuple[str, str, str], str] = {}
-
-    def owner_of_folder(host: str, share: str, path: str) -> str:
-        """The partition holding folder `path` (iterative: shares can be very deep)."""
-        pending = []
-        while (host, share, path) not in folder_owner and path:
-            pending.append(path)
-            path = parent_path(path)
-        if (host, share, path) not in folder_owner:  # path == '' : the share root
-            folder_owner[host, share, ""] = share_root(host, share).id
-        owner = folder_owner[host, share, path]
-        ranged = ranges.get((host, share))
-        for folder in reversed(pending):
-            parent = parent_path(folder)
-            claim = (
-                ranged.claiming(parent, folder[len(parent) + 1 if parent else 0 :])
-                if ranged
-                else None
-            )
-            owner = claim.id if claim is not None else owner
-            folder_owner[host, share, folder] = owner
-        return owner
-
-    out = []
-    columns = (table[c].to_pylist() for c in ("host", "share", "path", "is_dir"))
-    for host, share, path, is_dir in zip(*columns, strict=True):
-        out.append(owner_of_folder(host, share, path if is_dir else parent_path(path)))
-    return pa.array(out, pa.string())
-
-
-# -- the job -------------------------------------------------------------------------------
-def write_state(
-    path: Path,
-    partitions: Iterable[Mapping[str, Any]],
-    host_costs: Mapping[str, HostCost],
-    limits: Limits,
-    gone: Iterable[str] = (),
-    rescanned: Iterable[str] = (),
-) -> Path:
-    """The job's side input: current partitions (the columns the plan reads), host costs,
-    limits, the partitions found gone and those rescanned (changed or new) this round."""
-    columns = ("partition_id", "host", "share", "root", "lo", "hi", "parent_id", "n_folders",
-               "n_media", "mem_bytes")  # fmt: skip
-    state = {
-        "partitions": [{c: p.get(c) for c in columns} for p in partitions],
-        "host_costs": {h: [c.list_s_per_folder, c.tag_s_per_file] for h, c in host_costs.items()},
-        "limits": [limits.max_seconds, limits.max_bytes],
-        "gone": sorted(gone),
-        "rescanned": sorted(rescanned),
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(state))
-    return path
-
-
-class MRPartitionSplit(MRJob):
-    """Input: a manifest of listing parts (one host each). `--state FILE` (see write_state).
-    Output: (partition_id, {"op": "delete"|"merge"|"create"|"reparent", ...}) per change;
-    plan_from_output turns them back into plan_repartition's result."""
-
-    INPUT_PROTOCOL = RawValueProtocol
-    OUTPUT_PROTOCOL = JSONProtocol
-
-    def configure_args(self) -> None:
-        super().configure_args()
-        self.add_file_arg("--state", help="JSON side input written by write_state")
-
-    def mapper_init(self) -> None:
-        if not self.options.state:
-            raise ValueError("MRPartitionSplit needs --state FILE")
-        state = json.loads(Path(self.options.state).read_text())
-        self.by_host: dict[str, list[dict]] = defaultdict(list)
-        for row in state["partitions"]:
-            self.by_host[row["host"]].append(row)
-        self.host_costs = {h: HostCost(*c) for h, c in state["host_costs"].items()}
-        self.limits = Limits(*state["limits"])
-        self.gone = set(state["gone"])
-        self.rescanned = set(state.get("rescanned", ()))
-
-    def mapper(self, _: None, part_path: str) -> Iterator[tuple[str, dict]]:
-        listing = read_listing(part_path.strip())
-        for host in pc.unique(listing["host"]).to_pylist():
-            rows = listing.filter(pc.equal(listing["host"], host))
-            plan = plan_repartition(self.by_host.get(host, []), rows, limits=self.limits,
-                                    host_costs=self.host_costs, gone=self.gone,
-                                    rescanned=self.rescanned)  # fmt: skip
-            yield from plan_records(plan)
-
-
-def plan_records(plan: Mapping[str, list]) -> Iterator[tuple[str, dict]]:
-    for pid in plan["delete"]:
-        yield pid, {"op": "delete"}
-    for pid, into in plan["merge"]:
-        yield pid, {"op": "merge", "into": into}
-    for row in plan["create"]:
-        yield row["partition_id"], {"op": "create", "partition": row}
-    for pid, parent in plan["reparent"]:
-        yield pid, {"op": "reparent", "parent_id": parent}
-
-
-def plan_from_output(pairs: Iterable[tuple[str, dict]]) -> dict[str, list]:
-    plan: dict[str, list] = {"create": [], "delete": [], "merge": [], "reparent": []}
-    for pid, record in pairs:
-        op = record["op"]
-        if op == "delete":
-            plan["delete"].append(pid)
-        elif op == "merge":
-            plan["merge"].append([pid, record["into"]])
-        elif op == "create":
-            plan["create"].append(record["partition"])
-        elif op == "reparent":
-            plan["reparent"].append([pid, record["parent_id"]])
-        else:
-            raise ValueError(f"unknown plan record {record!r}")
-    plan["create"].sort(key=lambda c: c["partition_id"])
-    for name in ("delete", "merge", "reparent"):
-        plan[name].sort()
-    return plan
-
-
-if __name__ == "__main__":
-    MRPartitionSplit.run()

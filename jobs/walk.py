@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from crawl_io.partitioning import PartitionKey, Ranges
 from crawl_io.sources import AccessDenied, Entry, NotFound, Source
+from jobs.membership import PartitionKey, Ranges
 
 
 @dataclass

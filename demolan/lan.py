@@ -1,7 +1,7 @@
 """The demo LAN: four hosts as local folders full of real, tagged media files.
 
 `build_lan` writes root/hosts/<host>/<share>/... and root/hosts.txt (file:// URLs); the files
-are copies of the templates in crawl_io/templates with tags written by mutagen, so the crawl
+are copies of the templates in demolan/templates with tags written by mutagen, so the crawl
 reads real tags. Many names say nothing (`song_01.mp3`, `track07.flac`): only their tags name
 the song. `change_lan` applies what happens on the network between the demo's rounds.
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import mutagen
 
 from crawl_io.tags import read_tags
-from crawl_io.templates import write_tagged
+from demolan.templates import write_tagged
 
 HOSTS = ("vasya-pc", "dorm5-srv", "lab-nas", "katya-laptop")
 OFFLINE_AT_STEP_3 = "katya-laptop"  # its folder moves to root/offline/ before round 3

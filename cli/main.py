@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
 
+from cli.inputs import check_count, check_output_file, check_readable_file, load_settings
 from crawl_io.crawldir import CrawlDamaged, CrawlDir
 from crawl_io.lock import EXIT_LOCKED, CrawlLock, CrawlLocked, LockError
 from crawl_io.sources import ConfigError, check_credentials, read_hosts_file
 from pipeline import settings as config
-from pipeline.inputs import check_count, check_output_file, check_readable_file, load_settings
 from pipeline.interrupt import interruptible
 from pipeline.interrupt import report as report_interrupt
 
@@ -74,7 +74,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     with CrawlLock(crawl.root).acquire():  # before anything else is written
         from crawl_io.integrity import verify_round_start  # (a refused crawl imports less)
         from pipeline.rounds import run_rounds
-        from pipeline.status import config_failure_line, format_report, round_report
+        from queries.status import config_failure_line, format_report, round_report
 
         verify_round_start(crawl)  # damaged state tables: refuse, never start history over
         crawl.crawldb.mkdir(exist_ok=True)
@@ -113,7 +113,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from pipeline.status import format_report, round_report
+    from queries.status import format_report, round_report
 
     if args.plot:
         check_output_file("--plot", args.plot)
@@ -121,7 +121,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     report = round_report(crawl)
     print(json.dumps(report, default=str) if args.json else format_report(report))
     if args.plot:
-        from pipeline.plots import plot_status
+        from cli.plots import plot_status
 
         plot_status(crawl.version_dir(crawl.current()), Path(args.plot))
     return 0
@@ -234,7 +234,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from pipeline.demo import run_demo
+    from demolan.demo import run_demo
 
     return run_demo(Path(args.workdir))
 

@@ -4,14 +4,19 @@ A partition `(host, share, root, lo, hi)` holds the subtrees of those subfolders
 whose names lie in [lo, hi) (None = unbounded). The share root partition `('', None, None)`
 also holds the share root's files and whatever no range claims. A folder belongs to the
 range partition of its parent folder that covers its name if there is one, else to its
-parent's partition; a file belongs to its folder's partition.
+parent's partition; a file belongs to its folder's partition. `assign_partition_ids` applies
+the rule to whole listing tables, one owner lookup per folder.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
 
 
 @dataclass(frozen=True, order=True)
@@ -76,3 +81,50 @@ class Ranges:
                 owner = claim
             folder = f"{folder}/{name}" if folder else name
         return owner
+
+
+def partition_key(row: Mapping[str, Any]) -> PartitionKey:
+    return PartitionKey(row["host"], row["share"], row["root"], row["lo"], row["hi"])
+
+
+def parent_path(path: str) -> str:
+    """The folder holding `path` ('' for the share root's entries)."""
+    slash = path.rfind("/")
+    return path[:slash] if slash >= 0 else ""
+
+
+def assign_partition_ids(table: pa.Table, keys: Iterable[PartitionKey]) -> pa.Array:
+    """Each row's partition (Ranges.owner) under `keys`, for LISTING/FILES rows of any hosts
+    and shares; one owner lookup per folder, not per row."""
+    by_share: dict[tuple[str, str], list[PartitionKey]] = defaultdict(list)
+    for key in keys:
+        by_share[key.host, key.share].append(key)
+    ranges = {hs: Ranges(found) for hs, found in by_share.items()}
+    folder_owner: dict[tuple[str, str, str], str] = {}
+
+    def owner_of_folder(host: str, share: str, path: str) -> str:
+        """The partition holding folder `path` (iterative: shares can be very deep)."""
+        pending = []
+        while (host, share, path) not in folder_owner and path:
+            pending.append(path)
+            path = parent_path(path)
+        if (host, share, path) not in folder_owner:  # path == '' : the share root
+            folder_owner[host, share, ""] = share_root(host, share).id
+        owner = folder_owner[host, share, path]
+        ranged = ranges.get((host, share))
+        for folder in reversed(pending):
+            parent = parent_path(folder)
+            claim = (
+                ranged.claiming(parent, folder[len(parent) + 1 if parent else 0 :])
+                if ranged
+                else None
+            )
+            owner = claim.id if claim is not None else owner
+            folder_owner[host, share, folder] = owner
+        return owner
+
+    out = []
+    columns = (table[c].to_pylist() for c in ("host", "share", "path", "is_dir"))
+    for host, share, path, is_dir in zip(*columns, strict=True):
+        out.append(owner_of_folder(host, share, path if is_dir else parent_path(path)))
+    return pa.array(out, pa.string())

@@ -1,4 +1,5 @@
-"""Helpers every job uses: write a manifest of Parquet parts, run a job, collect its output."""
+"""What every job shares: its input manifest (one Parquet part, or one JSON record naming
+parts, a line), the base class that reads it, and running a job with an mrjob runner."""
 
 from __future__ import annotations
 
@@ -16,6 +17,14 @@ from crawl_io.processes import alive
 # mrjob's working folders go under one folder per job named after this process, so that an
 # interrupted crawl removes its own and the next crawl those of a crawl that was killed.
 JOB_TMP_PREFIX = "sharecrawl-mrjob-"
+
+
+class ManifestJob(MRJob):
+    """A job whose input is a manifest: each line names what one mapper reads."""
+
+    def part_path(self, line: str) -> str:
+        """The part a manifest line names."""
+        return line.strip()
 
 
 def write_manifest(parts: Iterable[Path], path: Path) -> Path:

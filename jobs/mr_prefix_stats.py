@@ -1,0 +1,137 @@
+"""Per-prefix crawl statistics as an mrjob job, and how Update runs it (the computation
+itself is jobs.prefix_stats).
+
+Input: a manifest with one JSON object per line, one line per host, its parts named relative
+to the job's base folder (jobs.runner):
+    {"host": "pc-1", "new": "crawldb/.v000013.tmp/files/pc-1.parquet",
+     "old": "crawldb/v000012/files/pc-1.parquet" or null, "media": ".../media/pc-1.parquet"}
+A host's new and old files must be on one line (new/changed/deleted compare the two).
+
+The mapper aggregates one host with DuckDB straight from its Parquet parts and emits one
+summary per (host, share, prefix) -- never one record per file; the reducer sums them (so a
+host split over several lines would still add up for the counts that do not compare old and
+new) and applies `min_entries`. Output: PREFIX_STATS rows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pyarrow as pa
+from mrjob.protocol import JSONProtocol, RawValueProtocol
+
+from crawl_io.crawldir import host_file
+from crawl_io.duck import cursor
+from crawl_io.schema import FILES, MEDIA, PREFIX_STATS
+from jobs.prefix_stats import (
+    COUNTS,
+    KEY,
+    aggregate,
+    carried_over,
+    is_complete_round,
+    keep_row,
+    register,
+    stats_table,
+    sum_counts,
+)
+from jobs.runner import ManifestJob, run_job
+
+
+class MRPrefixStats(ManifestJob):
+    INPUT_PROTOCOL = RawValueProtocol
+    INTERNAL_PROTOCOL = JSONProtocol
+    OUTPUT_PROTOCOL = JSONProtocol
+
+    def configure_args(self) -> None:
+        super().configure_args()
+        self.add_passthru_arg("--depth", type=int, default=3, help="deepest prefix, in folders")
+        self.add_passthru_arg("--min-entries", type=int, default=1,
+                              help="drop prefixes with fewer entries under them")  # fmt: skip
+
+    def mapper(self, _: None, line: str) -> Iterator[tuple[list, list]]:
+        line = line.strip()
+        if not line:
+            return
+        part = json.loads(line)
+        con = cursor()
+        try:
+            register(con, "new_files", part["new"], FILES)
+            register(con, "old_files", part.get("old"), FILES)
+            register(con, "media", part.get("media"), MEDIA)
+            rows = aggregate(con, self.options.depth)
+        finally:
+            con.close()
+        for share, prefix, depth, *counts in rows:
+            yield [part["host"], share, prefix], [depth, *counts]
+
+    def combiner(self, key: list, values: Iterator[list]) -> Iterator[tuple[list, list]]:
+        yield key, sum_counts(values)
+
+    def reducer(self, key: list, values: Iterator[list]) -> Iterator[tuple[list, dict]]:
+        total = sum_counts(values)
+        row = dict(zip(("depth", *COUNTS), total, strict=True))
+        if keep_row(row, self.options.min_entries):
+            yield key, row
+
+
+# -- running it ----------------------------------------------------------------------------
+def host_parts(
+    version_dir: Path, prev_dir: Path | None, hosts: Iterable[str], damaged: Iterable[str] = ()
+) -> list[dict]:
+    """Manifest entries for `hosts` of crawldb version folder `version_dir`, compared with
+    `prev_dir` (the previous version, None for none). Absent parts are null, and so are the
+    old parts of `damaged` hosts (their files count as new); a host without a files part now
+    is skipped (it has no prefixes)."""
+    damaged = set(damaged)
+
+    def part(vdir: Path | None, table: str, host: str) -> str | None:
+        path = None if vdir is None else vdir / table / host_file(host)
+        return str(path.resolve()) if path is not None and path.exists() else None
+
+    entries = []
+    for host in sorted(set(hosts)):
+        new = part(version_dir, "files", host)
+        if new is not None:
+            old = None if host in damaged else part(prev_dir, "files", host)
+            entries.append({"host": host, "new": new, "old": old,
+                            "media": part(version_dir, "media", host)})  # fmt: skip
+    return entries
+
+
+def run_prefix_stats(
+    host_parts: list[dict], runner: str, depth: int, min_entries: int, workdir: Path
+) -> pa.Table:
+    """Run MRPrefixStats over these hosts' parts with an mrjob runner; PREFIX_STATS rows."""
+    if not host_parts:
+        return PREFIX_STATS.empty_table()
+    workdir.mkdir(parents=True, exist_ok=True)
+    manifest = workdir / "prefix_stats.manifest"
+    manifest.write_text("".join(json.dumps(p, ensure_ascii=True) + "\n" for p in host_parts))
+    args = ("--depth", str(depth), "--min-entries", str(min_entries))
+    rows = (
+        {"host": host, "share": share, "prefix": prefix, **values}
+        for (host, share, prefix), values in run_job(MRPrefixStats, manifest, runner, *args)
+    )
+    return stats_table(rows)
+
+
+def round_prefix_stats(
+    *, round_: int, version_dir: Path, prev_dir: Path | None, old_stats: pa.Table,
+    listed: Iterable[str], touched: Iterable[str], runner: str, depth: int, min_entries: int,
+    stats_every: int, workdir: Path, damaged: Iterable[str] = (),
+) -> pa.Table:  # fmt: skip
+    """The `prefix_stats` table of the version being written to `version_dir` (its files/
+    and media/ parts all in place): the touched hosts recomputed by the job and the other
+    listed hosts' rows carried over, or every listed host recomputed on a complete round."""
+    listed = set(listed)
+    redo = listed if is_complete_round(round_, stats_every) else set(touched) & listed
+    fresh = run_prefix_stats(host_parts(version_dir, prev_dir, redo, damaged), runner, depth,
+                             min_entries, workdir)  # fmt: skip
+    kept = carried_over(old_stats, listed - redo, min_entries)
+    return pa.concat_tables([kept, fresh]).sort_by([(k, "ascending") for k in KEY])
+
+
+if __name__ == "__main__":
+    MRPrefixStats.run()
