@@ -21,6 +21,7 @@ from crawl_io.liveness import check_hosts
 from crawl_io.sources import HostURL, read_hosts_file
 from pipeline.rules_store import RulesStore
 from pipeline.settings import sharecrawl
+from pipeline.targets import PublishedRound
 
 log = logging.getLogger("sharecrawl")
 
@@ -68,9 +69,10 @@ class Inject(luigi.Task):
     round = luigi.IntParameter()
 
     def requires(self) -> list[luigi.Task]:
-        from pipeline.update import Update  # rounds chain: this round reads the last one's
-
-        return [Update(crawl_dir=self.crawl_dir, round=self.round - 1)] if self.round > 1 else []
+        # rounds chain: this round reads the last one's version
+        if self.round <= 1:
+            return []
+        return [PublishedRound(crawl_dir=self.crawl_dir, round=self.round - 1)]
 
     def output(self) -> luigi.LocalTarget:
         return luigi.LocalTarget(
