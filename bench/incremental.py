@@ -1,4 +1,4 @@
-"""Benchmark: incremental rounds (issue 5).
+"""Benchmark: incremental rounds.
 
 A LAN of file:// hosts with 1 M files: a full first crawl, an unchanged round, a round
 after 1 % of partitions changed -- each round's time and tag reads, against listing alone

@@ -12,7 +12,7 @@ index, times 100 mixed queries through queries.search.search, and times a naive
 Warm figures: the search() calls of one long-lived process (after the first two, which load
 the index arrays and display rows); each of `--passes` passes is printed with the load
 average, and the goals line uses their medians. Cold figures: `sharecrawl search` in a fresh
-process per query, as a terminal user runs it. Goals (issue 8): build <= 60 s, p50 <= 10 ms,
+process per query, as a terminal user runs it. Goals: build <= 60 s, p50 <= 10 ms,
 p95 <= 30 ms. The ratio against the naive scan is printed last.
 """
 

@@ -1,5 +1,7 @@
 """Crawl filters: the rules language (parse, compile, match), the source that applies them
-(FilteredSource) and automatic rules from prefix statistics (`auto_rules`). The store that
+(FilteredSource) and automatic rules from prefix statistics (`auto_rules`: folders that hold
+many entries and no media cost listing time and can hold nothing to find; after the automatic
+filter generation of "Optimising document collection with Nutch"). The store that
 rereads the rules every round and keeps the last good ones is pipeline.rules_store.
 
 Rules file, one rule a line (`#` at the start of a line begins a comment):
@@ -497,7 +499,7 @@ def load_rules(path: str | os.PathLike) -> Rules:
     return Rules(tuple(parse_rules(text, str(path))))
 
 
-# -- automatic rules (seed 002) ------------------------------------------------------------
+# -- automatic rules -----------------------------------------------------------------------
 def auto_rule_id(host: str, share: str, prefix: str) -> str:
     """Stable: the same folder always gets the same id, so a disabled one stays disabled."""
     return "auto-" + hashlib.md5(f"{host}\0{share}\0{prefix}".encode()).hexdigest()[:12]
@@ -517,8 +519,9 @@ def auto_rules(
 ) -> list[Rule]:  # fmt: skip
     """Exclusion rules for folders with at least `min_entries` entries below them of which at
     most `max_media_share` of the files are media (0: none at all -- such a rule removes no
-    media), on hosts with at least `min_host_media` media (seed 002's guard against judging a
-    host too early). Only the topmost such folder of a subtree gets a rule; share roots
+    media), on hosts with at least `min_host_media` media (not to judge a host before enough of
+    it is known, as the filter generator of "Optimising document collection with Nutch" waits
+    for a threshold). Only the topmost such folder of a subtree gets a rule; share roots
     never do."""
     import duckdb  # here, not at the top: fetch workers import this module and never need it
 

@@ -1,6 +1,6 @@
 """Per-prefix crawl statistics, as pure functions: what the job computes (the mrjob shell, and
 how Update runs it, are jobs.mr_prefix_stats). After the CrawlDbExtendedStat job of the Nutch
-study "Optimising the document collection of Nutch" (statistics per URL prefix, here per
+study "Optimising document collection with Nutch" (statistics per URL prefix, here per
 folder prefix).
 
 For every (host, share, folder prefix) down to `depth` folders: the files, folders, media and

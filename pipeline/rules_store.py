@@ -20,7 +20,7 @@ from crawl_io.sources import ConfigError
 from jobs.crawl_rules import Rule, Rules, auto_rules, load_rules
 
 AUTO_HEADER = (
-    "# Automatic rules from prefix statistics: big folders without media (seed 002).\n"
+    "# Automatic rules from prefix statistics: big folders without media.\n"
     "# Written by sharecrawl; to stop one for good, add its id to the disabled file.\n"
 )
 
