@@ -8,12 +8,15 @@ crawl/
                          files/, media/, folders/: <host>.parquet  (immutable once published)
                          MANIFEST.json: every part's size and SHA-256 (crawl_io.version_manifest)
   segments/r000013/      inject.parquet, fetchlist.parquet, listing/, media/, fetchlog/
+                         jobs/: the jobs' manifests, naming parts relative to jobs/
   index/search.duckdb
 
 A version is complete when its manifest exists: Update writes it before renaming the version
 folder into place, and CURRENT only ever names a complete version. Versions made before
 manifests existed (older than MANIFESTS_FROM, or in a crawl dir without it) are legacy:
 complete by construction, verified by reading their parts; the next round writes manifests.
+No file here names an absolute path, so a crawl directory can be moved, copied or mounted
+elsewhere, a round half done included.
 """
 
 from __future__ import annotations

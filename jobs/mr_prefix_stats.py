@@ -2,9 +2,9 @@
 itself is jobs.prefix_stats).
 
 Input: a manifest with one JSON object per line, one line per host, its parts named relative
-to the job's base folder (jobs.runner):
-    {"host": "pc-1", "new": "crawldb/.v000013.tmp/files/pc-1.parquet",
-     "old": "crawldb/v000012/files/pc-1.parquet" or null, "media": ".../media/pc-1.parquet"}
+to the manifest's folder (jobs.runner), e.g. in segments/r000013/jobs/:
+    {"host": "pc-1", "new": "../../../crawldb/.v000013.tmp/files/pc-1.parquet",
+     "old": "../../../crawldb/v000012/files/pc-1.parquet" or null, "media": ... or null}
 A host's new and old files must be on one line (new/changed/deleted compare the two).
 
 The mapper aggregates one host with DuckDB straight from its Parquet parts and emits one
@@ -36,7 +36,9 @@ from jobs.prefix_stats import (
     stats_table,
     sum_counts,
 )
-from jobs.runner import ManifestJob, run_job
+from jobs.runner import ManifestJob, manifest_path, run_job
+
+PART_KEYS = ("new", "old", "media")  # the manifest's paths
 
 
 class MRPrefixStats(ManifestJob):
@@ -57,9 +59,10 @@ class MRPrefixStats(ManifestJob):
         part = json.loads(line)
         con = cursor()
         try:
-            register(con, "new_files", part["new"], FILES)
-            register(con, "old_files", part.get("old"), FILES)
-            register(con, "media", part.get("media"), MEDIA)
+            for name, key, schema in (("new_files", "new", FILES), ("old_files", "old", FILES),
+                                       ("media", "media", MEDIA)):  # fmt: skip
+                path = part.get(key)
+                register(con, name, None if path is None else self.resolve(path), schema)
             rows = aggregate(con, self.options.depth)
         finally:
             con.close()
@@ -88,7 +91,7 @@ def host_parts(
 
     def part(vdir: Path | None, table: str, host: str) -> str | None:
         path = None if vdir is None else vdir / table / host_file(host)
-        return str(path.resolve()) if path is not None and path.exists() else None
+        return str(path) if path is not None and path.exists() else None
 
     entries = []
     for host in sorted(set(hosts)):
@@ -108,7 +111,9 @@ def run_prefix_stats(
         return PREFIX_STATS.empty_table()
     workdir.mkdir(parents=True, exist_ok=True)
     manifest = workdir / "prefix_stats.manifest"
-    manifest.write_text("".join(json.dumps(p, ensure_ascii=True) + "\n" for p in host_parts))
+    lines = [{k: manifest_path(v, manifest) if k in PART_KEYS and v else v for k, v in p.items()}
+             for p in host_parts]  # fmt: skip
+    manifest.write_text("".join(json.dumps(p, ensure_ascii=True) + "\n" for p in lines))
     args = ("--depth", str(depth), "--min-entries", str(min_entries))
     rows = (
         {"host": host, "share": share, "prefix": prefix, **values}

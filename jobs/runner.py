@@ -20,28 +20,51 @@ JOB_TMP_PREFIX = "sharecrawl-mrjob-"
 
 
 class ManifestJob(MRJob):
-    """A job whose input is a manifest: each line names what one mapper reads."""
+    """A job whose input is a manifest: each line names what one mapper reads. Paths in it
+    are relative to the manifest's own folder, and `--base-dir` (which run_job sets to that
+    folder) says where that is now: a crawl directory moved, copied or mounted elsewhere,
+    even with a round half done, still reads."""
+
+    def configure_args(self) -> None:
+        super().configure_args()
+        self.add_passthru_arg(
+            "--base-dir", default=None, help="the folder the manifest's paths start from"
+        )
+
+    def resolve(self, path: str) -> str:
+        """A path from the manifest, made usable here (absolute paths stay as they are)."""
+        base = self.options.base_dir
+        return os.path.normpath(os.path.join(base, path)) if base else path
 
     def part_path(self, line: str) -> str:
         """The part a manifest line names."""
-        return line.strip()
+        return self.resolve(line.strip())
+
+
+def manifest_path(path: str | os.PathLike, manifest: Path) -> str:
+    """How a manifest names `path`: relative to the manifest's folder, '/'-separated."""
+    folder = os.path.abspath(manifest.parent)
+    return Path(os.path.relpath(os.path.abspath(path), folder)).as_posix()
 
 
 def write_manifest(parts: Iterable[Path], path: Path) -> Path:
+    """A manifest of Parquet parts, one a line, named relative to the manifest's folder."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"{p.resolve()}\n" for p in parts))
+    path.write_text("".join(f"{manifest_path(p, path)}\n" for p in parts))
     return path
 
 
 def run_job(job_class: type[MRJob], manifest: Path, runner: str, *args: str) -> Iterator[Any]:
-    """Run `job_class` over a manifest with an mrjob runner; yield its (key, value) pairs."""
+    """Run `job_class` over a manifest with an mrjob runner; yield its (key, value) pairs.
+    The manifest's paths are resolved against its folder where it is now."""
     # The local runner's tasks run this interpreter, where mrjob is installed: zipping mrjob
     # into every run's working folder would only cost time (0.4-0.8 s a job).
     local = ["--no-bootstrap-mrjob"] if runner == "local" else []
     tmp = Path(tempfile.mkdtemp(prefix=f"{JOB_TMP_PREFIX}{os.getpid()}-"))
     try:
-        job = job_class(["-r", runner, "--no-conf", "--local-tmp-dir", str(tmp), *local, *args,
-                         str(manifest)])  # fmt: skip
+        base = ["--base-dir", os.path.abspath(manifest.parent)]
+        job = job_class(["-r", runner, "--no-conf", "--local-tmp-dir", str(tmp), *local, *base,
+                         *args, str(manifest)])  # fmt: skip
         with job.make_runner() as job_runner:
             job_runner.run()
             yield from job.parse_output(job_runner.cat_output())

@@ -161,8 +161,8 @@ def _load_sources(con: duckdb.DuckDBPyConnection, version_dir: Path) -> None:
     """Temp table `m` (one row per media file, path split up) and table `hosts`."""
     media_files = _parquet_files(version_dir / "media")
     if media_files:
-        # a view: the rows are read once, straight into `m` below
-        con.read_parquet(media_files, union_by_name=True).create_view("media_src")
+        # a temporary view, read once straight into `m` below: the index names no path
+        con.register("media_src", con.read_parquet(media_files, union_by_name=True))
     else:
         _create_from_arrow(con, "media_src", schema.empty(schema.MEDIA), temp=True)
     hosts_file = version_dir / "hosts.parquet"

@@ -1,19 +1,24 @@
 """A round killed after fetch and before publish leaves the previous version whole and
-readable; running again completes the round."""
+readable; running again completes the round, even from another path."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import luigi
 
 from crawl_io.crawldir import CrawlDir
+from jobs.mr_subtree_hash import MRSubtreeHash
+from jobs.runner import run_job
 from pipeline import settings as config
 from pipeline.fetch import Fetch
+from pipeline.update import listing_manifest
 from tests.conftest import LAN
 from tests.test_pipeline import build
 
@@ -93,3 +98,51 @@ def test_a_killed_attempts_listing_part_does_not_outlive_the_refetch(lan: LAN) -
     assert not (seg / "listing" / "alpha.parquet").exists()
     assert not (seg / "media" / "alpha.parquet").exists()
     assert snapshot(crawl, 2) == before
+
+
+def files_naming(root: Path, text: str) -> list[str]:
+    """The files under `root` whose bytes hold `text`."""
+    needle = text.encode()
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                  if p.is_file() and needle in p.read_bytes())  # fmt: skip
+
+
+def test_a_crawl_dir_moved_mid_round_finishes_the_round_at_its_new_path(
+    lan: LAN, run_json, tmp_path: Path
+) -> None:
+    """Round 2 stopped after its Fetch, and its Update's first job manifest written; then
+    the crawl directory moves (another disk, another mount point). At its new path the
+    manifest still reads, the next run finishes round 2 and crawls round 3, search and sql
+    answer, and no file of the crawl directory names its old path or its new one."""
+    build(lan)
+    lan.crawl()
+    lan.media("alpha", "music/new/track09.mp3", artist="Nautilus Pompilius", title="Skovannye")
+    config.override(hosts_file=lan.hosts_file, crawl_dir=lan.crawl_dir, runner="inline")
+    assert luigi.build([Fetch(crawl_dir=str(lan.crawl_dir), round=2)], local_scheduler=True,
+                       log_level="WARNING")  # fmt: skip
+    old = lan.crawl_dir
+    manifest = listing_manifest(CrawlDir(old).segment_dir(2))  # as a killed Update left it
+    assert manifest is not None
+    expected = dict(run_job(MRSubtreeHash, manifest, "inline"))
+
+    new = tmp_path / "elsewhere" / "mounted" / "crawl"
+    new.parent.mkdir(parents=True)
+    shutil.move(old, new)
+    assert not old.exists()
+    lan.crawl_dir = new
+    crawl = CrawlDir(new)
+    moved = crawl.segment_dir(2) / manifest.relative_to(CrawlDir(old).segment_dir(2))
+    assert dict(run_job(MRSubtreeHash, moved, "local")) == expected  # read by job processes
+
+    lan.crawl(runner="local")
+    assert crawl.current() == 2
+    assert [r["title"] for r in run_json(lan, "search", "skovannye")] == ["Skovannye"]
+    rows = run_json(lan, "sql", "SELECT count(*) AS n FROM media")
+    assert rows == [{"n": 6}]
+    lan.media("beta", "share/late/track10.mp3", artist="Kino", title="Gruppa krovi")
+    lan.crawl(runner="local")
+    assert crawl.current() == 3
+    assert [r["title"] for r in run_json(lan, "search", "gruppa", "krovi")] == ["Gruppa krovi"]
+    assert list((crawl.segment_dir(3) / "jobs").glob("*.manifest"))  # the jobs ran there
+    assert files_naming(new, str(old)) == []
+    assert files_naming(new, str(new)) == []
