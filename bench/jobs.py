@@ -136,7 +136,8 @@ def bench_size(n_rows: int, hosts: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="bench-jobs-") as tmp:
         folder = Path(tmp)
         manifest, partitions, total = generate(folder, n_rows, hosts)
-        parts = [line for line in manifest.read_text().splitlines() if line]
+        # the manifest names its parts relative to its own folder
+        parts = [str(manifest.parent / line) for line in manifest.read_text().splitlines() if line]
         state = write_state(folder / "state.json", partitions,
                             {f"host{h}": HostCost(0.015, 0.15) for h in range(hosts)}, Limits(),
                             rescanned=[p["partition_id"] for p in partitions])  # fmt: skip
