@@ -1,1 +1,2 @@
-"""DuckDB over the crawldb: the search index, ranked search and the query language."""
+"""The read side: the search index (build, query language, ranked search), the analysts'
+SQL views in their sandbox, `sql --output` files and the round report."""
