@@ -151,7 +151,7 @@ FETCHLOG = pa.schema(
         ("listing_s", pa.float64()),
         ("tags_s", pa.float64()),
         ("n_folders", pa.int64()),
-        ("reason", pa.string()),  # a failed scan's hosts.status code: refused, auth_failed...
+        ("host_status", pa.string()),  # a failed scan's hosts.status code: refused, auth_failed...
         ("n_denied", pa.int64()),  # folders whose listing was refused (their rows are kept)
         ("denied", pa.list_(pa.string())),  # those folders' share-relative paths
     ]

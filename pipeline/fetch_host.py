@@ -138,7 +138,7 @@ class _HostFetch:
             "round": self.job.round, "partition_id": key.id, "host": key.host,
             "share": key.share, "started": _ts(int(started * 1e6)), "hash": None,
             "n_entries": 0, "n_tags_read": 0, "bytes_read": 0, "error": None,
-            "listing_s": 0.0, "tags_s": 0.0, "n_folders": 0, "reason": None, "n_denied": 0,
+            "listing_s": 0.0, "tags_s": 0.0, "n_folders": 0, "host_status": None, "n_denied": 0,
             "denied": [],
         }  # fmt: skip
         try:
@@ -146,7 +146,7 @@ class _HostFetch:
         except NotFound:
             log.update(status="gone", error=f"{key.share}/{key.root}: no longer there")
         except SourceError as e:
-            log.update(status=_status(e), error=str(e), reason=e.host_status)
+            log.update(status=_status(e), error=str(e), host_status=e.host_status)
             if isinstance(e, AccessDenied) and not key.is_share_root:
                 log.update(n_denied=1, denied=[key.root])  # its rows stay: nothing is replaced
             self._finish(log, started, stats)
@@ -275,7 +275,7 @@ class _HostFetch:
                 "share": share, "started": datetime.now(UTC), "duration_s": 0.0,
                 "status": _status(error), "hash": None, "n_entries": 0, "n_tags_read": 0,
                 "bytes_read": 0, "error": str(error), "listing_s": 0.0, "tags_s": 0.0,
-                "n_folders": 0, "reason": error.host_status, "n_denied": 0, "denied": [],
+                "n_folders": 0, "host_status": error.host_status, "n_denied": 0, "denied": [],
             }
         )  # fmt: skip
 

@@ -236,7 +236,7 @@ def host_outcome(checked: dict, mine: list[dict], prev: dict) -> tuple[str, str 
         lost = failed[0]
     if lost is not None:
         by_status = {"timeout": "timed_out", "unreachable": "offline"}
-        return lost.get("reason") or by_status.get(lost["status"], "error"), lost["error"]
+        return lost.get("host_status") or by_status.get(lost["status"], "error"), lost["error"]
     if not mine and prev.get("status") in CONFIG_STATUSES:
         return prev["status"], prev.get("last_error")  # not tried this round: it still stands
     return HOST_OK, None
