@@ -19,6 +19,7 @@ from pathlib import Path
 
 from cli.inputs import NUMERIC_SETTINGS, UsageError, check_count, check_number, setting
 from cli.inputs import check_readable_file as check_file
+from cli.native import import_native
 from crawl_io.lock import LOCK_NAME, CrawlLock, CrawlLocked
 from crawl_io.sources import check_credentials, read_hosts_file
 
@@ -52,6 +53,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         read_hosts_file(args.hosts_file)
     check_credentials()
     refuse_if_locked(Path(args.crawl_dir or setting("crawl_dir") or "."))
+    import_native()
 
     from pipeline.interrupt import interruptible
 
@@ -103,6 +105,7 @@ def _crawl(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    import_native()
     from demolan.demo import run_demo
 
     return run_demo(Path(args.workdir))

@@ -16,6 +16,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from cli.native import import_native
+
 if TYPE_CHECKING:
     import argparse
 
@@ -24,6 +26,8 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a process Ctrl-C stop
 
 def command(name: str) -> Callable[[argparse.Namespace], int]:
     """The function that runs subcommand `name`, its module imported now."""
+    if name in ("search", "sql", "status", "check", "serve"):
+        import_native()  # crawl and demo do it once they know no other crawl holds the lock
     if name in ("crawl", "demo"):
         from cli import crawl as commands
     elif name in ("search", "sql", "status", "check"):
@@ -87,7 +91,30 @@ def interrupted(error: KeyboardInterrupt) -> int:
     return EXIT_INTERRUPTED
 
 
+def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
+    """A Ctrl-C whose exception Python could not raise where it landed (a weakref callback
+    of the import machinery prints it as "Exception ignored" and drops it): deliver the
+    signal again, so it stops the command in ordinary code with its one line."""
+    error = unraisable.exc_value
+    if not isinstance(error, KeyboardInterrupt):
+        sys.__unraisablehook__(unraisable)
+        return
+    crawl = sys.modules.get("pipeline.interrupt")
+    if crawl is not None:
+        crawl.redeliver(error)
+    else:  # from another thread: raised here, in the hook, it would be dropped again
+        import os
+        import signal
+        import threading
+
+        threading.Thread(target=os.kill, args=(os.getpid(), signal.SIGINT), daemon=True).start()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    sys.unraisablehook = _unraisable
+    # multiprocessing's resource tracker (started with these options) frees what an
+    # interrupted crawl's worker pool held, and would warn about each: not news to anyone.
+    sys.warnoptions.append("ignore::UserWarning:multiprocessing.resource_tracker")
     try:
         return _run(list(sys.argv[1:] if argv is None else argv))
     except KeyboardInterrupt as e:
