@@ -1,21 +1,26 @@
 """Input checked before anything is written: numeric options and [sharecrawl] settings,
 named files. Each check raises ConfigError with one line naming the option and what it
-must be; the CLI prints it and exits 2."""
+must be; the CLI prints it and exits 2. Light to import: Luigi is loaded only to read the
+settings."""
 
 from __future__ import annotations
 
 import math
 import os
 import stat
-from configparser import Error as ConfigParserError
 from pathlib import Path
-
-import luigi
+from typing import TYPE_CHECKING
 
 from crawl_io.sources import ConfigError, short_repr
-from pipeline.settings import sharecrawl
+
+if TYPE_CHECKING:
+    from pipeline.settings import sharecrawl
 
 DAY_S = 86400.0
+
+
+class UsageError(ConfigError):
+    """Bad input from the user on the command line: one line on stderr, exit status 2."""
 
 # [sharecrawl] numeric settings: (lowest allowed, lowest is exclusive, highest)
 NUMERIC_SETTINGS: dict[str, tuple[float, bool, float]] = {
@@ -49,9 +54,45 @@ def check_count(name: str, value: int) -> None:
     check_number(name, value, 1, False, math.inf)
 
 
+# `sharecrawl simulate`'s numeric options, checked like the crawl's: (lowest allowed,
+# lowest is exclusive, highest). The simulator parses them; the CLI checks them first.
+SIMULATE_OPTIONS: dict[str, tuple[float, bool, float]] = {
+    "hosts": (1, False, 1_000_000),
+    "days": (0, True, 3650),
+    "crawlers": (1, False, 10_000),
+    "round_seconds": (0, True, 365 * DAY_S),
+    "warmup_days": (0, False, 3650),
+    "min_round_s": (0, False, 365 * DAY_S),
+    "notify_share": (0, False, 1),
+    "hint_crawlers": (0, False, 10_000),
+    "workers": (1, False, 1024),
+}
+
+
+def setting(name: str) -> str | None:
+    """The raw value of [sharecrawl] `name` as the config files say now (None when unset),
+    without checking the other settings."""
+    from configparser import Error as ConfigParserError
+
+    import luigi
+
+    from pipeline import settings  # noqa: F401  (puts the repository's luigi.cfg first)
+
+    try:
+        return luigi.configuration.get_config().get("sharecrawl", name)
+    except ConfigParserError:
+        return None
+
+
 def load_settings(flags: dict[str, str] | None = None) -> sharecrawl:
     """The [sharecrawl] settings, every numeric one checked. `flags` names the command-line
     flag that set a setting, so that the message names what the user typed."""
+    from configparser import Error as ConfigParserError
+
+    import luigi
+
+    from pipeline.settings import sharecrawl
+
     flags = flags or {}
     config = luigi.configuration.get_config()
     for name, param in sharecrawl.get_params():

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Protocol
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 # `hosts.status`: why a host was or was not crawled in the last round. Hosts switched off
 # (unreachable) are normal on a LAN; a host that answers but refuses our credentials or the
@@ -100,6 +100,13 @@ class HostURL:
         user = f"{self.user}@" if self.user else ""
         port = f":{self.port}" if self.port else ""
         return f"smb://{user}{self.hostname}{port}"
+
+    @property
+    def line_url(self) -> str:
+        """The URL as the hosts file named it, its share kept (never a password)."""
+        if self.scheme == "smb" and self.share:
+            return f"{self.url}/{quote(self.share, safe='')}"
+        return self.url
 
 
 # A DNS label (RFC 1035 §2.3.1, relaxed by RFC 2181 §11 to allow '_', which Windows LANs

@@ -1,14 +1,23 @@
 """`sharecrawl demo`: build a LAN of real tagged media as local folders, crawl it in three
 rounds with changes in between (files added, retagged, deleted; a host switched off), print
-each round's report and the answers to a few searches."""
+each round's report and the answers to a few searches.
+
+The demo's crawl directory is a crawl directory like any other, so the demo takes its lock
+as `sharecrawl crawl` does, before it clears the folder: a crawl or a demo already running
+there is never pulled from under (the second one exits 75, writing nothing).
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
 from crawl_io.crawldir import CrawlDir
+from crawl_io.lock import LOCK_NAME, CrawlLock
+from crawl_io.sources import ConfigError
 from demolan.lan import build_lan, change_lan
 from pipeline import settings as config
 from pipeline.rounds import run_round
@@ -22,40 +31,70 @@ SEARCHES = (
 )
 
 
+def _clear(workdir: Path, keep: Path) -> None:
+    """Remove everything under `workdir` but the file `keep` (the held LOCK) and its
+    folders."""
+    for path in workdir.iterdir():
+        if path == keep:
+            continue
+        if path.is_dir() and not path.is_symlink() and path in keep.parents:
+            _clear(path, keep)
+        elif path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
+def _is_demo(workdir: Path, lock: Path) -> bool:
+    """Is `workdir` a demo's (or not there yet, or left by a demo stopped at its start)?"""
+    if not workdir.exists() or (workdir / "hosts.txt").exists():
+        return True
+    return workdir.is_dir() and all(p in (lock, *lock.parents) for p in workdir.rglob("*"))
+
+
+def command_name() -> str:
+    """How to type `sharecrawl` here: its name when the shell finds this one on PATH, else
+    its path (the virtualenv not activated)."""
+    script = Path(sys.executable).parent / "sharecrawl"
+    found = shutil.which("sharecrawl")
+    if found and script.exists() and Path(found).resolve() == script.resolve():
+        return "sharecrawl"
+    if not script.exists():
+        return "python -m cli.main"
+    shown = os.path.relpath(script)
+    return str(script) if shown.startswith("..") else shown
+
+
 def run_demo(workdir: Path) -> int:
     from queries.search import format_results, search
 
     started = time.time()
-    if workdir.exists():
-        if not (workdir / "hosts.txt").exists():
-            raise config_error(workdir)
-        shutil.rmtree(workdir)
-    hosts_file = build_lan(workdir)
     crawl = CrawlDir(workdir / "crawl")
-    crawl.crawldb.mkdir(parents=True)
-    config.override(hosts_file=hosts_file, crawl_dir=crawl.root)
-    print(f"demo LAN written to {workdir}: hosts in {hosts_file}")
-    print(
-        f"scheduling policy: {config.sharecrawl().policy} (luigi.cfg; the default, optimal, "
-        "revisits each partition as often as its change rate is worth under the crawlers' "
-        "budget, which `sharecrawl simulate` measures least stale)"
-    )
-    for n in (1, 2, 3):
-        for change in change_lan(workdir, n):
-            print(f"  change: {change}")
-        run_round(str(crawl.root), n)
-        print(format_report(round_report(crawl)))
+    if not _is_demo(workdir, crawl.root / LOCK_NAME):
+        raise ConfigError(f"{str(workdir)!r} exists and is not a demo folder; choose another")
+    crawl.root.mkdir(parents=True, exist_ok=True)
+    with CrawlLock(crawl.root).acquire():  # before the old demo is cleared
+        _clear(workdir, crawl.root / LOCK_NAME)
+        hosts_file = build_lan(workdir)
+        crawl.crawldb.mkdir(parents=True)
+        config.override(hosts_file=hosts_file, crawl_dir=crawl.root)
+        print(f"demo LAN written to {workdir}: hosts in {hosts_file}")
+        print(f"scheduling policy: {config.sharecrawl().policy} (luigi.cfg's; "
+              "`sharecrawl crawl --help` says what each one does)")  # fmt: skip
+        for n in (1, 2, 3):
+            for change in change_lan(workdir, n):
+                print(f"  change: {change}")
+            run_round(str(crawl.root), n)
+            print(format_report(round_report(crawl)))
     for query, options in SEARCHES:
         flags = "".join(f" --{k.replace('_', '-')}" for k in options)
         print(f"\n$ sharecrawl search{flags} {query}")
         print(format_results(search(crawl.index, query, limit=5, **options)))
+    me = command_name()
     print(f"\ndemo finished in {time.time() - started:.1f} s; try:")
-    print(f"  sharecrawl search --crawl-dir {crawl.root} madonna")
-    print(f"  sharecrawl sql --crawl-dir {crawl.root} 'SELECT host, online FROM hosts'")
+    print(f"  {me} search --crawl-dir {crawl.root} madonna")
+    print(f"  {me} status --crawl-dir {crawl.root}")
+    print(f"  {me} sql --crawl-dir {crawl.root} 'SELECT host, online, status FROM hosts'")
+    if me != "sharecrawl":
+        print("(`. .venv/bin/activate` puts sharecrawl on PATH in this shell; see README.md)")
     return 0
-
-
-def config_error(workdir: Path) -> Exception:
-    from crawl_io.sources import ConfigError
-
-    return ConfigError(f"{str(workdir)!r} exists and is not a demo folder; choose another")

@@ -152,10 +152,10 @@ def stop_workers(pool: ProcessPoolExecutor, grace_s: float = 2.0) -> None:
 def _drain(queue: multiprocessing.Queue, progress: FetchProgress) -> None:
     while True:
         try:
-            host, entries, tags = queue.get_nowait()
+            message = queue.get_nowait()
         except Empty:
             return
-        progress.event(host, "partition", entries=entries, tags=tags)
+        progress.receive(message)
 
 
 class Fetch(luigi.Task):

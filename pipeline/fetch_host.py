@@ -37,6 +37,7 @@ from jobs.crawl_rules import filtered, load_rules
 from jobs.membership import PartitionKey, Ranges, share_root
 from jobs.subtree_hash import walk_hash
 from jobs.walk import WalkStats, walk_partition
+from pipeline.progress import due_message, host_summary
 
 _progress: Any = None  # a multiprocessing queue for progress events, set in each worker
 
@@ -63,7 +64,7 @@ class HostJob:
     round: int
     version: int  # the crawldb version this round reads
     host: str  # the host's key in tables
-    url: str  # host URL without share or password
+    url: str  # hosts.url: the host URL (with its share when it names one), no password
     shares: list[str]  # the shares to crawl; empty: every share the host offers
     due: list[dict]  # fetchlist rows of this host (partition_id None: discover shares)
     known: list[dict]  # every partition of the host: partition_id, share, root, lo, hi, hash
@@ -80,10 +81,8 @@ class HostResult:
     error: str | None = None
 
     def summary(self) -> str:
-        counts = ", ".join(f"{n} {status}" for status, n in sorted(self.statuses.items()))
-        error = f" -- {self.error}" if self.error else ""
-        return (f"{self.partitions} partitions ({counts or 'none'}), {self.entries} entries, "
-                f"{self.tags_read} tags read{error}")  # fmt: skip
+        return host_summary(self.host, self.partitions, self.statuses, self.entries,
+                            self.tags_read, self.error)  # fmt: skip
 
 
 def _key(host: str, row: dict) -> PartitionKey:
@@ -226,6 +225,8 @@ class _HostFetch:
             return self._write(result)
         try:
             due = self._discover(source, known, due)
+            if _progress is not None:  # the discover rows became the shares found
+                _progress.put(due_message(host.host, len(due)))
         except SourceError as e:
             source.close()
             self._host_failed(due, e)

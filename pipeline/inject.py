@@ -53,7 +53,7 @@ def host_rows(hosts: list[HostURL], timeout_s: float) -> list[dict]:
         rows.append(
             {
                 "host": key,
-                "url": lines[0].url,
+                "url": lines[0].line_url if len({h.share for h in lines}) == 1 else lines[0].url,
                 "shares": shares,
                 "online": check.online,
                 "error": check.error,

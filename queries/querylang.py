@@ -230,7 +230,7 @@ def parse_part(field_name: str | None, value: str) -> Query:
         return NumericQuery.parse(name, value.strip())
     if name == "kind":
         return KindQuery.parse(value.strip())
-    return TextQuery(f"{field_name}:{value}")
+    return UnknownFieldQuery(f"{field_name}:{value}", field=field_name)
 
 
 def parse_query(query: str) -> AndQuery:
@@ -254,3 +254,25 @@ def parse_query(query: str) -> AndQuery:
         parts.append(parse_part(match.group("field"), value))
         position = match.end()
     return AndQuery(parts)
+
+
+@dataclass(frozen=True)
+class UnknownFieldQuery(TextQuery):
+    """`foo:bar` where foo is no field: searched as the plain words, and named by
+    unknown_fields() so that the user can be told."""
+
+    field: str = ""
+
+
+def field_names() -> list[str]:
+    """Every field name a query may use, in the order help lists them."""
+    return [*TEXT_FIELDS, *NUMERIC_FIELDS, "kind"]
+
+
+def unknown_fields(query: str) -> list[str]:
+    """The `name:` prefixes in `query` that name no field (they are searched as words)."""
+    try:
+        parts = parse_query(query).parts
+    except QueryError:
+        return []
+    return list(dict.fromkeys(p.field for p in parts if isinstance(p, UnknownFieldQuery)))

@@ -26,6 +26,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from crawl_io.readable import human_bytes, plural, readable_text, readable_url
 from queries.index import open_index
 from queries.querylang import ALL_FIELDS, KINDS, AndQuery, QueryError, parse_query
 
@@ -378,15 +379,17 @@ def _display_rows(snapshot: _Snapshot, rows: np.ndarray) -> list[dict]:
 def copy_url(host_url: str | None, host: str, share: str, path: str) -> str:
     """The URL of a copy: the host's URL plus share and path (percent-encoded for smb://)."""
     base = (host_url or f"smb://{host}").rstrip("/")
-    if base.startswith("smb://"):
-        return f"{base}/{quote(share, safe='')}/{quote(path, safe='/')}"
+    if base.startswith("smb://"):  # hosts.url may name a share: keep the host's part
+        return f"smb://{base[6:].split('/')[0]}/{quote(share, safe='')}/{quote(path, safe='/')}"
     return f"{base}/{share}/{path}"
 
 
 def _result(rank: int, row: dict, urls: dict[str, str]) -> dict:
+    url = copy_url(urls.get(row["best_host"]), row["best_host"], row["best_share"],
+                   row["best_path"])  # fmt: skip
     best = {
-        "url": copy_url(urls.get(row["best_host"]), row["best_host"], row["best_share"],
-                        row["best_path"]),
+        "url": url,
+        "iri": readable_url(url),  # the same URL as people read it
         "host": row["best_host"],
         "share": row["best_share"],
         "path": row["best_path"],
@@ -441,27 +444,24 @@ def _headline(result: dict) -> str:
 
 
 def format_results(results: list[dict]) -> str:
-    """Human-readable lines for the terminal, two per result."""
+    """Lines for people, two per result; URLs as IRIs (crawl_io.readable)."""
     if not results:
         return "no results"
     lines = []
     for result in results:
         best = result["best"]
-        copies = f"{result['copies']} cop{'y' if result['copies'] == 1 else 'ies'}"
-        where = f"on {result['hosts']} host{'' if result['hosts'] == 1 else 's'}"
-        state = (
-            "all offline" if result["online_copies"] == 0 else f"{result['online_copies']} online"
-        )
-        lines.append(
-            f"{result['rank']:3d}. {_headline(result)}  [{result['kind']}]  "
-            f"{copies} {where}, {state}"
-        )
+        copies = plural(result["copies"], "copy", "copies")
+        where = f"on {plural(result['hosts'], 'host')}"
+        state = f"{result['online_copies']} online" if result["online_copies"] else "all offline"
+        head = h if (h := _headline(result)) != "?" else best["path"].rpartition("/")[2]
+        lines.append(f"{result['rank']:3d}. {readable_text(head)}  [{result['kind']}]  "
+                     f"{copies} {where}, {state}")  # fmt: skip
         quality = [best["format"] or "?"]
         if best["bitrate_kbps"]:
             quality.append(f"{best['bitrate_kbps']} kbps")
         if best.get("resolution"):
             quality.append(f"{best['resolution']}p")
-        quality.append(_human_size(best["size"]))
+        quality.append(human_bytes(best["size"]))
         marker = "" if best["online"] else "  (offline)"
-        lines.append(f"     best: {' '.join(quality)}  {best['url']}{marker}")
+        lines.append(f"     best: {' '.join(quality)}  {readable_url(best['url'])}{marker}")
     return "\n".join(lines)

@@ -10,6 +10,7 @@ from collections import Counter
 
 from crawl_io.crawldir import CrawlDir, read_parquet
 from crawl_io.duck import cursor
+from crawl_io.readable import human_bytes, plural, readable_path, readable_text
 from crawl_io.schema import FETCHLOG
 from crawl_io.sources import CONFIG_STATUSES, HOST_OK, UNREACHABLE_STATUSES
 
@@ -103,27 +104,34 @@ def round_report(crawl: CrawlDir) -> dict:
 
 
 def format_report(report: dict) -> str:
+    """The round report as a few lines for people (`status`, and after every round)."""
     p = report["partitions"]
-    lines = [
-        f"round {report['round']}: {p['scanned']} partitions scanned of {p['total']} "
-        f"({p['unchanged']} unchanged, {p['changed']} changed, {p['new']} new, "
-        f"{p['gone']} gone), {p['unreachable']} unreachable",
-        f"  hosts online {report['hosts']['online']}/{report['hosts']['total']}; "
-        f"{report['entries_listed']} entries listed in {report['listing_s']:.2f} s; "
-        f"{report['tags_read']} tags read ({report['bytes_read']} bytes) "
-        f"in {report['tags_s']:.2f} s",
-    ]
-    if report["change_share"] is not None:
-        lines.append(f"  scans that found a change, all rounds: {report['change_share']:.1%}")
-    lines += _not_crawled_lines(report)
-    lines += _capped(
-        f"  access denied to {report['denied_folders']} folder(s) below a share's root; "
-        "their rows are kept:",
-        [f"    {d['host']}/{d['share']}/{d['path']}" for d in report["denied_list"]],
+    kinds = ", ".join(f"{p[k]} {k}" for k in ("unchanged", "changed", "new", "gone") if p[k])
+    lines = [f"round {report['round']}: {p['scanned']} of {plural(p['total'], 'partition')} "
+             f"scanned" + (f" ({kinds})" if kinds else "")
+             + (f"; {p['unreachable']} on hosts lost during the round" if p["unreachable"]
+                else "")]  # fmt: skip
+    hosts = report["hosts"]
+    lines.append(
+        f"  {hosts['online']} of {plural(hosts['total'], 'host')} online; "
+        f"{plural(report['entries_listed'], 'entry', 'entries')} listed in "
+        f"{report['listing_s']:.2f} s; {plural(report['tags_read'], 'tag')} read "
+        f"({human_bytes(report['bytes_read'])}) in {report['tags_s']:.2f} s"
     )
+    if report["change_share"] is not None:
+        lines.append(f"  scans that found a change, over all rounds: {report['change_share']:.1%}")
+    lines += _not_crawled_lines(report)
+    n_denied = report["denied_folders"]
+    lines += _capped(
+        f"  access denied to {plural(n_denied, 'folder')} below a share's root; "
+        f"{'its' if n_denied == 1 else 'their'} rows are kept:",
+        [f"    {readable_path('/'.join((d['host'], d['share'], d['path'])))}"
+         for d in report["denied_list"]],
+    )  # fmt: skip
     lines += _capped(  # hosts that could not be opened are named above
         "  errors:",
-        [f"    {e['host']}/{e['share']}: {e['status']}: {e['error']}"
+        [f"    {readable_path(e['host'] + '/' + e['share'])}: {e['status']}: "
+         f"{_without_host(e['error'], e['host'])}"
          for e in report["error_list"] if e["share"] is not None],
     )  # fmt: skip
     if report["config_failure"]:
@@ -131,16 +139,27 @@ def format_report(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _without_host(error: str | None, host: str) -> str:
+    """An error as shown after its host's name: without the name again."""
+    return readable_text((error or "").removeprefix(f"{host}: "))
+
+
+def _statuses(statuses: list[str]) -> str:
+    """'offline' when every host has that status, else '1 offline, 2 refused'."""
+    counts = sorted(Counter(statuses).items())
+    if len(counts) == 1:
+        return counts[0][0].replace("_", " ")
+    return ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in counts)
+
+
 def _not_crawled_lines(report: dict) -> list[str]:
     hosts = report["hosts_not_crawled"]
-    counts = Counter(h["status"] for h in hosts)
-    summary = ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in sorted(counts.items()))
     lines = []
     for h in hosts:
-        error = h["error"] or ""
-        error = error[len(h["host"]) + 2 :] if error.startswith(f"{h['host']}: ") else error
         note = "; its files stay searchable" if h["status"] in CONFIG_STATUSES else ""
-        lines.append(f"    {h['host']}: {h['status'].replace('_', ' ')}: {error}{note}")
+        lines.append(f"    {readable_text(h['host'])}: {h['status'].replace('_', ' ')}: "
+                     f"{_without_host(h['error'], h['host'])}{note}")  # fmt: skip
+    summary = _statuses([h["status"] for h in hosts])
     return _capped(f"  hosts not crawled this round: {len(hosts)} ({summary})", lines)
 
 

@@ -13,14 +13,8 @@ from crawl_io.mediatypes import media_kind
 from crawl_io.rangefile import RangeFile
 from crawl_io.sources import HostUnreachable, read_hosts_file
 from crawl_io.tags import read_tags
-from demolan.lan import (
-    HOSTS,
-    MADONNA_MUSIC_COPIES,
-    OFFLINE_AT_STEP_3,
-    RETAG_TITLE,
-    build_lan,
-    change_lan,
-)
+from demolan.catalog import HOSTS, MADONNA_MUSIC_COPIES
+from demolan.lan import OFFLINE_AT_STEP_3, RETAG_TITLE, build_lan, change_lan
 
 
 @pytest.fixture(scope="module")

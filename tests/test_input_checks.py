@@ -240,6 +240,7 @@ def test_bad_input_leaves_an_existing_crawl_dir_unchanged(
     small_lan.hosts_file.write_text("smb://two words/x\n")
     assert small_lan.cli("crawl") == 2
     one_error_line(capsys, "hosts.txt:1")
+    small_lan.write_hosts("alpha")  # the hosts file is checked before the settings
     luigi_cfg("[sharecrawl]\nliveness_timeout_s = -2\n")
     assert small_lan.cli("crawl") == 2
     one_error_line(capsys, "liveness_timeout_s")

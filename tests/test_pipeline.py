@@ -206,7 +206,7 @@ def test_fetch_progress_is_plain_log_lines_without_a_terminal(lan: LAN, caplog) 
     caplog.set_level(logging.INFO, logger="sharecrawl.fetch")
     lan.crawl()
     lines = [r.getMessage() for r in caplog.records if r.name == "sharecrawl.fetch"]
-    assert any(line.startswith("alpha: 1 partitions (1 new)") for line in lines), lines
+    assert any(line.startswith("alpha: 1 partition (1 new)") for line in lines), lines
     assert any(line.startswith("beta: ") and "tags read" in line for line in lines), lines
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 from urllib.parse import quote, urlencode, urlsplit
 
+from crawl_io.readable import readable_url
 from queries.search import _human_size, copy_url
 
 COPIES_SHOWN = 3  # copies listed under a work; the next ones fold away
@@ -52,11 +53,11 @@ def links(host_url: str | None, host: str, share: str, path: str) -> tuple[str |
     """(href, the same link as people read it, the Windows path) of a copy. The href is
     percent-encoded, and None unless it is smb:// or file://; the text keeps Cyrillic."""
     href = copy_url(host_url, host, share, path)
+    text = readable_url(href)  # one definition of the readable form (crawl_io.readable)
     if href.startswith("file://"):  # copy_url leaves local paths as they are
         href = "file://" + quote(href[len("file://") :], safe="/")
-    base = (host_url or f"smb://{host}").rstrip("/")
     safe_href = href if href.startswith(("smb://", "file://")) else None
-    return safe_href, f"{base}/{share}/{path}", windows_path(host, host_url, share, path)
+    return safe_href, text, windows_path(host, host_url, share, path)
 
 
 def copy_row(row: dict, hosts: HostInfo, best: bool) -> dict:

@@ -1,0 +1,111 @@
+"""`sharecrawl crawl` and `sharecrawl demo`: the commands that write a crawl directory, under
+its lock.
+
+A crawl checks its input in two steps around a first look at the lock. The cheap checks
+(numbers typed, files named, the hosts file, the credentials) need nothing heavy; then, when
+the crawl directory's LOCK exists, a crawl already running there is found by trying the lock
+on a read-only descriptor, which writes nothing, and refused at once (a cron overlap exits
+75 within a fraction of a second, however loaded the machine). Only then come the checks that
+load Luigi and the policies, and the lock itself, taken before anything is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import sys
+from pathlib import Path
+
+from cli.inputs import NUMERIC_SETTINGS, UsageError, check_count, check_number, setting
+from cli.inputs import check_readable_file as check_file
+from cli.native import import_native
+from crawl_io.lock import LOCK_NAME, CrawlLock, CrawlLocked
+from crawl_io.sources import check_credentials, read_hosts_file
+
+
+def refuse_if_locked(crawl_root: Path) -> None:
+    """Raise CrawlLocked when another crawl holds `crawl_root`'s LOCK; change nothing on
+    disk either way (the real lock is taken later, and may still be refused then)."""
+    path = crawl_root / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return  # no LOCK yet (a first crawl), or none we can open: the real lock says
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise CrawlLocked(path, CrawlLock(crawl_root).holder()) from None
+    except OSError:
+        return
+    finally:
+        os.close(fd)  # drops the probe's flock with it
+
+
+def cmd_crawl(args: argparse.Namespace) -> int:
+    check_count("--rounds", args.rounds)
+    for flag, name in (("--crawlers", "crawlers"), ("--round-seconds", "round_seconds")):
+        if getattr(args, name) is not None:
+            check_number(flag, getattr(args, name), *NUMERIC_SETTINGS[name])
+    if args.rules_file is not None:  # named: it must be there (luigi.cfg's default may not)
+        check_file("--rules-file", args.rules_file)
+    if args.hosts_file is not None:
+        read_hosts_file(args.hosts_file)
+    check_credentials()
+    refuse_if_locked(Path(args.crawl_dir or setting("crawl_dir") or "."))
+    import_native()
+
+    from pipeline.interrupt import interruptible
+
+    with interruptible(watchdog=True):  # from here on a signal stops the crawl cleanly
+        return _crawl(args)
+
+
+def _crawl(args: argparse.Namespace) -> int:
+    from cli.inputs import load_settings
+    from crawl_io.crawldir import CrawlDir
+    from pipeline import settings as config
+    from pipeline.scheduling.policies import get_policy
+
+    config.override(
+        hosts_file=args.hosts_file, rules_file=args.rules_file, crawl_dir=args.crawl_dir,
+        crawlers=args.crawlers, round_seconds=args.round_seconds, policy=args.policy,
+        runner=args.runner,
+    )  # fmt: skip
+    flags = {"crawlers": "--crawlers", "round_seconds": "--round-seconds"}  # settings' checks
+    settings = load_settings({k: v for k, v in flags.items() if getattr(args, k) is not None})
+    if args.hosts_file is None:
+        read_hosts_file(settings.hosts_file)
+    try:
+        get_policy(settings.policy)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    crawl = CrawlDir(settings.crawl_dir)
+    crawl.check(create=True)
+    crawl.root.mkdir(parents=True, exist_ok=True)
+    with CrawlLock(crawl.root).acquire():  # before anything else is written
+        from crawl_io.integrity import verify_round_start
+        from pipeline.rounds import run_rounds
+        from queries.status import config_failure_line, format_report, round_report
+
+        verify_round_start(crawl)  # damaged state tables: refuse, never start history over
+        crawl.crawldb.mkdir(exist_ok=True)
+        refused: list[str] = []
+
+        def after_round(n: int) -> None:
+            report = round_report(crawl)
+            print(format_report(report), flush=True)
+            if report["config_failure"]:
+                refused.append(config_failure_line(report))
+
+        run_rounds(str(crawl.root), args.rounds, after_round)
+    for line in refused:  # switched-off hosts never fail a round; refusing every one does
+        print(f"sharecrawl: {line}", file=sys.stderr)
+    return 1 if refused else 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    import_native()
+    from demolan.demo import run_demo
+
+    return run_demo(Path(args.workdir))

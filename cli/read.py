@@ -1,0 +1,148 @@
+"""The commands that read a crawl directory: `search`, `sql`, `status`, and `check` (whose
+`--repair` alone writes, under the crawl lock). None of the others takes or waits for the
+lock: published versions never change and CURRENT moves by rename."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cli.inputs import UsageError, check_count, check_output_file, setting
+
+if TYPE_CHECKING:
+    from crawl_io.crawldir import CrawlDir
+
+
+def crawl_dir(args: argparse.Namespace) -> CrawlDir:
+    from crawl_io.crawldir import CrawlDir
+
+    return CrawlDir(args.crawl_dir or setting("crawl_dir") or ".")
+
+
+def existing_crawl(args: argparse.Namespace) -> CrawlDir:
+    """The crawl directory, which must hold a published round (else ConfigError, exit 2;
+    a damaged CURRENT: CrawlDamaged, exit 1)."""
+    from crawl_io.sources import ConfigError
+
+    crawl = crawl_dir(args)
+    crawl.check(create=False)
+    if crawl.current() == 0:
+        raise ConfigError(f"{str(crawl.root)!r} has no finished round yet: run `sharecrawl "
+                          "crawl` first")  # fmt: skip
+    return crawl
+
+
+def fail(message: str, status: int = 1) -> int:
+    print(f"sharecrawl: {message}", file=sys.stderr)
+    return status
+
+
+def warn(line: str) -> None:
+    print(f"sharecrawl: warning: {line}", file=sys.stderr)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from queries.querylang import field_names, unknown_fields
+    from queries.search import IndexUnreadable, QueryError, format_results, search
+
+    check_count("--limit", args.limit)
+    crawl = existing_crawl(args)
+    query = " ".join(args.query)
+    unknown = unknown_fields(query)
+    if unknown:
+        names = ", ".join(f"{name}:" for name in unknown)
+        warn(f"no field {names}, searched as plain words; the fields are "
+             f"{', '.join(field_names())} (sharecrawl search --help)")  # fmt: skip
+    try:
+        results = search(crawl.index, query, limit=args.limit, all_hosts=args.all_hosts,
+                         latest=args.latest)  # fmt: skip
+    except IndexUnreadable as e:
+        return fail(f"error: {e}")
+    except FileNotFoundError:
+        return fail(f"error: no search index at {crawl.index}: the next round builds it "
+                    "(`sharecrawl crawl`)")  # fmt: skip
+    except QueryError as e:
+        raise UsageError(str(e)) from None
+    print(json.dumps(results, default=str, ensure_ascii=False) if args.json
+          else format_results(results))  # fmt: skip
+    return 0
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    from crawl_io.readable import plural
+    from queries.results import json_text, output_format, write_result
+    from queries.views import SQLError, SQLRefused, arrow, query, rows
+
+    crawl = existing_crawl(args)
+    version = crawl.current()
+    output = Path(args.output) if args.output else None
+    try:  # checked before the query runs: a refused --output writes nothing
+        fmt = output_format(output, crawl.root) if output else "text"
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    sql = args.sql if args.sql is not None else sys.stdin.read()
+    try:
+        if fmt in ("csv", "parquet"):
+            table = query(crawl, version, sql, arrow, warn)
+        else:
+            columns, values = query(crawl, version, sql, rows, warn)
+    except SQLRefused as e:
+        return fail(f"sql: refused: {e}", 2)
+    except SQLError as e:
+        return fail(f"sql: {e}")
+    if output is not None:
+        try:
+            write_result(output, fmt, table if fmt != "json" else json_text(columns, values))
+        except OSError as e:
+            return fail(f"sql: cannot write {str(output)!r}: {e.strerror or e}")
+        n = table.num_rows if fmt != "json" else len(values)
+        print(f"sharecrawl: sql: {plural(n, 'row')} written to {output}", file=sys.stderr)
+        return 0
+    if args.json:
+        print(json_text(columns, values))
+    else:
+        print("\t".join(columns))
+        for row in values:
+            print("\t".join("" if v is None else str(v) for v in row))
+    sys.stdout.flush()  # a closed pipe shows here, inside main's handling
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from queries.status import format_report, round_report
+
+    if args.plot:
+        check_output_file("--plot", args.plot)
+    crawl = existing_crawl(args)
+    report = round_report(crawl)
+    print(json.dumps(report, default=str) if args.json else format_report(report))
+    if args.plot:
+        from cli.plots import plot_status
+
+        plot_status(crawl.version_dir(crawl.current()), Path(args.plot))
+        print(f"sharecrawl: status: plot written to {args.plot}", file=sys.stderr)
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from crawl_io.integrity import check_crawl, repair_crawl
+    from crawl_io.lock import CrawlLock
+
+    crawl = crawl_dir(args)
+    crawl.check(create=False)
+    if not args.repair:
+        lines, ok = check_crawl(crawl)
+        print("\n".join(lines))
+        return 0 if ok else 1
+    with CrawlLock(crawl.root).acquire():  # never repair under a running crawl
+        repair = repair_crawl(crawl)
+        print("\n".join(repair.lines))
+        if repair.ok and repair.rebuild_index:
+            from queries.index import build_index
+
+            build_index(crawl.version_dir(repair.live), crawl.index)
+            print(f"{crawl.index}: rebuilt from v{repair.live:06d}")
+    return 0 if repair.ok else 1

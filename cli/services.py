@@ -1,0 +1,88 @@
+"""The long-running and self-contained commands: `serve` (the search page), `watch` (SMB
+change notifications) and `simulate` (the scheduling policies on a synthetic LAN)."""
+
+from __future__ import annotations
+
+import argparse
+
+from cli.inputs import SIMULATE_OPTIONS, UsageError, check_number, check_output_file
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from cli.read import crawl_dir
+    from web.server import ListenError, serve
+
+    crawl = crawl_dir(args)
+    # only checks: a folder that is not a crawl dir is refused; a missing or empty one is
+    # served with a page saying to run a crawl, until one has
+    crawl.check(create=True)
+    if not 0 <= args.port <= 65535:
+        raise UsageError("--port must be from 0 (any free port) to 65535")
+    if not 1 <= args.workers <= 64:
+        raise UsageError("--workers must be from 1 to 64")
+    try:
+        return serve(crawl.root, args.host, args.port, args.workers)
+    except ListenError as e:
+        raise UsageError(e.strerror) from None
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    from crawl_io.crawldir import CrawlDir
+    from crawl_io.sources import read_hosts_file
+    from pipeline import settings as config
+    from sensors.watch import WatchOptions, run_watch
+
+    for flag, value in (("--seconds", args.seconds), ("--max-backoff", args.max_backoff),
+                        ("--keep-days", args.keep_days)):  # fmt: skip
+        if value is not None:
+            check_number(flag, value, 0, True, 1e9)
+    config.override(hosts_file=args.hosts_file, rules_file=args.rules_file,
+                    crawl_dir=args.crawl_dir)  # fmt: skip
+    settings = config.sharecrawl()
+    hosts = read_hosts_file(settings.hosts_file)  # fail now, before anything is written
+    crawl = CrawlDir(settings.crawl_dir)
+    crawl.check(create=True)
+    crawl.crawldb.mkdir(parents=True, exist_ok=True)  # what a first round would make
+    return run_watch(WatchOptions(
+        crawl.root, hosts, settings.rules_file or None, args.seconds,
+        timeout_s=settings.host_timeout_s, liveness_timeout_s=settings.liveness_timeout_s,
+        max_backoff_s=args.max_backoff, keep_days=args.keep_days,
+    ))  # fmt: skip
+
+
+def check_simulate_options(rest: list[str]) -> bool:
+    """Check `simulate`'s options as the crawl's are (one line, exit 2) before the simulator
+    runs; False when they asked for help (printed)."""
+    from pipeline.scheduling.policies import POLICY_NAMES
+    from simulator.cli import _parser
+
+    parser = _parser()
+
+    def one_line(message: str) -> None:
+        raise UsageError(f"simulate: {message} (see sharecrawl simulate --help)")
+
+    parser.error = one_line  # type: ignore[method-assign]
+    try:
+        options = parser.parse_args(rest)
+    except SystemExit:  # --help, printed
+        return False
+    for name, limits in SIMULATE_OPTIONS.items():
+        check_number(f"--{name.replace('_', '-')}", getattr(options, name), *limits)
+    if options.hint_crawlers > options.crawlers:
+        raise UsageError("--hint-crawlers must be at most --crawlers "
+                         f"({options.hint_crawlers} > {options.crawlers})")  # fmt: skip
+    unknown = [p for p in options.policies.split(",") if p.strip() not in POLICY_NAMES]
+    if unknown:
+        raise UsageError(f"--policies: unknown policy {unknown[0].strip()!r}; choose from "
+                         f"{', '.join(POLICY_NAMES)}")  # fmt: skip
+    if options.plot:
+        check_output_file("--plot", options.plot)
+    return True
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    if not check_simulate_options(args.rest):
+        return 0
+    from simulator.cli import run_cli
+
+    return run_cli(args.rest)  # the simulator parses its own options

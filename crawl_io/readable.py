@@ -1,0 +1,147 @@
+"""URLs, paths and counts as people read them in the command's text output.
+
+A URL is shown as an IRI (RFC 3987, §3.2 "Converting URIs to IRIs"): percent-encoded UTF-8
+is decoded, so a Cyrillic folder reads as its owner wrote it, and an IDN host name shows its
+Unicode labels. Only what would break the line or deceive the reader stays escaped: control
+characters, line and paragraph separators, bidirectional overrides and other invisible
+format characters, and spaces at the ends of a name. A `%` stays `%25` and a `/` inside a
+name `%2F`, so the IRI still names the one file. Programs get the percent-encoded URL
+(`search --json`'s `url`); the readable one is beside it (`iri`).
+
+Plain text from a share or a host (a path, an error) is escaped the same way, with
+backslash escapes (`\\x1b`, `\\u202e`) since it is no URL.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable
+from urllib.parse import quote
+
+# Invisible characters that are legitimate inside words: the zero-width joiner and
+# non-joiner (Persian, Indic scripts, emoji sequences). Every other format character
+# (Unicode category Cf: bidi overrides and isolates, marks, zero-width space, BOM...) hides or
+# reorders what is shown.
+_JOINERS = {"\u200c", "\u200d"}
+_ESCAPE_RUN = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
+
+
+def unsafe(char: str) -> bool:
+    """Would `char` break the line or deceive the reader if shown as it is?"""
+    category = unicodedata.category(char)
+    if category in ("Cc", "Zl", "Zp", "Cs", "Co", "Cn"):
+        return True
+    return category == "Cf" and char not in _JOINERS
+
+
+def _escape_ends(name: str, escape: Callable[[str], str]) -> str:
+    """Spaces at either end of a name are invisible: escape them."""
+    stripped = name.strip(" ")
+    if stripped == name:
+        return name
+    lead = len(name) - len(name.lstrip(" "))
+    trail = len(name) - len(name.rstrip(" "))
+    if not stripped:
+        return escape(" ") * len(name)
+    return escape(" ") * lead + stripped + escape(" ") * trail
+
+
+def _backslash(char: str) -> str:
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def readable_text(text: str | None) -> str:
+    """`text` (a message, an error from a host) safe to print on one line: unsafe
+    characters as backslash escapes."""
+    if text is None:
+        return ""
+    return "".join(_backslash(c) if unsafe(c) else c for c in text)
+
+
+def readable_path(path: str | None) -> str:
+    """A path ('host/share/folder/name') as readable_text, and spaces at the ends of each
+    name escaped too."""
+    shown = readable_text(path)
+    return "/".join(_escape_ends(part, _backslash) for part in shown.split("/"))
+
+
+def _percent(char: str) -> str:
+    return quote(char, safe="")
+
+
+def _iri_segment(segment: str, encoded: bool) -> str:
+    """One path segment of a URL as an IRI segment."""
+    if encoded:
+
+        def decode(run: re.Match[str]) -> str:
+            raw = bytes.fromhex(run.group(0).replace("%", ""))
+            text = raw.decode("utf-8", errors="surrogateescape")
+            out = []
+            for char in text:
+                if "\udc80" <= char <= "\udcff":  # a byte that is no UTF-8: keep it encoded
+                    out.append(f"%{ord(char) - 0xDC00:02X}")
+                elif char in "%/" or unsafe(char):
+                    out.append(_percent(char))
+                else:
+                    out.append(char)
+            return "".join(out)
+
+        segment = _ESCAPE_RUN.sub(decode, segment)
+        shown = "".join(_percent(c) if unsafe(c) else c for c in segment)
+    else:  # a raw path (file:// URLs are built unencoded): only what is unsafe, and '%'
+        shown = "".join(_percent(c) if c == "%" or unsafe(c) else c for c in segment)
+    return _escape_ends(shown, _percent)
+
+
+def _iri_host(authority: str) -> str:
+    """user@host:port with IDN labels (xn--...) shown in Unicode when they decode."""
+    user, at, hostport = authority.rpartition("@")
+    host, colon, port = hostport, "", ""
+    if not hostport.startswith("[") and hostport.count(":") == 1:
+        host, colon, port = hostport.partition(":")
+    labels = []
+    for label in host.split("."):
+        if label.lower().startswith("xn--"):
+            try:
+                decoded = label.encode("ascii").decode("idna")
+            except UnicodeError:
+                decoded = label
+            label = decoded if not any(unsafe(c) for c in decoded) else label
+        labels.append(label)
+    return f"{user}{at}{'.'.join(labels)}{colon}{port}"
+
+
+def readable_url(url: str | None) -> str:
+    """A URL as an IRI for people (see the module's docstring). smb:// URLs are
+    percent-encoded; file:// URLs name local paths as they are and are only escaped."""
+    if not url:
+        return ""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return readable_text(url)
+    authority, slash, path = rest.partition("/")
+    encoded = scheme.lower() != "file"
+    segments = [_iri_segment(s, encoded) for s in path.split("/")] if slash else []
+    host = _iri_host(authority) if encoded else readable_text(authority)
+    return f"{scheme}://{host}{slash}{'/'.join(segments)}"
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 partition', '2 partitions', '0 copies' (`many`: an irregular plural)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
+def human_bytes(size: float | None) -> str:
+    """A size for people: '512 B', '23.6 KB', '3.3 MB' (binary units, as file managers)."""
+    if size is None:
+        return "?"
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(value) < 1024 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TB"

@@ -1,0 +1,152 @@
+"""The command's start-up: a second crawl on a locked crawl directory is refused before any
+heavy import (what bench/cli_startup.py times), Ctrl-C while a command starts gets one line
+and never a traceback, and `sharecrawl demo` takes the crawl lock as `crawl` does. Real
+processes, a real lock held by another process."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from crawl_io.lock import EXIT_LOCKED
+from tests.cliproc import REPO
+from tests.conftest import LAN
+from tests.test_lock import tree
+from tests.test_pipeline import build
+
+HOLD = """
+import sys, time
+from crawl_io.lock import CrawlLock
+lock = CrawlLock(sys.argv[1]).acquire()
+print("held", flush=True)
+time.sleep(600)
+"""
+# What a refused crawl must not need: each costs tens to hundreds of milliseconds to import.
+HEAVY = ("luigi", "pyarrow", "numpy", "duckdb", "mrjob", "rich", "pipeline", "queries")
+
+
+@pytest.fixture
+def held_lock(tmp_path: Path) -> Iterator[tuple[Path, int]]:
+    """A crawl directory whose LOCK another process holds: (its path, the holder's pid)."""
+    crawl = tmp_path / "work" / "crawl"
+    (crawl / "crawldb").mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(crawl)], cwd=REPO, text=True,
+                              stdout=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    yield crawl, holder.pid
+    holder.kill()
+    holder.wait()
+
+
+def test_a_refused_crawl_imports_nothing_heavy_and_writes_nothing(
+    lan: LAN, held_lock: tuple[Path, int]
+) -> None:
+    crawl, pid = held_lock
+    lan.media("alpha", "music/song.mp3", artist="Madonna", title="Music")
+    lan.write_hosts("alpha")
+    before = tree(crawl)
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "cli.main", "crawl", "--crawl-dir",
+         str(crawl), "--hosts-file", str(lan.hosts_file)],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == EXIT_LOCKED
+    lines = [ln for ln in done.stderr.splitlines() if not ln.startswith("import time:")]
+    assert lines == [f"sharecrawl: error: another crawl (pid {pid}, started "
+                     f"{lines[0].split('started ')[1].split(')')[0]}) holds {crawl / 'LOCK'}; "
+                     "wait for it or stop it"]  # fmt: skip
+    found = re.finditer(r"^import time:\s+\d+ \|\s+\d+ \| +(\S+)", done.stderr, re.M)
+    imported = {m.group(1).split(".")[0] for m in found}
+    assert "cli" in imported and not imported & set(HEAVY), sorted(imported & set(HEAVY))
+    assert tree(crawl) == before  # not even the LOCK file's time changed
+
+
+def test_a_refused_crawl_without_crawl_dir_flag_reads_the_config(
+    lan: LAN, held_lock: tuple[Path, int], tmp_path: Path
+) -> None:
+    crawl, _ = held_lock
+    lan.media("alpha", "music/song.mp3", artist="Madonna", title="Music")
+    lan.write_hosts("alpha")
+    cfg = tmp_path / "site.cfg"
+    cfg.write_text(f"[sharecrawl]\ncrawl_dir = {crawl}\nhosts_file = {lan.hosts_file}\n")
+    done = subprocess.run([sys.executable, "-m", "cli.main", "crawl"], cwd=REPO, text=True,
+                          capture_output=True, timeout=120,
+                          env={**os.environ, "LUIGI_CONFIG_PATH": str(cfg)})  # fmt: skip
+    assert done.returncode == EXIT_LOCKED, done.stderr
+    assert done.stderr.count("\n") == 1 and "another crawl (pid" in done.stderr
+
+
+def test_demo_takes_the_crawl_lock_and_clears_nothing(
+    tmp_path: Path, held_lock: tuple[Path, int]
+) -> None:
+    crawl, pid = held_lock
+    workdir = crawl.parent
+    (workdir / "hosts.txt").write_text("# a demo's\n")  # what a demo folder holds
+    (workdir / "hosts").mkdir()
+    before = tree(workdir)
+    done = subprocess.run([sys.executable, "-m", "cli.main", "demo", "--workdir", str(workdir)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == EXIT_LOCKED
+    assert done.stderr.startswith(f"sharecrawl: error: another crawl (pid {pid}, ")
+    assert done.stderr.count("\n") == 1
+    assert tree(workdir) == before
+
+
+def _interrupt_at(command: list[str], delay_s: float) -> subprocess.CompletedProcess[str]:
+    child = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True)  # fmt: skip
+    time.sleep(delay_s)
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=120)
+    return subprocess.CompletedProcess(command, child.returncode, out, err)
+
+
+def _interpreter_start_s() -> float:
+    """How long a bare interpreter takes to start here, now (machines are shared)."""
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_a_command_starts_is_one_line(lan: LAN) -> None:
+    """SIGINT at points through the first second of `search` (duckdb, numpy, pyarrow being
+    imported) and `crawl` (Luigi, the policies, the round starting). Python's own start-up
+    comes before any code of ours, so the first point is well after it."""
+    build(lan)
+    lan.crawl()
+    first = max(0.1, 3 * _interpreter_start_s())
+    commands = {
+        "search": [sys.executable, "-m", "cli.main", "search", "--crawl-dir",
+                   str(lan.crawl_dir), "madonna"],
+        "crawl": [sys.executable, "-m", "cli.main", "crawl", "--crawl-dir", str(lan.crawl_dir),
+                  "--hosts-file", str(lan.hosts_file), "--runner", "inline"],
+    }  # fmt: skip
+    stopped = 0
+    for name, command in commands.items():
+        for step in range(6):
+            delay = first + step * (1.0 - first) / 5
+            done = _interrupt_at(command, delay)
+            where = f"{name} interrupted after {delay:.2f} s"
+            assert "Traceback" not in done.stderr, (where, done.stderr)
+            if done.returncode == 0 or (done.returncode == -signal.SIGINT and not done.stderr):
+                continue  # it had finished (or was leaving, its work done)
+            stopped += 1
+            # 130, or killed by the signal itself (a shell reports both as 130): a Ctrl-C
+            # that lands while Python shuts down ends it the default way.
+            assert done.returncode in (130, -signal.SIGINT), (where, done.returncode, done.stderr)
+            lines = done.stderr.strip().splitlines()
+            assert lines[-1].startswith("sharecrawl: interrupted"), (where, done.stderr)
+            assert sum(ln.startswith("sharecrawl: interrupted") for ln in lines) == 1, where
+    assert stopped >= 6  # most points fall inside start-up
