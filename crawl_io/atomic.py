@@ -1,0 +1,79 @@
+"""The one way a file of the crawl directory is written: whole or not at all.
+
+A writer writes to a hidden temporary name beside the target, `.<name>.tmp<pid>` (the name
+crawl_io.tempfiles recognises and removes once its writer is gone), and renames it into
+place: a reader sees the old file or the new one, never a part of either.
+
+`durable=True` is for what the published crawldb stands on (the parts of a version, its
+manifest, CURRENT): the file's bytes are on disk before the rename, and the folder's entry
+after it, so a power cut cannot leave a name that points at bytes the disk never got.
+Everything else (segments, hints, rules) is either rewritten by the next attempt or
+advisory, and is spared the fsyncs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+Content = bytes | str | Callable[[Path], None]
+
+
+def temp_name(path: Path) -> Path:
+    """The hidden temporary name a write to `path` goes through."""
+    return path.with_name(f".{path.name}.tmp{os.getpid()}")
+
+
+def fsync_folder(folder: Path) -> None:
+    """Make a folder's entries (names created, renamed or linked in it) durable."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: str | os.PathLike, content: Content, *, durable: bool = False) -> None:
+    """Write `content` to `path` so that it appears whole or not at all: bytes, text (UTF-8),
+    or a function that writes the file it is given. The folder is created if need be; on
+    any error the temporary file goes and `path` is as it was."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_name(path)
+    try:
+        if callable(content):
+            content(tmp)
+        else:
+            tmp.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+        if durable:
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if durable:
+        fsync_folder(path.parent)
+
+
+def write_parquet(
+    table: pa.Table, path: str | os.PathLike, *, durable: bool = False,
+    metadata: dict[bytes, bytes] | None = None,
+) -> None:  # fmt: skip
+    """Write a Parquet file atomically (write_atomic), zstd-compressed, with a CRC in every
+    page header so that a flipped bit is caught when the page is read. `metadata` goes into
+    the footer's key-value metadata (read back by pq.read_metadata)."""
+    if metadata:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
+    write_atomic(
+        path,
+        lambda tmp: pq.write_table(table, tmp, compression="zstd", write_page_checksum=True),
+        durable=durable,
+    )
