@@ -64,6 +64,14 @@ def write_atomic(path: str | os.PathLike, content: Content, *, durable: bool = F
         fsync_folder(path.parent)
 
 
+def rename_into_place(built: Path, path: Path) -> None:
+    """Publish what was built whole under a hidden name (a file, or a folder such as a
+    version being built) by renaming it to `path`, durably: the rename is on disk when this
+    returns. An existing file `path` is replaced; a folder `path` must not exist."""
+    os.replace(built, path)
+    fsync_folder(path.parent)
+
+
 def write_parquet(
     table: pa.Table, path: str | os.PathLike, *, durable: bool = False,
     metadata: dict[bytes, bytes] | None = None,

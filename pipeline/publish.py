@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from crawl_io.atomic import fsync_folder, write_parquet
+from crawl_io.atomic import fsync_folder, rename_into_place, write_parquet
 from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir
 from crawl_io.host_parts import partitions_metadata, rel_path
 from crawl_io.version_manifest import Manifest, read_problem
@@ -121,6 +121,5 @@ class VersionBuild:
         # the manifest goes in last, before the rename: a version with one is complete
         write_version_manifest(self.dir, self.carried)
         self.crawl.note_manifests_from(self.version)
-        os.replace(self.dir, self.crawl.version_dir(self.version))
-        fsync_folder(self.crawl.crawldb)
+        rename_into_place(self.dir, self.crawl.version_dir(self.version))
         self.crawl.publish(self.version)

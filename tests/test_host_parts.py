@@ -22,6 +22,7 @@ from crawl_io.host_parts import (
     part_file,
 )
 from crawl_io.part_groups import plan_groups
+from crawl_io.schema import FILES, FOLDERS, MEDIA
 from crawl_io.stored_hosts import StoredHost
 from crawl_io.version_manifest import write_manifest
 from tests.conftest import LAN
@@ -238,3 +239,87 @@ def test_a_crawl_dir_of_one_part_per_host_is_read_and_converted_as_hosts_change(
         (r["host"], r["share"], r["path"]) for r in expected)  # fmt: skip
     assert lan.cli("check") == 0
     assert run_json(lan, "sql", "SELECT count(*) AS n FROM media") == [{"n": 17}]
+
+
+# -- the same tables whatever the groups ----------------------------------------------------
+STABLE_COLUMNS = {  # every column but the clocks and the measured costs
+    "files": [c for c in FILES.names if c not in ("first_seen", "last_seen")],
+    "media": [c for c in MEDIA.names if c != "tagged_at"],
+    "folders": FOLDERS.names,
+    "hosts": ["host", "url", "online", "last_error", "status"],
+    "partitions": ["partition_id", "host", "share", "root", "lo", "hi", "parent_id", "hash",
+                   "n_folders", "n_files", "n_media", "bytes", "n_scans", "n_changes",
+                   "status"],
+}  # fmt: skip
+
+
+def stable_tables(crawl: CrawlDir, version: int) -> dict[str, list[dict]]:
+    return {table: sorted(crawl.read(version, table).select(columns).to_pylist(), key=repr)
+            for table, columns in STABLE_COLUMNS.items()}  # fmt: skip
+
+
+def test_groups_hold_exactly_the_rows_one_part_per_host_holds(
+    lan: LAN, monkeypatch: pytest.MonkeyPatch, run_json
+) -> None:  # fmt: skip
+    """The same LAN crawled into two crawl dirs, round by round through a new file, a move
+    and a deletion: one with one part per host, one with groups of one share. Every table,
+    every sql answer and every search answer is the same."""
+    build(lan)
+    one_part, groups = lan.crawl_dir, lan.root / "crawl-groups"
+
+    def crawl_both() -> None:
+        for crawl_dir, group_rows in ((one_part, crawl_io.part_groups.GROUP_ROWS),
+                                      (groups, GROUP_ROWS)):  # fmt: skip
+            with monkeypatch.context() as m:
+                m.setattr(crawl_io.part_groups, "GROUP_ROWS", group_rows)
+                m.setattr(lan, "crawl_dir", crawl_dir)
+                lan.crawl()
+
+    crawl_both()
+    lan.media("alpha", "c-talks/Album 1/t9.mp3", artist="new", title="Lecture")
+    crawl_both()
+    shutil.move(lan.host("alpha") / "a-music/Album 1", lan.host("alpha") / "d-misc/Moved")
+    (lan.host("alpha") / "b-films/Album 0/t1.mp3").unlink()
+    crawl_both()
+
+    a, b = CrawlDir(one_part), CrawlDir(groups)
+    assert a.current() == b.current() == 3
+    assert len(a.table_parts(3, "files")) == 2 and len(b.table_parts(3, "files")) > 2
+    assert stable_tables(a, 3) == stable_tables(b, 3)
+    asked = [("sql", "SELECT share, count(*) AS n FROM media GROUP BY share ORDER BY share"),
+             ("sql", "SELECT * FROM duplicate_folders ORDER BY ALL"),
+             ("search", "lecture"), ("search", "band"), ("search", "artist:kino")]  # fmt: skip
+    answers = []
+    for crawl_dir in (one_part, groups):
+        monkeypatch.setattr(lan, "crawl_dir", crawl_dir)
+        answers.append([run_json(lan, *q) for q in asked])
+        assert lan.cli("check") == 0
+    assert answers[0] == answers[1] and all(answers[0][2:])
+
+
+def test_check_repair_sets_aside_one_damaged_group_and_the_next_round_lists_only_it(
+    lan: LAN, small_groups, capsys: pytest.CaptureFixture[str]
+) -> None:  # fmt: skip
+    build(lan)
+    lan.crawl()
+    crawl = CrawlDir(lan.crawl_dir)
+    expected = rows(crawl, 1, "files")
+    damaged = crawl.version_dir(1) / "media" / group_of(crawl, 1, "c-talks")
+    data = bytearray(damaged.read_bytes())
+    data[len(data) // 3] ^= 0xFF  # inside a page: same size, another checksum
+    damaged.write_bytes(bytes(data))
+
+    capsys.readouterr()
+    assert lan.cli("check") == 1
+    assert capsys.readouterr().out.splitlines() == [f"{damaged}: checksum mismatch (its bytes "
+                                                    "changed since it was written)"]  # fmt: skip
+    assert lan.cli("check", "--repair") == 0
+    assert f"moved damaged crawldb/v000001/media/{damaged.name}" in capsys.readouterr().out
+    assert not damaged.exists() and crawl.current() == 1
+    lan.crawl()
+    log = pq.read_table(crawl.segment_dir(2) / "fetchlog.parquet").to_pylist()
+    status = {r["share"]: r["status"] for r in log if r["host"] == "alpha"}
+    assert status == {"a-music": "unchanged", "b-films": "unchanged", "c-talks": "new",
+                      "d-misc": "unchanged"}  # fmt: skip
+    assert rows(crawl, 2, "files") == expected
+    assert lan.cli("check") == 0
