@@ -23,6 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 from mrjob.protocol import JSONProtocol, RawValueProtocol
 
+from crawl_io.atomic import write_atomic
 from crawl_io.duck import cursor
 from crawl_io.host_parts import VersionParts
 from crawl_io.schema import FILES, MEDIA, PREFIX_STATS
@@ -115,7 +116,7 @@ def run_prefix_stats(
     manifest = workdir / "prefix_stats.manifest"
     lines = [{k: [manifest_path(x, manifest) for x in v] if k in PART_KEYS and v else v
               for k, v in p.items()} for p in host_parts]  # fmt: skip
-    manifest.write_text("".join(json.dumps(p, ensure_ascii=True) + "\n" for p in lines))
+    write_atomic(manifest, "".join(json.dumps(p, ensure_ascii=True) + "\n" for p in lines))
     args = ("--depth", str(depth), "--min-entries", str(min_entries))
     rows = (
         {"host": host, "share": share, "prefix": prefix, **values}
