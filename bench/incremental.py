@@ -26,14 +26,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from crawl_io.crawldir import CrawlDir, host_file, write_parquet
-from crawl_io.schema import FETCHLOG, FILES, HOSTS, LISTING, MEDIA, PARTITIONS, PREFIX_STATS
+from crawl_io.atomic import write_parquet
+from crawl_io.crawldir import CrawlDir, host_file
+from crawl_io.schema import FETCHLOG, HOSTS, LISTING, MEDIA, PARTITIONS, PREFIX_STATS, TS
+from crawl_io.stored_hosts import StoredHost
 from crawl_io.version_manifest import write_manifest as write_version_manifest
 from demolan.templates import write_tagged
-from jobs.membership import share_root
+from jobs.membership import PartitionKey, share_root
+from jobs.subtree_hash import folder_summaries, summarize
 from pipeline import settings as config
 from pipeline.inject import INJECT
 from pipeline.rounds import run_round
@@ -43,6 +48,8 @@ from simulator.progress import step
 SHARES_PER_HOST = 10
 FOLDERS_PER_SHARE = 50
 MEDIA_EVERY = 10  # one file in ten is a tagged mp3
+FILES_PER_FOLDER = 100  # in the synthetic crawldb
+LIST_S, TAG_S = 0.015, 0.15  # a synthetic host's costs: luigi.cfg's first guesses
 
 
 def build_lan(root: Path, files: int) -> tuple[Path, list[Path]]:
@@ -90,81 +97,181 @@ def timed_round(crawl: CrawlDir, n: int) -> dict:
     return report
 
 
-def synthetic_crawldb(crawl: CrawlDir, hosts: int, files_per_host: int) -> None:
-    """Version 1 of a crawldb with hosts x files_per_host files, and round 2's segment in
-    which one partition of one host changed (one file added)."""
-    t = datetime(2026, 1, 1, tzinfo=UTC)
-    crawl.crawldb.mkdir(parents=True)
-    v1 = crawl.version_dir(1)
-    part_rows, host_rows, inject_rows = [], [], []
-    for h in range(hosts):
-        name = f"h{h:04d}"
-        key = share_root(name, "share")
-        # Folders of 100 files, one of them media: within the partition limits (folder
-        # listings plus tag reads), so the round replaces the partition and splits nothing.
-        paths = []
-        for d in range(files_per_host // 100):
-            paths.append(f"d{d:04d}")
-            paths += [f"d{d:04d}/f{i:03d}.{'mp3' if i == 0 else 'dat'}" for i in range(100)]
-        n = len(paths)
-        rows = {"host": [name] * n, "share": ["share"] * n, "path": paths,
-                "name": [p.rsplit("/", 1)[-1] for p in paths],
-                "is_dir": ["/" not in p for p in paths],
-                "size": [0 if "/" not in p else 1000 for p in paths], "mtime": [t] * n,
-                "partition_id": [key.id] * n, "first_seen": [t] * n,
-                "last_seen": [t] * n}  # fmt: skip
-        files = pa.table(rows, FILES)
-        write_parquet(files, v1 / "files" / host_file(name))
-        media = files.filter(pc.ends_with(files["path"], ".mp3")).select(
-            ["host", "share", "path", "size", "mtime", "partition_id"]
-        )
-        media = media.append_column("kind", pa.array(["audio"] * media.num_rows))
-        media = media.append_column("title", media["path"])
-        media_schema = pa.schema([MEDIA.field(c) for c in media.column_names])
-        write_parquet(media.cast(media_schema), v1 / "media" / host_file(name))
-        part_rows.append({**dict.fromkeys(PARTITIONS.names), "partition_id": key.id,
-                          "host": name, "share": "share", "root": "", "hash": "old",
-                          "n_scans": 1, "n_changes": 0, "history": [], "n_folders": 1,
-                          "last_scan": t})  # fmt: skip
-        part_rows[-1]["n_folders"] = files_per_host // 100 + 1
-        host_rows.append({"host": name, "url": f"file:///nowhere/{name}", "online": True})
-        inject_rows.append({"host": name, "url": f"file:///nowhere/{name}", "shares": [],
-                            "online": True, "checked_at": t})  # fmt: skip
-    write_parquet(pa.Table.from_pylist(part_rows, PARTITIONS), v1 / "partitions.parquet")
-    write_parquet(pa.Table.from_pylist(host_rows, HOSTS), v1 / "hosts.parquet")
-    write_parquet(PREFIX_STATS.empty_table(), v1 / "prefix_stats.parquet")
-    write_version_manifest(v1, {})  # a version of this release, not a legacy one
-    crawl.note_manifests_from(1)
-    crawl.publish(1)
-    seg = crawl.segment_dir(2)
-    write_parquet(pa.Table.from_pylist(inject_rows, INJECT), seg / "inject.parquet")
-    changed = share_root("h0000", "share")
-    listing = pa.concat_tables([
-        pa.table({c: rows_of(crawl, 1, "h0000")[c] for c in LISTING.names}, LISTING),
-        pa.Table.from_pylist([{"host": "h0000", "share": "share", "path": "new.mp3",
-                               "name": "new.mp3", "is_dir": False, "size": 5, "mtime": t,
-                               "partition_id": changed.id}], LISTING),
-    ])  # fmt: skip
-    write_parquet(listing, seg / "listing" / host_file("h0000"))
-    write_parquet(MEDIA.empty_table(), seg / "media" / host_file("h0000"))
-    log = [{"round": 2, "partition_id": changed.id, "host": "h0000", "share": "share",
-            "started": t, "duration_s": 1.0, "status": "changed", "n_entries": listing.num_rows,
-            "n_tags_read": 0, "bytes_read": 0, "listing_s": 1.0, "tags_s": 0.0,
-            "n_folders": 1, "hash": None}]  # fmt: skip
-    from jobs.subtree_hash import partition_hash
+# -- synthetic crawldb tables and segments, as the stages write them ------------------------
+def _names(values: np.ndarray, fmt: str) -> pa.Array:
+    return pa.array(np.char.mod(fmt, values).astype(object), pa.string())
 
-    mt = listing["mtime"].cast("int64").to_pylist()
-    log[0]["hash"] = partition_hash(zip(listing["path"].to_pylist(), listing["is_dir"].to_pylist(),
-                                        listing["size"].to_pylist(), mt, strict=True))  # fmt: skip
-    table = pa.Table.from_pylist(log, FETCHLOG)
-    write_parquet(table, seg / "fetchlog" / host_file("h0000"))
-    write_parquet(table, seg / "fetchlog.parquet")
+
+def share_listing(host: str, share: str, folders: int, t: datetime, *, media_every: int = 100,
+                  range_folders: int = 0) -> tuple[pa.Table, list[PartitionKey]]:  # fmt: skip
+    """LISTING rows of one share as a fetch writes them: `folders` folders d00000... under the
+    share root, FILES_PER_FOLDER files each, one in `media_every` an mp3. With
+    `range_folders`, range partitions of that many folders under the share root (what the
+    split leaves of a big flat share), else the share root partition alone. The keys: the
+    share root first."""
+    folder = np.arange(folders)
+    d_names = _names(folder, "d%05d")
+    file_folder = np.repeat(folder, FILES_PER_FOLDER)
+    number = np.tile(np.arange(FILES_PER_FOLDER), folders)
+    is_media = number % media_every == 0
+    f_names = pa.array(np.where(is_media, np.char.mod("f%03d.mp3", number),
+                                np.char.mod("f%03d.dat", number)).astype(object))  # fmt: skip
+    f_paths = pc.binary_join_element_wise(d_names.take(pa.array(file_folder)), f_names, "/")
+    n = folders + len(f_names)
+    root = share_root(host, share)
+    keys = [root]
+    if range_folders:
+        blocks = (folders + range_folders - 1) // range_folders
+        for b in range(blocks):
+            lo = None if b == 0 else f"d{b * range_folders:05d}"
+            hi = None if b == blocks - 1 else f"d{(b + 1) * range_folders:05d}"
+            keys.append(PartitionKey(host, share, "", lo, hi))
+        owner = np.concatenate([folder, file_folder]) // range_folders + 1
+    else:
+        owner = np.zeros(n, np.int64)
+    ids = pa.array([k.id for k in keys]).take(pa.array(owner))
+    table = pa.table({
+        "host": pa.array([host] * n), "share": pa.array([share] * n),
+        "path": pa.concat_arrays([d_names, f_paths]), "name": pa.concat_arrays([d_names, f_names]),
+        "is_dir": np.arange(n) < folders,
+        "size": np.where(np.arange(n) < folders, 0, 1000 + np.arange(n) % 5_000_000),
+        "mtime": pa.array(np.full(n, int(t.timestamp() * 1e6)), pa.timestamp("us", tz="UTC")),
+        "partition_id": ids,
+    }).cast(LISTING)  # fmt: skip
+    return table, keys
+
+
+def as_files(listing: pa.Table, t: datetime) -> pa.Table:
+    stamp = pa.array([t] * listing.num_rows, TS)
+    return listing.append_column("first_seen", stamp).append_column("last_seen", stamp)
+
+
+def tags_of(listing: pa.Table, t: datetime) -> pa.Table:
+    """MEDIA rows as a fetch reads them for the listing's mp3 files."""
+    mp3 = listing.filter(pc.ends_with(listing["path"], ".mp3"))
+    n = mp3.num_rows
+    folder = pc.utf8_slice_codeunits(mp3["path"], 0, 6)
+    stem = pc.utf8_slice_codeunits(mp3["name"], 0, -4)
+    columns = {name: pa.nulls(n, MEDIA.field(name).type) for name in MEDIA.names}
+    columns.update({c: mp3[c] for c in ("host", "share", "path", "size", "mtime", "partition_id")})
+    columns.update({
+        "kind": pa.array(["audio"] * n), "format": pa.array(["mp3"] * n),
+        "artist": pc.binary_join_element_wise("Artist", mp3["host"], folder, " "),
+        "title": pc.binary_join_element_wise("Song", stem, folder, " "),
+        "album": folder, "bitrate_kbps": pa.array([192] * n, pa.int32()),
+        "duration_s": pa.array([200.0] * n), "tagged_at": pa.array([t] * n, TS),
+    })  # fmt: skip
+    return pa.table(columns).cast(MEDIA)
+
+
+def log_row(round_: int, key: PartitionKey, status: str, summary: dict, t: datetime) -> dict:
+    """A fetchlog row of one partition scan (`summary`: jobs.subtree_hash.summarize's)."""
+    return {"round": round_, "partition_id": key.id, "host": key.host, "share": key.share,
+            "started": t, "duration_s": 1.0, "status": status, "hash": summary["hash"],
+            "n_entries": summary["n_folders"] + summary["n_files"], "n_tags_read": 0,
+            "bytes_read": 0, "listing_s": LIST_S * summary["n_folders"], "tags_s": 0.0,
+            "n_folders": summary["n_folders"], "n_denied": 0, "denied": []}  # fmt: skip
+
+
+def write_fetched_host(crawl: CrawlDir, round_: int, host: str, listing: pa.Table | None,
+                       media: pa.Table | None, log: list[dict]) -> None:  # fmt: skip
+    """One host's segment parts as its fetch worker leaves them: listing and media when it
+    has rows, and its fetchlog part."""
+    seg = crawl.segment_dir(round_)
+    for folder, table in (("listing", listing), ("media", media)):
+        if table is not None and table.num_rows:
+            write_parquet(table, seg / folder / host_file(host))
+    write_parquet(pa.Table.from_pylist(log, FETCHLOG), seg / "fetchlog" / host_file(host))
+
+
+def finish_segment(crawl: CrawlDir, round_: int, hosts: list[str], t: datetime) -> None:
+    """What Inject and Fetch leave besides the hosts' parts: every host alive, the fetch
+    list, the round's fetchlog."""
+    seg = crawl.segment_dir(round_)
+    inject = [{"host": h, "url": f"file:///nowhere/{h}", "shares": [], "online": True,
+               "checked_at": t, "status": "ok"} for h in hosts]  # fmt: skip
+    write_parquet(pa.Table.from_pylist(inject, INJECT), seg / "inject.parquet")
+    write_parquet(pa.concat_tables(
+        pq.read_table(seg / "fetchlog" / host_file(h), schema=FETCHLOG) for h in hosts
+    ), seg / "fetchlog.parquet")  # fmt: skip
     write_parquet(pa.Table.from_pylist([], pa.schema([("host", pa.string())])),
                   seg / "fetchlist.parquet")  # fmt: skip
 
 
-def rows_of(crawl: CrawlDir, version: int, host: str) -> pa.Table:
-    return crawl.read_host(version, "files", host)
+def write_segment(crawl: CrawlDir, round_: int, hosts: dict[str, tuple[pa.Table | None,
+                  pa.Table | None, list[dict]]], t: datetime) -> None:  # fmt: skip
+    """A round's segment: host -> (listing, media, fetchlog rows)."""
+    for host, (listing, media, log) in hosts.items():
+        write_fetched_host(crawl, round_, host, listing, media, log)
+    finish_segment(crawl, round_, list(hosts), t)
+
+
+def write_version(crawl: CrawlDir, version: int, tables: dict[str, tuple[pa.Table, pa.Table]],
+                  partitions: list[dict], t: datetime, tag_s: dict[str, float] | None = None
+                  ) -> None:  # fmt: skip
+    """Publish a version as the previous release wrote it: one part per host of files,
+    media and folders, hosts (costs: LIST_S, and TAG_S unless `tag_s` says), partitions, no
+    prefix statistics, a manifest."""
+    vdir = crawl.version_dir(version)
+    for host, (files, media) in tables.items():
+        write_parquet(files, vdir / "files" / host_file(host))
+        write_parquet(media, vdir / "media" / host_file(host))
+        write_parquet(folder_summaries(files), vdir / "folders" / host_file(host))
+    hosts = [{"host": h, "url": f"file:///nowhere/{h}", "online": True, "status": "ok",
+              "list_s_per_folder": LIST_S, "tag_s_per_file": (tag_s or {}).get(h, TAG_S),
+              "first_seen": t,
+              "last_seen": t, "last_check": t} for h in tables]  # fmt: skip
+    write_parquet(pa.Table.from_pylist(hosts, HOSTS), vdir / "hosts.parquet")
+    write_parquet(pa.Table.from_pylist(partitions, PARTITIONS), vdir / "partitions.parquet")
+    write_parquet(PREFIX_STATS.empty_table(), vdir / "prefix_stats.parquet")
+    write_version_manifest(vdir, {})  # a version with a manifest, not a legacy one
+    crawl.note_manifests_from(version)
+    crawl.publish(version)
+
+
+def partition_rows(keys: list[PartitionKey], summaries: dict[str, dict], t: datetime
+                   ) -> list[dict]:  # fmt: skip
+    """Stored partitions (the first key is the others' parent), scanned once at `t`."""
+    empty = {"hash": "", "n_folders": 0, "n_files": 0, "n_media": 0, "bytes": 0}
+    return [{**dict.fromkeys(PARTITIONS.names), "partition_id": k.id, "host": k.host,
+             "share": k.share, "root": k.root, "lo": k.lo, "hi": k.hi,
+             "parent_id": None if i == 0 else keys[0].id, "status": "ok", "n_scans": 1,
+             "n_changes": 0, "history": [], "first_seen": t, "last_scan": t,
+             **summaries.get(k.id, empty)}
+            for i, k in enumerate(keys)]  # fmt: skip
+
+
+def changed_listing(crawl: CrawlDir, version: int, key: PartitionKey, t: datetime,
+                    name: str = "added.mp3") -> pa.Table:  # fmt: skip
+    """A partition's listing after a new media file appeared in its first folder."""
+    stored = StoredHost(crawl.hosts(version), key.host).rows("files", {key.id})
+    stored = stored.select(LISTING.names).cast(LISTING)
+    folder = pc.min(pc.if_else(stored["is_dir"], stored["path"], None)).as_py()
+    new = {"host": key.host, "share": key.share, "path": f"{folder}/{name}", "name": name,
+           "is_dir": False, "size": 4242, "mtime": t, "partition_id": key.id}  # fmt: skip
+    return pa.concat_tables([stored, pa.Table.from_pylist([new], LISTING)])
+
+
+def synthetic_crawldb(crawl: CrawlDir, hosts: int, files_per_host: int) -> None:
+    """Version 1 of a crawldb with hosts x files_per_host files (one partition each), and
+    round 2's segment in which one partition of one host changed (one file added)."""
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    crawl.crawldb.mkdir(parents=True)
+    tables, partitions = {}, []
+    for h in range(hosts):
+        # Folders of 100 files, one of them media: within the partition limits (folder
+        # listings plus tag reads), so the round replaces the partition and splits nothing.
+        listing, keys = share_listing(f"h{h:04d}", "share", files_per_host // 100, t)
+        tables[keys[0].host] = (as_files(listing, t), tags_of(listing, t))
+        partitions += partition_rows(keys, summarize(listing), t)
+    write_version(crawl, 1, tables, partitions, t)
+    changed = share_root("h0000", "share")
+    listing = changed_listing(crawl, 1, changed, t)
+    summary = summarize(listing)[changed.id]
+    logs = {h: [] for h in tables}
+    logs["h0000"] = [log_row(2, changed, "changed", summary, t)]
+    write_segment(crawl, 2, {h: (listing if h == "h0000" else None, None, log)
+                             for h, log in logs.items()}, t)  # fmt: skip
 
 
 def publish_time(root: Path, hosts: int, files_per_host: int) -> float:
@@ -176,7 +283,7 @@ def publish_time(root: Path, hosts: int, files_per_host: int) -> float:
     started = time.perf_counter()
     task.run()
     elapsed = time.perf_counter() - started
-    rows = hosts * (files_per_host + files_per_host // 100) + 1  # files, folders, new.mp3
+    rows = hosts * (files_per_host + files_per_host // 100) + 1  # files, folders, added.mp3
     assert crawl.current() == 2 and crawl.read(2, "files").num_rows == rows
     return elapsed
 

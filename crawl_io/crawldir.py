@@ -5,10 +5,13 @@ crawl/
   crawldb/CURRENT        name of the live version, replaced by write + rename
   crawldb/MANIFESTS_FROM the first version written with a manifest (older ones are legacy)
   crawldb/v000012/       hosts.parquet, partitions.parquet, prefix_stats.parquet,
-                         files/, media/, folders/: <host>.parquet  (immutable once published)
+                         files/, media/, folders/: each host's parts, <host>.parquet and
+                         <host>@<group>.parquet, by group of partitions (crawl_io.host_parts;
+                         immutable once published)
                          MANIFEST.json: every part's size and SHA-256 (crawl_io.version_manifest)
   segments/r000013/      inject.parquet, fetchlist.parquet, listing/, media/, fetchlog/
-                         jobs/: the jobs' manifests, naming parts relative to jobs/
+                         (one <host>.parquet each); jobs/: the jobs' manifests, naming parts
+                         relative to jobs/
   index/search.duckdb
 
 A version is complete when its manifest exists: Update writes it before renaming the version
@@ -17,6 +20,9 @@ manifests existed (older than MANIFESTS_FROM, or in a crawl dir without it) are 
 complete by construction, verified by reading their parts; the next round writes manifests.
 No file here names an absolute path, so a crawl directory can be moved, copied or mounted
 elsewhere, a round half done included.
+
+A damaged or missing part of a host costs the rows of its group's partitions (never the
+version): their stored hashes read as null, so the next round lists them again as new.
 """
 
 from __future__ import annotations
@@ -26,15 +32,16 @@ import os
 import re
 import shutil
 from pathlib import Path
-from urllib.parse import quote, unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from crawl_io.atomic import write_atomic, write_parquet
+from crawl_io.host_parts import PART_TABLES, part_file, read_parquet, table_parts
 from crawl_io.lock import LOCK_NAME
 from crawl_io.schema import TABLES
 from crawl_io.sources import ConfigError
+from crawl_io.stored_hosts import StoredHosts
 from crawl_io.version_manifest import (
     MANIFEST_NAME,
     Manifest,
@@ -45,7 +52,9 @@ from crawl_io.version_manifest import (
     size_problem,
 )
 
-PER_HOST_TABLES = ("files", "media", "folders")
+__all__ = ["CrawlDamaged", "CrawlDir", "host_file", "read_parquet", "write_parquet"]
+
+PER_HOST_TABLES = PART_TABLES
 STATE_TABLES = ("hosts", "partitions")  # a round cannot go on without them (history)
 VERSION_NAME = re.compile(r"v(\d{6,})")
 
@@ -62,37 +71,8 @@ class CrawlDamaged(Exception):
 
 
 def host_file(host: str) -> str:
-    """A host's part file name: the host key made safe for any file system."""
-    return quote(host, safe="") + ".parquet"
-
-
-def part_host(name: str) -> str:
-    """The host key of a part file name (host_file's inverse)."""
-    return unquote(name.removesuffix(".parquet"))
-
-
-def write_parquet(table: pa.Table, path: Path) -> None:
-    """Write a Parquet file so that it appears whole or not at all, with a CRC in every page
-    header so that a flipped bit is caught when the page is read."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    pq.write_table(table, tmp, compression="zstd", write_page_checksum=True)
-    os.replace(tmp, path)
-
-
-def read_parquet(path: Path, schema: pa.Schema) -> pa.Table:
-    """A table file or a folder of part files; an absent one reads as empty. Page CRCs are
-    verified (an ArrowException or OSError says a part is damaged)."""
-    if path.is_dir():
-        parts = sorted(path.glob("*.parquet"))
-        if not parts:
-            return schema.empty_table()
-        return pa.concat_tables(
-            pq.read_table(p, schema=schema, page_checksum_verification=True) for p in parts
-        )  # fmt: skip
-    if path.exists():
-        return pq.read_table(path, schema=schema, page_checksum_verification=True)
-    return schema.empty_table()
+    """A host's file name in a segment's folders (and its group 0 part in a version)."""
+    return part_file(host)
 
 
 class CrawlDir:
@@ -102,7 +82,7 @@ class CrawlDir:
         self.segments = self.root / "segments"
         self.index = self.root / "index" / "search.duckdb"
         self._manifests: dict[int, Manifest] = {}  # published versions are immutable
-        self._damaged: set[tuple[int, str]] = set()  # (version, host) found damaged on read
+        self._hosts: dict[int, StoredHosts] = {}
 
     def check(self, *, create: bool) -> None:
         """Raise ConfigError unless this is a crawl directory (or, with create, can be one)."""
@@ -180,9 +160,7 @@ class CrawlDir:
         """Record, once, that every version from `version` on has a manifest."""
         path = self.crawldb / "MANIFESTS_FROM"
         if not path.exists():
-            tmp = self.crawldb / f".MANIFESTS_FROM.tmp{os.getpid()}"
-            tmp.write_text(f"v{version:06d}\n")
-            os.replace(tmp, path)
+            write_atomic(path, f"v{version:06d}\n", durable=True)
 
     def manifest(self, version: int) -> Manifest | None:
         """The version's manifest, None for a legacy version; CrawlDamaged when garbled."""
@@ -207,16 +185,15 @@ class CrawlDir:
         problem = self.incomplete(version)
         if problem:
             raise self.damaged(f"v{version:06d} cannot be published, {problem}")
-        tmp = self.crawldb / f".CURRENT.tmp{os.getpid()}"
-        with open(tmp, "w") as f:
-            f.write(f"v{version:06d}\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.crawldb / "CURRENT")
+        write_atomic(self.crawldb / "CURRENT", f"v{version:06d}\n", durable=True)
 
     def table_path(self, version: int, name: str) -> Path:
         vdir = self.version_dir(version)
         return vdir / name if name in PER_HOST_TABLES else vdir / f"{name}.parquet"
+
+    def table_parts(self, version: int, name: str) -> list[Path]:
+        """Every Parquet part of table `name` in a version (crawl_io.host_parts)."""
+        return table_parts(self.version_dir(version), name) if version else []
 
     # -- reading a version ------------------------------------------------------------------
     def read(self, version: int, name: str) -> pa.Table:
@@ -224,7 +201,7 @@ class CrawlDir:
         must be there and match its manifest entry, size and SHA-256 (it is read in full
         anyway): else CrawlDamaged, never an empty table that would start history over.
 
-        In `partitions`, the stored hash of a partition whose host has a damaged or missing
+        In `partitions`, the stored hash of a partition whose group has a damaged or missing
         part reads as null: a hash vouches for stored rows, and without them the partition
         must be listed again as new (its scan history stays)."""
         if version == 0:
@@ -252,59 +229,26 @@ class CrawlDir:
         if problem is not None:
             raise self.damaged(f"{path}: {problem}")
         if name == "partitions":
-            lost = self.damaged_hosts(version)
+            lost = self.hosts(version).lost_partitions(table)
             if lost:
-                hit = pc.is_in(table["host"], pa.array(sorted(lost), pa.string()))
+                hit = pc.is_in(table["partition_id"], pa.array(sorted(lost), pa.string()))
                 index = table.schema.get_field_index("hash")
                 nulls = pa.nulls(table.num_rows, pa.string())
                 table = table.set_column(index, "hash", pc.if_else(hit, nulls, table["hash"]))
         return table
 
-    def damaged_hosts(self, version: int) -> set[str]:
-        """Hosts with a per-host part that is missing or has the wrong size: the cheap check
-        (a stat per part), run wherever a round decides what to re-fetch or link."""
-        manifest = self.manifest(version) if version else None
-        vdir = self.version_dir(version)
-        found = {host for v, host in self._damaged if v == version}
-        for rel, entry in (manifest or {}).items():
-            table, _, name = rel.partition("/")
-            if table in PER_HOST_TABLES and size_problem(vdir / rel, entry):
-                found.add(part_host(name))
-        return found
-
-    def host_damaged(self, version: int, host: str) -> bool:
-        """Is any of the host's parts missing, of the wrong size, or found unreadable?"""
-        if (version, host) in self._damaged:
-            return True
-        manifest = self.manifest(version) or {}
-        for name in PER_HOST_TABLES:
-            rel = f"{name}/{host_file(host)}"
-            if rel in manifest and size_problem(self.version_dir(version) / rel, manifest[rel]):
-                self._damaged.add((version, host))
-                return True
-        return False
+    # -- a host's groups ------------------------------------------------------------------
+    def hosts(self, version: int) -> StoredHosts:
+        """The hosts' parts of a published version, with what was found damaged in them."""
+        if version not in self._hosts:
+            self._hosts[version] = StoredHosts(self.version_dir(version), self.manifest(version))
+        return self._hosts[version]
 
     def read_host(self, version: int, name: str, host: str) -> pa.Table:
-        """One host's part of a per-host table. Reading it in full, the SHA-256 is checked
-        too. A host with any damaged part reads as having no rows at all, and its tags are
-        read again: found by the cheap check, its stored hashes read as null too (see read)
-        and the round lists it again whole; found only now, Update clears the hashes of
-        its partitions this round did not list, and the next round lists those."""
+        """All of a host's rows of a per-host table that read (crawl_io.stored_hosts)."""
         if version == 0:
             return TABLES[name].empty_table()
-        path = self.table_path(version, name) / host_file(host)
-        if self.host_damaged(version, host):
-            return TABLES[name].empty_table()
-        entry = (self.manifest(version) or {}).get(f"{name}/{host_file(host)}")
-        try:
-            problem = checksum_problem(path, entry) if entry is not None else None
-            if problem is None:
-                return read_parquet(path, TABLES[name])
-        except (pa.ArrowException, OSError) as e:
-            problem = f"does not read ({first_line(e)})"
-        log.warning("sharecrawl: %s: %s; its host is crawled again as new", path, problem)
-        self._damaged.add((version, host))
-        return TABLES[name].empty_table()
+        return self.hosts(version).read_host(name, host)
 
     def drop_unpublished(self) -> None:
         """Remove versions newer than CURRENT: leftovers of a round killed before publish."""

@@ -5,11 +5,11 @@ there, has its size and SHA-256, and reads (footer and every page, page CRCs che
 Parquet part is there that the manifest does not list. A legacy version (made before
 manifests) is verified by reading every part it holds.
 
-Damage comes in two kinds. A damaged per-host part (files/, media/, folders/) costs its
-host's rows until the next round lists that host again as new (crawl_io.crawldir): the
-version stays usable. Damaged state tables (hosts, partitions: the scan history) or a
-damaged manifest make the version unusable: a round refuses to start from it, and
-`check --repair` points CURRENT at the newest usable version instead, moving the newer
+Damage comes in two kinds. A damaged part of a host (files/, media/, folders/) costs the rows
+of its group's partitions until the next round lists them again as new
+(crawl_io.stored_hosts): the version stays usable. Damaged state tables (hosts, partitions:
+the scan history) or a damaged manifest make the version unusable: a round refuses to start
+from it, and `check --repair` points CURRENT at the newest usable version instead, moving the newer
 versions and segments aside (never deleting them).
 """
 
@@ -204,15 +204,15 @@ def repair_crawl(crawl: CrawlDir) -> Repair:
     else:
         lines.append(f"{chosen.name}: CURRENT already names the newest usable version")
     # A damaged per-host part found only by reading it (bit rot keeps its size) goes aside:
-    # missing, it is what a round's cheap check finds, and its host is listed again as new.
+    # missing, it is what a round's cheap check finds, and its partitions are listed again.
     vdir = crawl.version_dir(chosen.version)
     damaged = [vdir / rel for rel, _ in chosen.problems if (vdir / rel).exists()]
     for path in _move_aside(crawl, damaged, aside):
         lines.append(f"moved damaged {path.relative_to(aside)} to {aside}: "
-                     "the next crawl lists its host again as new")  # fmt: skip
+                     "the next crawl lists its partitions again as new")  # fmt: skip
     for line in chosen.lines(vdir):
         if "missing" in line:
-            lines.append(f"{line}: the next crawl lists its host again as new")
+            lines.append(f"{line}: the next crawl lists its partitions again as new")
     index, indexed = index_state(crawl)
     return Repair(lines, True, index is not None or indexed != chosen.name, chosen.version)
 

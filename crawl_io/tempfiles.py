@@ -1,8 +1,9 @@
 """Temporary files a crawl leaves in its crawl directory when it is stopped mid-write.
 
 Every write into the crawl directory goes to a hidden temporary name and is renamed into
-place when whole: `.<name>.tmp<pid>` (Parquet parts, rules, CURRENT), `.<name>.tmp-<pid>`
-and its `.wal` (the search index), `.v000013.tmp/` (the version being built). A process
+place when whole (crawl_io.atomic): `.<name>.tmp<pid>` (Parquet parts, rules, CURRENT, the
+search index and its DuckDB `.wal`; `.<name>.tmp-<pid>` from earlier releases), and
+`.v000013.tmp/` (the version being built). A process
 killed before the rename leaves one behind. Readers never see them; they only take space, so
 they are removed once their writer is gone: when an interrupted crawl stops, and when the
 next crawl starts.

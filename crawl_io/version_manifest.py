@@ -14,19 +14,20 @@ What is checked where:
 - size (a stat): every part an Update links forward, every part a round reads;
 - SHA-256 (reads the file): every part a round reads in full anyway (the state tables, the
   parts of the hosts it rewrites), every part `sharecrawl check` verifies;
-- Parquet page CRCs (written by crawl_io.crawldir.write_parquet): every page pyarrow reads.
+- Parquet page CRCs (written by crawl_io.atomic.write_parquet): every page pyarrow reads.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from crawl_io.atomic import write_atomic
 
 MANIFEST_NAME = "MANIFEST.json"
 FORMAT = 1
@@ -86,12 +87,8 @@ def write_manifest(vdir: Path, carried: Manifest) -> Manifest:
         )  # fmt: skip
     record = {"format": FORMAT, "checksum": "sha256",
               "parts": {rel: {"size": e.size, "sha256": e.sha256} for rel, e in parts.items()}}
-    tmp = vdir / f".{MANIFEST_NAME}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(record, f, indent=0, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, vdir / MANIFEST_NAME)
+    write_atomic(vdir / MANIFEST_NAME, json.dumps(record, indent=0, sort_keys=True),
+                 durable=True)  # fmt: skip
     return parts
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow.compute as pc
 from mrjob.protocol import JSONProtocol, RawValueProtocol
 
+from crawl_io.atomic import write_atomic
 from jobs.bstar_split import HostCost, Limits, plan_repartition
 from jobs.runner import ManifestJob
 from jobs.subtree_hash import read_listing
@@ -42,7 +43,7 @@ def write_state(
         "rescanned": sorted(rescanned),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(state))
+    write_atomic(path, json.dumps(state))
     return path
 
 

@@ -3,8 +3,9 @@ itself is jobs.prefix_stats).
 
 Input: a manifest with one JSON object per line, one line per host, its parts named relative
 to the manifest's folder (jobs.runner), e.g. in segments/r000013/jobs/:
-    {"host": "pc-1", "new": "../../../crawldb/.v000013.tmp/files/pc-1.parquet",
-     "old": "../../../crawldb/v000012/files/pc-1.parquet" or null, "media": ... or null}
+    {"host": "pc-1", "new": ["../../../crawldb/.v000013.tmp/files/pc-1.parquet", ...],
+     "old": ["../../../crawldb/v000012/files/pc-1.parquet", ...] or null, "media": ... or null}
+(the host's parts, one per group of partitions: crawl_io.host_parts)
 A host's new and old files must be on one line (new/changed/deleted compare the two).
 
 The mapper aggregates one host with DuckDB straight from its Parquet parts and emits one
@@ -22,8 +23,9 @@ from pathlib import Path
 import pyarrow as pa
 from mrjob.protocol import JSONProtocol, RawValueProtocol
 
-from crawl_io.crawldir import host_file
+from crawl_io.atomic import write_atomic
 from crawl_io.duck import cursor
+from crawl_io.host_parts import VersionParts
 from crawl_io.schema import FILES, MEDIA, PREFIX_STATS
 from jobs.prefix_stats import (
     COUNTS,
@@ -61,8 +63,8 @@ class MRPrefixStats(ManifestJob):
         try:
             for name, key, schema in (("new_files", "new", FILES), ("old_files", "old", FILES),
                                        ("media", "media", MEDIA)):  # fmt: skip
-                path = part.get(key)
-                register(con, name, None if path is None else self.resolve(path), schema)
+                paths = part.get(key)
+                register(con, name, paths and [self.resolve(p) for p in paths], schema)
             rows = aggregate(con, self.options.depth)
         finally:
             con.close()
@@ -88,10 +90,11 @@ def host_parts(
     old parts of `damaged` hosts (their files count as new); a host without a files part now
     is skipped (it has no prefixes)."""
     damaged = set(damaged)
+    stored = {vdir: VersionParts(vdir) for vdir in (version_dir, prev_dir) if vdir is not None}
 
-    def part(vdir: Path | None, table: str, host: str) -> str | None:
-        path = None if vdir is None else vdir / table / host_file(host)
-        return str(path) if path is not None and path.exists() else None
+    def part(vdir: Path | None, table: str, host: str) -> list[str] | None:
+        groups = stored[vdir].groups(host, (table,)) if vdir is not None else []
+        return [str(stored[vdir].path(table, host, g)) for g in groups] or None
 
     entries = []
     for host in sorted(set(hosts)):
@@ -111,9 +114,9 @@ def run_prefix_stats(
         return PREFIX_STATS.empty_table()
     workdir.mkdir(parents=True, exist_ok=True)
     manifest = workdir / "prefix_stats.manifest"
-    lines = [{k: manifest_path(v, manifest) if k in PART_KEYS and v else v for k, v in p.items()}
-             for p in host_parts]  # fmt: skip
-    manifest.write_text("".join(json.dumps(p, ensure_ascii=True) + "\n" for p in lines))
+    lines = [{k: [manifest_path(x, manifest) for x in v] if k in PART_KEYS and v else v
+              for k, v in p.items()} for p in host_parts]  # fmt: skip
+    write_atomic(manifest, "".join(json.dumps(p, ensure_ascii=True) + "\n" for p in lines))
     args = ("--depth", str(depth), "--min-entries", str(min_entries))
     rows = (
         {"host": host, "share": share, "prefix": prefix, **values}

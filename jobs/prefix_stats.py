@@ -77,10 +77,10 @@ def aggregate(con: duckdb.DuckDBPyConnection, depth: int) -> list[tuple]:
     return con.execute(SQL, params).fetchall()
 
 
-def register(con: duckdb.DuckDBPyConnection, name: str, source: pa.Table | str | None,
+def register(con: duckdb.DuckDBPyConnection, name: str, source: pa.Table | str | list[str] | None,
               schema: pa.Schema) -> None:  # fmt: skip
-    """A table, a Parquet part's path, or None (empty) under `name`."""
-    if isinstance(source, str):
+    """A table, Parquet parts' paths, or None (empty) under `name`."""
+    if isinstance(source, str | list):
         con.read_parquet(source).create_view(name)
     else:
         con.register(name, schema.empty_table() if source is None else source)

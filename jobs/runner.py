@@ -12,6 +12,7 @@ from typing import Any
 
 from mrjob.job import MRJob
 
+from crawl_io.atomic import write_atomic
 from crawl_io.processes import alive
 
 # mrjob's working folders go under one folder per job named after this process, so that an
@@ -50,7 +51,7 @@ def manifest_path(path: str | os.PathLike, manifest: Path) -> str:
 def write_manifest(parts: Iterable[Path], path: Path) -> Path:
     """A manifest of Parquet parts, one a line, named relative to the manifest's folder."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"{manifest_path(p, path)}\n" for p in parts))
+    write_atomic(path, "".join(f"{manifest_path(p, path)}\n" for p in parts))
     return path
 
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from crawl_io.connect import open_source
 from crawl_io.crawldir import CrawlDir, host_file, write_parquet
@@ -33,6 +32,7 @@ from crawl_io.sources import (
     SourceTimeout,
     parse_host_url,
 )
+from crawl_io.stored_hosts import StoredHost, TagsByFile
 from jobs.crawl_rules import filtered, load_rules
 from jobs.membership import PartitionKey, Ranges, share_root
 from jobs.subtree_hash import walk_hash
@@ -101,30 +101,26 @@ class _HostFetch:
         self.listing: list[pa.Table] = []
         self.media: list[dict] = []
         self.log: list[dict] = []
-        self._old_files: pa.Table | None = None
-        self._old_media: dict[tuple, dict] | None = None
+        self._stored: StoredHost | None = None
 
-    # -- stored state of the host, loaded only when a partition changed --------------------
+    # -- stored state of the host, read only for the partitions that changed ---------------
+    @property
+    def stored(self) -> StoredHost:
+        if self._stored is None:
+            version = self.job.version
+            self._stored = StoredHost(self.crawl.hosts(version) if version else None,
+                                      self.host.host)  # fmt: skip
+        return self._stored
+
     def old_entries(self, partition_id: str) -> dict[str, tuple[int, int]]:
         """path -> (size, mtime_us) of the partition's stored files."""
-        if self._old_files is None:
-            self._old_files = self.crawl.read_host(self.job.version, "files", self.host.host)
-        t = self._old_files
-        rows = t.filter(pc.equal(t["partition_id"], partition_id))
+        rows = self.stored.rows("files", {partition_id})
         columns = rows["path"], rows["size"], rows["mtime"].cast(pa.int64())
         return {p: (size, m) for p, size, m in zip(*(c.to_pylist() for c in columns), strict=True)}
 
-    def old_tags(self) -> dict[tuple[str, int, int], dict]:
+    def old_tags(self) -> TagsByFile:
         """Stored tags by (name, size, mtime_us): a file moved within the host keeps them."""
-        if self._old_media is None:
-            media = self.crawl.read_host(self.job.version, "media", self.host.host)
-            mtimes = media["mtime"].cast(pa.int64()).to_pylist()
-            self._old_media = {}
-            for row, mtime_us in zip(media.to_pylist(), mtimes, strict=True):
-                if row["tag_error"] is None:
-                    name = row["path"].rsplit("/", 1)[-1]
-                    self._old_media[(name, row["size"], mtime_us)] = row
-        return self._old_media
+        return self.stored.tags_by_file()
 
     # -- one partition ----------------------------------------------------------------------
     def scan(

@@ -6,23 +6,20 @@ version still holds: it is relabelled instead of rebuilt.
 
 from __future__ import annotations
 
-import os
-
 import luigi
 import pyarrow.compute as pc
 
 from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir
+from crawl_io.host_parts import changed_parts
 from pipeline.targets import IndexedVersion
 from pipeline.update import Update
 
 
 def same_content(crawl: CrawlDir, old: int, new: int) -> bool:
-    """Do two versions hold the same files, media and host states? Parts of untouched hosts
-    are hard links, so comparing inodes is enough."""
+    """Do two versions hold the same files, media and host states? Parts left as they were
+    are hard links with the same manifest entries (crawl_io.host_parts.changed_parts)."""
     for name in PER_HOST_TABLES:
-        parts = [{p.name: os.stat(p).st_ino for p in crawl.table_path(v, name).glob("*.parquet")}
-                 for v in (old, new)]  # fmt: skip
-        if parts[0] != parts[1]:
+        if changed_parts(crawl.version_dir(old), crawl.version_dir(new), name):
             return False
     columns = ["host", "url", "online"]
     hosts = [crawl.read(v, "hosts").select(columns) for v in (old, new)]

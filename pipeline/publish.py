@@ -1,9 +1,10 @@
 """Publish: how a round's Update turns the version it builds into the live version.
 
 Update (pipeline.update) builds version N in a hidden folder, crawldb/.v000013.tmp/, begun
-empty by `VersionBuild.begin`: the parts of the hosts it rewrote, written there, and those of
-the hosts it did not touch, hard-linked from version N-1 (`link_host`, which carries their
-manifest entries forward). `publish` then writes, in this order:
+empty by `VersionBuild.begin`: the groups of parts it rewrote (`write_group`: the parts of
+the partitions that changed, crawl_io.host_parts), written there, and the others,
+hard-linked from version N-1 (`link_group`, `link_host`, which carry their manifest entries
+forward). `publish` then writes, in this order:
 
     crawl/rules.auto                 the automatic crawl rules from the new prefix statistics
     crawldb/.v000013.tmp/MANIFEST.json   every part's size and SHA-256, written last inside
@@ -11,8 +12,11 @@ manifest entries forward). `publish` then writes, in this order:
     crawldb/v000013/                 the folder renamed into place
     crawldb/CURRENT                  moved to v000013 (write + rename): the version is live
 
-A round killed before CURRENT moves leaves version N-1 live and whole, and its rerun builds N
-again (Luigi's complete() for Update is "CURRENT names N or later": pipeline.targets).
+Every part written is on disk (fsync) before the manifest names it, and every folder entry
+before the rename that publishes it (crawl_io.atomic), so not even a power cut leaves a live
+version naming bytes the disk never got. A round killed before CURRENT moves leaves version
+N-1 live and whole, and its rerun builds N again (Luigi's complete() for Update is "CURRENT
+names N or later": pipeline.targets).
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir, host_file
+from crawl_io.atomic import fsync_folder, rename_into_place, write_parquet
+from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir
+from crawl_io.host_parts import partitions_metadata, rel_path
 from crawl_io.version_manifest import Manifest, read_problem
 from crawl_io.version_manifest import write_manifest as write_version_manifest
 from pipeline.rules_store import RulesStore
@@ -48,36 +54,59 @@ class VersionBuild:
             (self.dir / name).mkdir(parents=True)
         return self.dir
 
-    def link_host(self, host: str) -> bool:
-        """An untouched host's parts are shared with the previous version, not copied, and
-        carry their manifest entries forward. Only their size is checked here (a stat), so
-        that publishing costs what changed; their bytes are checked when a round rewrites
-        them and by `sharecrawl check`. A part of a legacy version (no manifest) is read in
-        full once, and gets its entry in the new manifest. False: a part is damaged or
-        missing, and none of the host's parts is linked."""
+    def link_group(self, host: str, group: int, tables: tuple[str, ...] = PER_HOST_TABLES
+                   ) -> bool:  # fmt: skip
+        """A group's parts left as they were are shared with the previous version, not
+        copied, and carry their manifest entries forward. Only their size is checked here
+        (a stat), so that publishing costs what changed; their bytes are checked when a
+        round reads them and by `sharecrawl check`. A part of a legacy version (no manifest)
+        is read in full once, and gets its entry in the new manifest. False: a part of the
+        group is damaged or missing, and nothing is linked."""
         crawl, prev = self.crawl, self.prev
         if not prev:
             return True
+        stored = crawl.hosts(prev)
         manifest = crawl.manifest(prev)
-        if crawl.host_damaged(prev, host):
-            log.warning("sharecrawl: %s: a part in v%06d is damaged or missing; "
-                        "crawled again as new", host, prev)  # fmt: skip
+        if stored.group_damaged(host, group):
+            log.warning("sharecrawl: %s: a part in v%06d is damaged or missing; its "
+                        "partitions are crawled again as new", host, prev)  # fmt: skip
             return False
         links = []
-        for name in PER_HOST_TABLES:
-            rel = f"{name}/{host_file(host)}"
+        for name in tables:
+            rel = rel_path(name, host, group)
             src = crawl.version_dir(prev) / rel
             if manifest is None and src.exists() and (problem := read_problem(src)):
-                log.warning("sharecrawl: %s: %s; its host is crawled again as new", src, problem)
+                log.warning("sharecrawl: %s: %s; its partitions are crawled again as new",
+                            src, problem)  # fmt: skip
+                stored.mark_damaged(host, group)
                 return False
-            if manifest is None or rel in manifest:
+            if src.exists() and (manifest is None or rel in manifest):
                 links.append((src, rel))
         for src, rel in links:
-            if src.exists():
-                os.link(src, self.dir / rel)
-                if manifest is not None:
-                    self.carried[rel] = manifest[rel]
+            os.link(src, self.dir / rel)
+            if manifest is not None:
+                self.carried[rel] = manifest[rel]
         return True
+
+    def link_host(self, host: str) -> list[int]:
+        """Link every group of a host the round left as it was; the groups not linked
+        (damaged or missing parts)."""
+        if not self.prev:
+            return []
+        return [g for g in self.crawl.hosts(self.prev).groups(host)
+                if not self.link_group(host, g)]  # fmt: skip
+
+    def write_group(self, host: str, group: int, tables: dict[str, pa.Table],
+                    partitions: set[str] | frozenset[str]) -> None:  # fmt: skip
+        """Write a group's parts (those of `tables`), naming its partitions in each
+        footer; on disk before the manifest names them."""
+        for name, table in tables.items():
+            write_parquet(table, self.dir / rel_path(name, host, group), durable=True,
+                          metadata=partitions_metadata(partitions))  # fmt: skip
+
+    def write_table(self, name: str, table: pa.Table) -> None:
+        """Write one of the version's one-file tables (hosts, partitions, prefix_stats)."""
+        write_parquet(table, self.dir / f"{name}.parquet", durable=True)
 
     def publish(self, prefix_stats: pa.Table) -> None:
         """Write the automatic rules and the manifest, rename the folder into place and move
@@ -87,8 +116,10 @@ class VersionBuild:
             RulesStore(self.crawl.root, settings.rules_file or None).regenerate_auto(
                 prefix_stats, min_entries=settings.auto_rule_min_entries
             )
+        for name in PER_HOST_TABLES:  # the parts' (and links') names, on disk
+            fsync_folder(self.dir / name)
         # the manifest goes in last, before the rename: a version with one is complete
         write_version_manifest(self.dir, self.carried)
         self.crawl.note_manifests_from(self.version)
-        os.replace(self.dir, self.crawl.version_dir(self.version))
+        rename_into_place(self.dir, self.crawl.version_dir(self.version))
         self.crawl.publish(self.version)

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
+from crawl_io.atomic import write_atomic
 from crawl_io.sources import ConfigError
 from jobs.crawl_rules import Rule, Rules, auto_rules, load_rules
 
@@ -44,12 +45,6 @@ def read_ids(path: Path) -> set[str]:
     return ids
 
 
-def _write_text(path: Path, text: str) -> None:
-    """Appear whole or not at all."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 class RulesStore:
@@ -79,7 +74,7 @@ class RulesStore:
             except ConfigError:
                 return CurrentRules(Rules(), error)
         if not self.good_path.exists() or self.good_path.read_text("utf-8") != rules.text():
-            _write_text(self.good_path, rules.text())
+            write_atomic(self.good_path, rules.text())
         return CurrentRules(rules, None)
 
     def auto_rules(self) -> list[Rule]:
@@ -99,7 +94,7 @@ class RulesStore:
         """Write the rules in force to `path` (e.g. the round's segment) and return them, so
         every fetcher of a round uses the same rules: load_rules(path) reads them back."""
         current = self.current()
-        _write_text(Path(path), current.rules.text())
+        write_atomic(Path(path), current.rules.text())
         return current
 
     def regenerate_auto(self, prefix_stats: pa.Table, **limits: float) -> list[Rule]:
@@ -112,5 +107,5 @@ class RulesStore:
             if rule.id is not None and rule.id not in off:
                 rules.setdefault(rule.id, rule)
         body = "".join(rule.line() + "\n" for rule in rules.values())
-        _write_text(self.auto_path, AUTO_HEADER + body)
+        write_atomic(self.auto_path, AUTO_HEADER + body)
         return list(rules.values())

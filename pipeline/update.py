@@ -1,15 +1,16 @@
 """Update: fold a fetched segment into crawldb version N-1 and publish version N.
 
 Runs the subtree-hash mrjob job over the segment's listings (its hashes must equal the ones
-the fetchers streamed), rewrites the files and media of the hosts the round touched,
-hard-links the others' parts unchanged, updates partitions (scan history, rate), hosts and
-prefix statistics, and hands the finished version to pipeline.publish, which writes its
-manifest and the automatic rules, renames it into place and moves CURRENT.
+the fetchers streamed), rewrites the groups of parts whose partitions the round changed
+(pipeline.host_rewrite), hard-links the others' parts unchanged, updates partitions (scan
+history, rate), hosts and prefix statistics, and hands the finished version to
+pipeline.publish, which writes its manifest and the automatic rules, renames it into place
+and moves CURRENT.
 
-A damaged or missing part is never linked forward: its host's rows are left out and its
-partitions' hashes cleared, so a round lists them again as new (Generate puts them first)
-while their scan history stays. A damaged state table (hosts, partitions) stops the round
-(crawl_io.crawldir.CrawlDamaged) instead of starting history over.
+A damaged or missing part is never linked forward: the rows of its group's partitions are
+left out and their hashes cleared, so a round lists them again as new (Generate puts them
+first) while their scan history stays. A damaged state table (hosts, partitions) stops the
+round (crawl_io.crawldir.CrawlDamaged) instead of starting history over.
 """
 
 from __future__ import annotations
@@ -24,15 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from crawl_io.crawldir import (
-    CrawlDamaged,
-    CrawlDir,
-    host_file,
-    read_parquet,
-    write_parquet,
-)
-from crawl_io.duck import cursor
-from crawl_io.schema import FETCHLOG, FILES, HOSTS, LISTING, MEDIA, PARTITIONS, PREFIX_STATS
+from crawl_io.crawldir import CrawlDamaged, CrawlDir, host_file, read_parquet
+from crawl_io.schema import FETCHLOG, HOSTS, LISTING, MEDIA, PARTITIONS, PREFIX_STATS
 from crawl_io.sources import CONFIG_STATUSES, HOST_OK, UNREACHABLE_STATUSES
 from jobs.bstar_split import Limits
 from jobs.crawl_rules import load_rules
@@ -40,9 +34,9 @@ from jobs.membership import share_root
 from jobs.mr_prefix_stats import round_prefix_stats
 from jobs.mr_subtree_hash import MRSubtreeHash
 from jobs.runner import run_job, write_manifest
-from jobs.subtree_hash import folder_summaries, summarize
 from pipeline import repartition
 from pipeline.fetch import Fetch
+from pipeline.host_rewrite import HostChange, rewrite_host
 from pipeline.inject import Inject
 from pipeline.publish import VersionBuild
 from pipeline.scheduling.history import Histories
@@ -65,86 +59,6 @@ def listing_manifest(seg: Path) -> Path | None:
     """The manifest of the round's non-empty listing parts, the jobs' input."""
     parts = [p for p in sorted((seg / "listing").glob("*.parquet")) if pq.read_metadata(p).num_rows]
     return write_manifest(parts, seg / "jobs" / "listing.manifest") if parts else None
-
-
-def merged_files(old: pa.Table, listing: pa.Table, log: pa.Table, drop: set[str]) -> pa.Table:
-    """The host's rows now: stored rows of partitions not rescanned, plus the new listings
-    (first_seen kept from the stored row of the same path). A folder whose listing was
-    refused keeps its stored rows below it: a folder we may not read is not a deleted one."""
-    con = cursor()
-    con.register("old", old)
-    con.register("listing", listing)
-    con.register("log", log)
-    sql = """
-        WITH denied AS (
-            SELECT DISTINCT partition_id, share, unnest(denied) || '/' AS below FROM log
-            WHERE status IN ('changed', 'new') AND coalesce(n_denied, 0) > 0
-        )
-        SELECT l.*, coalesce(o.first_seen, f.started) AS first_seen, f.started AS last_seen
-        FROM listing l JOIN log f USING (partition_id)
-        LEFT JOIN old o ON o.share = l.share AND o.path = l.path AND o.is_dir = l.is_dir
-        UNION ALL BY NAME
-        SELECT * FROM old WHERE NOT list_contains($drop, partition_id)
-        UNION ALL BY NAME
-        SELECT * FROM old o WHERE list_contains($drop, o.partition_id) AND EXISTS (
-            SELECT 1 FROM denied d WHERE d.partition_id = o.partition_id
-                AND d.share = o.share AND starts_with(o.path, d.below))
-        ORDER BY share, path
-    """
-    table = con.sql(sql, params={"drop": sorted(drop)}).to_arrow_table()
-    con.close()
-    return table.select(FILES.names).cast(FILES)
-
-
-def denied_hashes(files: pa.Table, log: pa.Table) -> dict[str, str]:
-    """partition_id -> hash without the kept rows below this round's denied folders, for the
-    partitions holding such rows: what the next walk hashes while those folders stay shut
-    (re-partitioning recomputes hashes from the rows, which include the kept ones)."""
-    con = cursor()
-    con.register("files", files)
-    con.register("log", log)
-    hidden = """
-        WITH below AS (
-            SELECT DISTINCT share, unnest(denied) || '/' AS prefix FROM log
-            WHERE coalesce(n_denied, 0) > 0
-        )
-        SELECT DISTINCT f.share, f.path, f.partition_id FROM files f
-        JOIN below b ON f.share = b.share AND starts_with(f.path, b.prefix)
-    """
-    affected = [pid for (pid,) in con.sql(f"SELECT DISTINCT partition_id FROM ({hidden})")
-                .fetchall()]  # fmt: skip
-    visible = con.sql(f"""
-        WITH hidden AS ({hidden})
-        SELECT f.* FROM files f ANTI JOIN hidden h ON f.share = h.share AND f.path = h.path
-        WHERE f.partition_id IN (SELECT partition_id FROM hidden)
-    """).to_arrow_table()
-    con.close()
-    summaries = summarize(visible)
-    return {pid: summaries.get(pid, repartition.EMPTY)["hash"] for pid in affected}
-
-
-def merged_media(old: pa.Table, fetched: pa.Table, files: pa.Table) -> pa.Table:
-    """Stored tags of files still present unchanged, plus the tags read this round; each
-    with its file's partition."""
-    con = cursor()
-    for name, table in (("old", old), ("fetched", fetched), ("files", files)):
-        con.register(name, table)
-    sql = """
-        WITH kept AS (
-            SELECT o.* FROM old o
-            JOIN files f ON f.share = o.share AND f.path = o.path AND f.size = o.size
-                        AND f.mtime = o.mtime AND NOT f.is_dir
-            ANTI JOIN fetched n ON n.share = o.share AND n.path = o.path
-            UNION ALL BY NAME
-            SELECT * FROM fetched
-        )
-        SELECT k.* REPLACE (f.partition_id AS partition_id) FROM kept k
-        JOIN files f ON f.share = k.share AND f.path = k.path
-        ORDER BY share, path
-    """
-    table = con.sql(sql).to_arrow_table()
-    con.close()
-    return table.select(MEDIA.names).cast(MEDIA)
 
 
 def partitions_table(partitions: list[dict], histories: Histories) -> pa.Table:
@@ -301,8 +215,9 @@ class Update(luigi.Task):
         hosts = updated_hosts(crawl.read(prev, "hosts"), inject, log,
                               (settings.list_s_per_folder, settings.tag_s_per_file))  # fmt: skip
         listed = {h["host"] for h in hosts}
+        old_partitions = crawl.read(prev, "partitions")
         partitions, removed, histories = updated_partitions(
-            crawl.read(prev, "partitions"), log, summaries, listed, now
+            old_partitions, log, summaries, listed, now
         )
         replaced = {r["partition_id"] for r in log if r["status"] in REPLACED}
         touched = {r["host"] for r in log if r["partition_id"] in replaced | removed}
@@ -312,7 +227,8 @@ class Update(luigi.Task):
         reshaped = repartition.apply(split_plan, partitions, datetime.fromtimestamp(now, UTC))
         touched |= reshaped
         rules = load_rules(seg / "rules.txt")
-        if rules.digest != load_rules(crawl.segment_dir(prev) / "rules.txt").digest:
+        rules_changed = rules.digest != load_rules(crawl.segment_dir(prev) / "rules.txt").digest
+        if rules_changed:
             touched = set(listed)  # new rules: excluded rows leave every host's parts
 
         build = VersionBuild(crawl, self.round)
@@ -320,43 +236,37 @@ class Update(luigi.Task):
         by_host: dict[str, list[dict]] = {}
         for p in partitions:
             by_host.setdefault(p["host"], []).append(p)
-        unlinked: set[str] = set()
+        stored = crawl.hosts(prev) if prev else None
+        lost: set[str] = set()  # partitions whose stored rows a damaged part took
         for host in sorted(listed):
             if host not in touched:
-                if not build.link_host(host):
-                    unlinked.add(host)
+                build.link_host(host)  # a group that does not link is found lost below
                 continue
-            part = host_file(host)
-            files = merged_files(
-                crawl.read_host(prev, "files", host), read_parquet(seg / "listing" / part, LISTING),
-                log_table.filter(pc.equal(log_table["host"], host)), replaced | removed,
-            )  # fmt: skip
-            if host in reshaped:
-                files, sizes = repartition.reassign(files, by_host.get(host, []))
-                shut = denied_hashes(files, log_table.filter(pc.equal(log_table["host"], host)))
-                for p in by_host.get(host, []):
-                    p.update(sizes[p["partition_id"]])
-                    p["hash"] = shut.get(p["partition_id"], p["hash"])  # as the walk sees it
-            files = rules.drop_excluded(files)
-            media = merged_media(crawl.read_host(prev, "media", host),
-                                 read_parquet(seg / "media" / part, MEDIA), files)  # fmt: skip
-            write_parquet(files, out / "files" / part)
-            write_parquet(media, out / "media" / part)
-            write_parquet(folder_summaries(files), out / "folders" / part)
-        # hosts whose old rows were lost to a damaged part (found by a stat, or on reading
-        # a touched host's parts in full): what this round did not list again is listed
-        # as new by the next one
-        lost = (crawl.damaged_hosts(prev) if prev else set()) | unlinked
+            mine = log_table.filter(pc.equal(log_table["host"], host))
+            lost |= rewrite_host(build, stored, HostChange(
+                host=host, listing=read_parquet(seg / "listing" / host_file(host), LISTING),
+                fetched=read_parquet(seg / "media" / host_file(host), MEDIA), log=mine,
+                drop=replaced | removed, partitions=by_host.get(host, []),
+                reshaped=host in reshaped, rules=rules, rules_changed=rules_changed,
+            ))  # fmt: skip
+        # partitions whose stored rows were lost to a damaged part (found by a stat, on
+        # linking, or on reading a touched host's parts): what this round did not list
+        # again is listed as new by the next one
+        if stored is not None:
+            lost |= stored.lost_partitions(old_partitions)
+        lost -= replaced
         for p in partitions:
-            if p["host"] in lost and p["partition_id"] not in replaced:
+            if p["partition_id"] in lost:
                 p["hash"] = None
+        # hosts with a damaged part: their statistics are computed again, all rows as new
+        lost_hosts = {h for h, _ in stored.damaged_groups()} if stored is not None else set()
         host_rows = {h["host"]: h for h in hosts}
         for p in partitions:  # the scheduler's cost: listing every folder, at the host's pace
             pace = host_rows[p["host"]]["list_s_per_folder"]
             p["est_scan_s"] = max(p["n_folders"] or 0, 1) * pace
-        write_parquet(pa.Table.from_pylist(hosts, HOSTS), out / "hosts.parquet")
-        write_parquet(partitions_table(partitions, histories), out / "partitions.parquet")
-        redo_stats = touched | lost  # a host whose rows were lost keeps no stale statistics
+        build.write_table("hosts", pa.Table.from_pylist(hosts, HOSTS))
+        build.write_table("partitions", partitions_table(partitions, histories))
+        redo_stats = touched | lost_hosts  # a host whose rows were lost keeps no stale stats
         try:
             old_stats = crawl.read(prev, "prefix_stats")
         except CrawlDamaged as e:  # derived from the files parts: computed again in full
@@ -364,10 +274,10 @@ class Update(luigi.Task):
             old_stats, redo_stats = PREFIX_STATS.empty_table(), set(listed)
         stats = round_prefix_stats(
             round_=self.round, version_dir=out, prev_dir=crawl.version_dir(prev) if prev else None,
-            old_stats=old_stats, listed=listed, touched=redo_stats, damaged=lost,
+            old_stats=old_stats, listed=listed, touched=redo_stats, damaged=lost_hosts,
             runner=settings.runner, depth=settings.stats_depth,
             min_entries=settings.stats_min_entries, stats_every=settings.stats_every,
             workdir=seg / "jobs",
         )  # fmt: skip
-        write_parquet(stats, out / "prefix_stats.parquet")
+        build.write_table("prefix_stats", stats)
         build.publish(stats)

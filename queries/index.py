@@ -16,7 +16,7 @@ distinct string, and each distinct word's forms are computed once; everything pe
 done by DuckDB. guessit, the slowest step per name, runs in a child process meanwhile.
 
 queries.search loads the postings, terms and works' filter columns into numpy arrays once
-per index file: the file stays the single thing swapped (by os.replace) when rebuilt.
+per index file: the file stays the single thing swapped (crawl_io.atomic) when rebuilt.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import duckdb
 import pyarrow as pa
 
 from crawl_io import schema
+from crawl_io.atomic import write_atomic
 from queries import text
 from queries.querylang import FIELD_BITS, FIELD_WEIGHTS
 
@@ -100,33 +101,32 @@ def index_version(index_path: Path) -> str | None:
 
 def build_index(version_dir: Path, out_path: Path) -> None:
     """Build the index of `version_dir` into `out_path`, replacing it atomically."""
-    version_dir, out_path = Path(version_dir), Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp_path = out_path.with_name(f".{out_path.name}.tmp-{os.getpid()}")
-    tmp_path.unlink(missing_ok=True)
-    try:
-        with duckdb.connect(str(tmp_path)) as con:
-            _build(con, version_dir)
-        os.replace(tmp_path, out_path)
-    finally:
+
+    def build(tmp_path: Path) -> None:
         tmp_path.unlink(missing_ok=True)
-        Path(f"{tmp_path}.wal").unlink(missing_ok=True)
+        try:
+            with duckdb.connect(str(tmp_path)) as con:
+                _build(con, Path(version_dir))
+        finally:  # DuckDB's log of a failed build (write_atomic removes the file)
+            Path(f"{tmp_path}.wal").unlink(missing_ok=True)
+
+    write_atomic(out_path, build)
 
 
 def relabel_index(index_path: Path, version_dir: Path) -> None:
     """Record that the index also serves `version_dir` (whose media and hosts are unchanged):
     a copy with a new version label replaces it atomically, at the cost of a file copy."""
-    index_path = Path(index_path)
-    tmp_path = index_path.with_name(f".{index_path.name}.tmp-{os.getpid()}")
-    try:
+
+    def relabel(tmp_path: Path) -> None:
         shutil.copyfile(index_path, tmp_path)
-        with duckdb.connect(str(tmp_path)) as con:
-            con.execute("UPDATE meta SET value = ? WHERE key = 'version'", [version_dir.name])
-            con.execute("CHECKPOINT")
-        os.replace(tmp_path, index_path)
-    finally:
-        tmp_path.unlink(missing_ok=True)
-        Path(f"{tmp_path}.wal").unlink(missing_ok=True)
+        try:
+            with duckdb.connect(str(tmp_path)) as con:
+                con.execute("UPDATE meta SET value = ? WHERE key = 'version'", [version_dir.name])
+                con.execute("CHECKPOINT")
+        finally:
+            Path(f"{tmp_path}.wal").unlink(missing_ok=True)
+
+    write_atomic(index_path, relabel)
 
 
 def _build(con: duckdb.DuckDBPyConnection, version_dir: Path) -> None:

@@ -6,12 +6,13 @@ file beside the target, then a rename)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from crawl_io.atomic import write_atomic
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json"}
 
@@ -45,8 +46,7 @@ def json_text(columns: list[str], rows: list[tuple]) -> str:
 def write_result(path: Path, fmt: str, result: pa.Table | str) -> None:
     """Write `result` (an Arrow table for csv and parquet, the JSON text for json) to
     `path` atomically."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
+    def write(tmp: Path) -> None:
         if fmt == "json":
             assert isinstance(result, str)
             tmp.write_text(result + "\n", encoding="utf-8")
@@ -60,8 +60,5 @@ def write_result(path: Path, fmt: str, result: pa.Table | str) -> None:
                     con.from_arrow(result).write_csv(str(tmp), header=True)
             except duckdb.IOException as e:  # one error family for the caller: OSError
                 raise OSError(str(e).splitlines()[0]) from None
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+
+    write_atomic(path, write, durable=True)

@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir
 from crawl_io.hints import HINTS, HintsStore
+from crawl_io.host_parts import table_parts
 from crawl_io.schema import TABLES
 from jobs.subtree_hash import duplicate_folders_sql
 from queries.sandbox import SQLError, SQLRefused, checked_statement, lock, quote, refusal
@@ -128,7 +129,7 @@ class CrawlViews:
             elif name == "hints":
                 parts = hints
             elif name in PER_HOST_TABLES:
-                parts = sorted((self.version_dir / name).glob("*.parquet"))
+                parts = table_parts(self.version_dir, name)
             else:
                 parts = [self.version_dir / f"{name}.parquet"]
             self._table(name, parts, check=checked is None or name in checked)

@@ -17,7 +17,7 @@ import pytest
 
 from crawl_io.smb import SMBSource
 from crawl_io.sources import AccessDenied, Credentials, parse_host_url
-from pipeline.update import denied_hashes, merged_files
+from pipeline.host_merge import denied_hashes, merged_files
 from tests.conftest import LAN
 from tests.media import make_media
 from tests.smbd import SmbServer, make_base_dir

@@ -1,0 +1,108 @@
+"""The one way a file of the crawl directory is written: whole or not at all.
+
+A writer writes to a hidden temporary name beside the target, `.<name>.tmp<pid>` (the name
+crawl_io.tempfiles recognises and removes once its writer is gone), and renames it into
+place: a reader sees the old file or the new one, never a part of either.
+
+`durable=True` is for what the published crawldb stands on (the parts of a version, its
+manifest, CURRENT): the file's bytes are on disk before the rename, and the folder's entry
+after it, so a power cut cannot leave a name that points at bytes the disk never got.
+Everything else (segments, hints, rules) is either rewritten by the next attempt or
+advisory, and is spared the fsyncs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+Content = bytes | str | Callable[[Path], None]
+
+
+def temp_name(path: Path) -> Path:
+    """The hidden temporary name a write to `path` goes through."""
+    return path.with_name(f".{path.name}.tmp{os.getpid()}")
+
+
+def fsync_folder(folder: Path) -> None:
+    """Make a folder's entries (names created, renamed or linked in it) durable."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: str | os.PathLike, content: Content, *, durable: bool = False) -> None:
+    """Write `content` to `path` so that it appears whole or not at all: bytes, text (UTF-8),
+    or a function that writes the file it is given. The folder is created if need be; on
+    any error the temporary file goes and `path` is as it was."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_name(path)
+    try:
+        if callable(content):
+            content(tmp)
+        else:
+            tmp.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+        if durable:
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if durable:
+        fsync_folder(path.parent)
+
+
+def rename_into_place(built: Path, path: Path) -> None:
+    """Publish what was built whole under a hidden name (a file, or a folder such as a
+    version being built) by renaming it to `path`, durably: the rename is on disk when this
+    returns. An existing file `path` is replaced; a folder `path` must not exist."""
+    os.replace(built, path)
+    fsync_folder(path.parent)
+
+
+def write_parquet(
+    table: pa.Table, path: str | os.PathLike, *, durable: bool = False,
+    metadata: dict[bytes, bytes] | None = None,
+) -> None:  # fmt: skip
+    """Write a Parquet file atomically (write_atomic), zstd-compressed, with a CRC in every
+    page header so that a flipped bit is caught when the page is read. `metadata` goes into
+    the footer's key-value metadata (read back by pq.read_metadata)."""
+    if metadata:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
+    dictionary, encodings = _encodings(table)
+    write_atomic(
+        path,
+        lambda tmp: pq.write_table(table, tmp, compression="zstd", write_page_checksum=True,
+                                   use_dictionary=dictionary, column_encoding=encodings),
+        durable=durable,
+    )  # fmt: skip
+
+
+def _encodings(table: pa.Table) -> tuple[list[str], dict[str, str]]:
+    """A dictionary for the columns whose values repeat (hosts, shares, partitions, times,
+    formats); none for those of mostly distinct values (paths, sizes, hashes), whose
+    dictionary indices would not compress: a part of 20 000 rows came out three times the
+    size of its share of one big part. Distinct strings are stored as differences from the
+    previous one (DELTA_BYTE_ARRAY): sorted paths share long prefixes."""
+    dictionary, encodings = [], {}
+    for field in table.schema:
+        if pa.types.is_nested(field.type):
+            continue  # lists (scan histories): small, left to the defaults
+        column = table[field.name]
+        if column.null_count == len(column) or pc.count_distinct(column).as_py() * 2 <= len(column):
+            dictionary.append(field.name)
+        elif pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+            encodings[field.name] = "DELTA_BYTE_ARRAY"
+    return dictionary, encodings

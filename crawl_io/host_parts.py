@@ -1,0 +1,172 @@
+"""A host's rows of the files, media and folders tables: parts per group of partitions.
+
+    crawldb/v000012/files/pc-1.parquet      group 0 of host pc-1 (a small host has no other)
+    crawldb/v000012/files/pc-1@3.parquet    group 3 of the same host
+    crawldb/v000012/media/pc-1@3.parquet    the media rows of the same partitions
+    crawldb/v000012/folders/pc-1@3.parquet  and their folder rows
+
+Every row of a partition (a folder's row goes with the folder's partition) is in one group,
+and a group's three parts hold the rows of the same partitions, which every part names in
+its footer (key `sharecrawl.partitions`, a JSON list). A round rewrites the groups whose
+partitions changed and hard-links the others, so a host of a million files does not pay
+for all its rows to record one new album (crawl_io.part_groups decides the groups). The
+parts stay flat in their table's folder: every reader that reads a table's parts reads
+`<table>/*.parquet`, whatever the groups.
+
+A part without that footer key was written by the previous release, one part per host
+(`<host>.parquet`): it is read as group 0 holding all the host's partitions, and written
+again in groups when its host is next rewritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote, unquote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from crawl_io.version_manifest import read_manifest
+
+PART_TABLES = ("files", "media", "folders")
+PARTITIONS_KEY = b"sharecrawl.partitions"
+GROUP_MARK = "@"  # never in a host key: quote() escapes it
+
+
+def part_file(host: str, group: int = 0) -> str:
+    """The file name of a host's part of group `group`: the host key made safe for any
+    file system, then `@<group>` past group 0."""
+    key = quote(host, safe="")
+    return f"{key}.parquet" if group == 0 else f"{key}{GROUP_MARK}{group}.parquet"
+
+
+def parse_part_file(name: str) -> tuple[str, int] | None:
+    """(host, group) of a part file name (part_file's inverse), None for another name."""
+    if not name.endswith(".parquet") or name.startswith("."):
+        return None
+    key, mark, group = name.removesuffix(".parquet").partition(GROUP_MARK)
+    if mark and not (group.isdigit() and int(group) > 0):
+        return None
+    return unquote(key), int(group) if mark else 0
+
+
+def partitions_metadata(partition_ids: set[str] | frozenset[str]) -> dict[bytes, bytes]:
+    """The footer metadata naming a group's partitions."""
+    return {PARTITIONS_KEY: json.dumps(sorted(partition_ids)).encode()}
+
+
+def footer_partitions(path: Path) -> frozenset[str] | None:
+    """The partitions a part's footer names; None for a part of the previous release (no
+    such key) or one whose footer does not read."""
+    try:
+        metadata = pq.read_metadata(path).metadata or {}
+        value = metadata.get(PARTITIONS_KEY)
+        return None if value is None else frozenset(json.loads(value))
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+
+
+def read_parquet(path: Path, schema: pa.Schema) -> pa.Table:
+    """A table file or a folder of part files; an absent one reads as empty. Page CRCs are
+    verified (an ArrowException or OSError says a part is damaged)."""
+    if path.is_dir():
+        parts = sorted(p for p in path.glob("*.parquet") if not p.name.startswith("."))
+        if not parts:
+            return schema.empty_table()
+        return pa.concat_tables(
+            pq.read_table(p, schema=schema, page_checksum_verification=True) for p in parts
+        )  # fmt: skip
+    if path.exists():
+        return pq.read_table(path, schema=schema, page_checksum_verification=True)
+    return schema.empty_table()
+
+
+def table_parts(version_dir: Path, table: str) -> list[Path]:
+    """Every Parquet part of a table in a version folder, sorted: one file for the tables
+    of one file (hosts, partitions, prefix_stats), every host's groups for the others."""
+    if table not in PART_TABLES:
+        path = version_dir / f"{table}.parquet"
+        return [path] if path.exists() else []
+    folder = version_dir / table
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if parse_part_file(p.name) is not None)
+
+
+class VersionParts:
+    """The per-host parts of one version folder, by table, host and group: from its
+    manifest when it has one (no directory listing), else from its folders."""
+
+    def __init__(self, version_dir: Path, names: list[str] | None = None) -> None:
+        self.dir = version_dir
+        if names is None:
+            manifest = read_manifest(version_dir) if version_dir.is_dir() else None
+            if manifest is not None:
+                names = list(manifest)
+            else:
+                names = [f"{t}/{p.name}" for t in PART_TABLES for p in table_parts(version_dir, t)]
+        self._groups: dict[tuple[str, str], set[int]] = {}
+        for rel in names:
+            table, _, name = rel.partition("/")
+            parsed = parse_part_file(name) if table in PART_TABLES else None
+            if parsed is not None:
+                self._groups.setdefault((table, parsed[0]), set()).add(parsed[1])
+
+    def groups(self, host: str, tables: tuple[str, ...] = PART_TABLES) -> list[int]:
+        """The host's groups with a part in any of `tables`, sorted."""
+        found: set[int] = set()
+        for table in tables:
+            found |= self._groups.get((table, host), set())
+        return sorted(found)
+
+    def hosts(self) -> set[str]:
+        return {host for _, host in self._groups}
+
+    def path(self, table: str, host: str, group: int) -> Path:
+        return self.dir / table / part_file(host, group)
+
+
+def rel_path(table: str, host: str, group: int) -> str:
+    """A part's path relative to its version folder, as manifests name it."""
+    return f"{table}/{part_file(host, group)}"
+
+
+@dataclass(frozen=True)
+class PartsChange:
+    """The parts of a table that differ between two versions: `removed` (paths in the older
+    version) held rows the newer one does not hold there, `added` (paths in the newer one)
+    hold its rows in their place. Parts in neither list are the same bytes in both."""
+
+    removed: list[Path]
+    added: list[Path]
+
+    def __bool__(self) -> bool:
+        return bool(self.removed or self.added)
+
+
+def changed_parts(old_dir: Path, new_dir: Path, table: str) -> PartsChange:
+    """Which parts of `table` differ between two version folders: by the manifests'
+    SHA-256 when both have one, else by inode (an untouched part is a hard link)."""
+    old = {p.name: p for p in table_parts(old_dir, table)}
+    new = {p.name: p for p in table_parts(new_dir, table)}
+    old_manifest, new_manifest = read_manifest(old_dir), read_manifest(new_dir)
+
+    def same(name: str) -> bool:
+        if old_manifest is not None and new_manifest is not None:
+            rel = f"{table}/{name}" if table in PART_TABLES else name
+            a, b = old_manifest.get(rel), new_manifest.get(rel)
+            if a is not None and b is not None:
+                return a == b
+        try:
+            return os.stat(old[name]).st_ino == os.stat(new[name]).st_ino
+        except OSError:
+            return False
+
+    both = {name for name in old.keys() & new.keys() if same(name)}
+    return PartsChange(
+        removed=[p for name, p in sorted(old.items()) if name not in both],
+        added=[p for name, p in sorted(new.items()) if name not in both],
+    )

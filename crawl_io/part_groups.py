@@ -1,0 +1,103 @@
+"""Which group of a host's parts holds which partitions (crawl_io.host_parts).
+
+A group is rewritten whole when one of its partitions changes, so groups are kept to about
+GROUP_ROWS rows of the files table: a host up to twice that has one group (one part per
+table, as small hosts always had), a host of a million files about fifty. The plan is
+stable: a partition stays in its group from round to round, and only what changed moves:
+- a new partition joins its nearest ancestor's group (a split's ranges stay with the
+  partition they were split from), else the smallest group with room, else a new group;
+- a group grown past twice GROUP_ROWS is cut into groups of about GROUP_ROWS, in the
+  partitions' order (a host of the previous release, one part for all, is cut so the
+  first time it is rewritten);
+- groups that fell under a quarter of GROUP_ROWS (their partitions emptied or gone) are
+  compacted together as soon as there are two: a few small parts, cheap to rewrite, instead
+  of a pile of them.
+Partitions without rows belong to no group (there is nothing of theirs to read).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+GROUP_ROWS = 20_000
+
+
+def plan_groups(
+    old: Mapping[int, Iterable[str]], rows: Mapping[str, int], order: list[str],
+    parent: Mapping[str, str | None], target: int | None = None,
+) -> dict[int, list[str]]:  # fmt: skip
+    """The host's groups now: group -> its partition ids, in `order`.
+
+    old: the host's groups in the previous version and their partitions; rows: files rows
+    per partition now; order: the host's partitions in canonical order (a parent before its
+    children; partitions with rows and not in it go last); parent: partition -> parent."""
+    target = target or GROUP_ROWS
+    ordered = [p for p in order if rows.get(p, 0) > 0]
+    listed = set(ordered)
+    ordered += sorted(p for p in rows if rows[p] > 0 and p not in listed)
+    group_of: dict[str, int] = {}
+    for group, pids in old.items():
+        for pid in pids:
+            if rows.get(pid, 0) > 0:
+                group_of[pid] = group
+    next_id = max([*old, -1]) + 1
+    pool = []
+    for pid in ordered:
+        if pid in group_of:
+            continue
+        ancestor, seen = parent.get(pid), {pid}
+        while ancestor is not None and ancestor not in group_of and ancestor not in seen:
+            seen.add(ancestor)
+            ancestor = parent.get(ancestor)
+        if ancestor in group_of:
+            group_of[pid] = group_of[ancestor]
+        else:
+            pool.append(pid)
+    size: dict[int, int] = {}
+    for pid, group in group_of.items():
+        size[group] = size.get(group, 0) + rows[pid]
+    opened: int | None = None  # the group the pool fills first: new partitions stay together
+    for pid in pool:
+        fits = [g for g in ([opened] if opened is not None else []) + sorted(size, key=size.get)
+                if size[g] + rows[pid] <= target]  # fmt: skip
+        if fits:
+            group = fits[0]
+        else:
+            group, next_id = next_id, next_id + 1
+            size[group] = 0
+        opened = group
+        group_of[pid] = group
+        size[group] += rows[pid]
+    groups: dict[int, list[str]] = {}
+    for pid in ordered:
+        groups.setdefault(group_of[pid], []).append(pid)
+    for group in sorted(groups):
+        if size[group] > 2 * target:
+            chunks = _packed(groups.pop(group), rows, target)
+            groups[group] = chunks[0]
+            for chunk in chunks[1:]:
+                groups[next_id], next_id = chunk, next_id + 1
+    small = sorted(g for g, pids in groups.items() if sum(rows[p] for p in pids) < target / 4)
+    if len(small) > 1:
+        in_small = {pid for g in small for pid in groups[g]}
+        merged = [pid for pid in ordered if pid in in_small]
+        chunks = _packed(merged, rows, target)
+        for group in small:
+            del groups[group]
+        for group, chunk in zip(small, chunks, strict=False):
+            groups[group] = chunk
+    return {g: groups[g] for g in sorted(groups)}
+
+
+def _packed(pids: list[str], rows: Mapping[str, int], target: int) -> list[list[str]]:
+    """Consecutive partitions packed into chunks of at most `target` rows (a partition
+    bigger than that alone)."""
+    chunks: list[list[str]] = [[]]
+    filled = 0
+    for pid in pids:
+        if chunks[-1] and filled + rows[pid] > target:
+            chunks.append([])
+            filled = 0
+        chunks[-1].append(pid)
+        filled += rows[pid]
+    return chunks

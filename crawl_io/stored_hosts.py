@@ -1,0 +1,218 @@
+"""The hosts' rows stored in one published crawldb version, read group by group, with the
+damage found in them (crawl_io.host_parts is the layout).
+
+What is checked where: the size of every part a round links forward or reads (a stat
+against the manifest), the SHA-256 of every part read in full, the page CRCs of every page
+read. A group with any part missing, of the wrong size or unreadable is damaged: its rows
+read as none, nothing of it is linked forward, and its partitions (those its other parts'
+footers name, else those of its host no other group holds) read with a null stored hash,
+so the next round lists them again as new while their scan history stays.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from crawl_io.host_parts import (
+    PART_TABLES,
+    VersionParts,
+    footer_partitions,
+    parse_part_file,
+    read_parquet,
+    rel_path,
+)
+from crawl_io.schema import TABLES
+from crawl_io.version_manifest import Manifest, checksum_problem, first_line, size_problem
+
+log = logging.getLogger("sharecrawl")
+TAG_KEY = ("path", "size", "mtime", "tag_error")  # what finds a moved file's stored tags
+
+
+class StoredHosts:
+    """The per-host parts of one published version (immutable: what is learnt about them
+    is kept)."""
+
+    def __init__(self, version_dir: Path, manifest: Manifest | None) -> None:
+        self.dir = version_dir
+        self.manifest = manifest
+        self.parts = VersionParts(version_dir, None if manifest is None else list(manifest))
+        self._damaged: set[tuple[str, int]] = set()  # (host, group) found damaged on read
+        self._partitions: dict[tuple[str, int], frozenset[str] | None] = {}
+
+    def groups(self, host: str) -> list[int]:
+        return self.parts.groups(host)
+
+    def path(self, table: str, host: str, group: int) -> Path:
+        return self.parts.path(table, host, group)
+
+    def group_partitions(self, host: str, group: int) -> frozenset[str] | None:
+        """The partitions a group holds, as its parts' footers name them (the first that
+        reads); None for a part of the previous release, or when no footer reads."""
+        key = (host, group)
+        if key not in self._partitions:
+            found = None
+            for table in PART_TABLES:
+                path = self.path(table, host, group)
+                found = footer_partitions(path) if path.exists() else None
+                if found is not None:
+                    break
+            self._partitions[key] = found
+        return self._partitions[key]
+
+    # -- damage ----------------------------------------------------------------------------
+    def damaged_groups(self) -> set[tuple[str, int]]:
+        """(host, group) of every group with a part missing or of the wrong size (a stat per
+        part of the manifest), or found unreadable."""
+        found = set(self._damaged)
+        for rel, entry in (self.manifest or {}).items():
+            table, _, name = rel.partition("/")
+            if table in PART_TABLES and size_problem(self.dir / rel, entry):
+                parsed = parse_part_file(name)
+                if parsed is not None:
+                    found.add(parsed)
+        return found
+
+    def group_damaged(self, host: str, group: int) -> bool:
+        """Is any of the group's parts missing, of the wrong size, or found unreadable?"""
+        if (host, group) in self._damaged:
+            return True
+        for table in PART_TABLES:
+            entry = (self.manifest or {}).get(rel_path(table, host, group))
+            if entry is not None and size_problem(self.path(table, host, group), entry):
+                self._damaged.add((host, group))
+                return True
+        return False
+
+    def mark_damaged(self, host: str, group: int) -> None:
+        self._damaged.add((host, group))
+
+    def lost_partitions(self, partitions: pa.Table, damaged: set[tuple[str, int]] | None = None
+                        ) -> set[str]:  # fmt: skip
+        """The partitions whose stored rows are in a damaged group (`damaged`, by default
+        every one found so far). `partitions`: the version's (host, partition_id) rows."""
+        damaged = self.damaged_groups() if damaged is None else damaged
+        lost: set[str] = set()
+        hosts = {h for h, _ in damaged}
+        if not hosts:
+            return lost
+        mine: dict[str, set[str]] = {}
+        for host, pid in zip(partitions["host"].to_pylist(),
+                             partitions["partition_id"].to_pylist(), strict=True):  # fmt: skip
+            if host in hosts:
+                mine.setdefault(host, set()).add(pid)
+        for host in sorted(hosts):
+            held: set[str] = set()
+            unknown = False
+            for group in sorted({g for h, g in damaged if h == host} | set(self.groups(host))):
+                named = self.group_partitions(host, group)
+                if (host, group) in damaged:
+                    unknown |= named is None
+                    lost |= named or set()
+                elif named is not None:
+                    held |= named
+            if unknown:
+                lost |= mine.get(host, set()) - held
+        return lost
+
+    # -- reading ---------------------------------------------------------------------------
+    def read_group(
+        self, table: str, host: str, group: int, columns: list[str] | None = None
+    ) -> pa.Table | None:
+        """One part of a host's group (only `columns`, if given). Read in full, its SHA-256
+        is checked too. None when the group is damaged (said once when found)."""
+        if self.group_damaged(host, group):
+            return None
+        schema = TABLES[table] if columns is None else pa.schema(
+            [TABLES[table].field(c) for c in columns])  # fmt: skip
+        path = self.path(table, host, group)
+        if not path.exists() and self.manifest is None and group in self.groups(host):
+            return schema.empty_table()  # a legacy host with no media part, say
+        entry = (self.manifest or {}).get(rel_path(table, host, group))
+        try:
+            problem = None if entry is None or columns else checksum_problem(path, entry)
+            if problem is None:
+                if columns is None:
+                    return read_parquet(path, schema)
+                return pq.read_table(path, columns=columns, schema=schema,
+                                     page_checksum_verification=True)  # fmt: skip
+        except (pa.ArrowException, OSError) as e:
+            problem = f"does not read ({first_line(e)})"
+        log.warning("sharecrawl: %s: %s; its partitions are crawled again as new", path, problem)
+        self._damaged.add((host, group))
+        return None
+
+    def read_host(self, table: str, host: str) -> pa.Table:
+        """All of a host's rows of a per-host table that read (a damaged group's are left
+        out)."""
+        found = [t for g in self.groups(host) if (t := self.read_group(table, host, g)) is not None]
+        return pa.concat_tables(found) if found else TABLES[table].empty_table()
+
+
+class StoredHost:
+    """One host's stored rows in a version, read only where asked: the groups holding the
+    partitions asked for (each read once), and stored tags looked up by file."""
+
+    def __init__(self, stored: StoredHosts | None, host: str) -> None:
+        self.stored, self.host = stored, host
+        self._tables: dict[tuple[str, int], pa.Table | None] = {}
+        self._tags: TagsByFile | None = None
+
+    def _group(self, table: str, group: int) -> pa.Table | None:
+        key = (table, group)
+        if key not in self._tables:
+            assert self.stored is not None
+            self._tables[key] = self.stored.read_group(table, self.host, group)
+        return self._tables[key]
+
+    def rows(self, table: str, partition_ids: set[str]) -> pa.Table:
+        """The stored rows of those partitions (none for a damaged group's)."""
+        found = []
+        for group in self.stored.groups(self.host) if self.stored is not None else []:
+            named = self.stored.group_partitions(self.host, group)
+            if named is not None and not named & partition_ids:
+                continue  # the footer says: none of them here
+            rows = self._group(table, group)
+            if rows is not None:
+                ids = pa.array(sorted(partition_ids), pa.string())
+                found.append(rows.filter(pc.is_in(rows["partition_id"], ids)))
+        return pa.concat_tables(found) if found else TABLES[table].empty_table()
+
+    def tags_by_file(self) -> TagsByFile:
+        """Stored tags of the host's media files by (name, size, mtime in µs)."""
+        if self._tags is None:
+            self._tags = TagsByFile(self)
+        return self._tags
+
+
+class TagsByFile:
+    """A host's stored tags by (name, size, mtime_us), for a file moved within the host to
+    keep its tags: only the key columns of every media part are read, and a part's whole
+    rows only when one of its files is asked for. Rows with a tag error are left out."""
+
+    def __init__(self, host: StoredHost) -> None:
+        self.host = host
+        self._where: dict[tuple[str, int, int], tuple[int, int]] = {}  # key -> (group, row)
+        stored = host.stored
+        for group in stored.groups(host.host) if stored is not None else []:
+            keys = stored.read_group("media", host.host, group, list(TAG_KEY))
+            if keys is None:
+                continue
+            mtimes = keys["mtime"].cast(pa.int64()).to_pylist()
+            for i, (path, size, mtime, error) in enumerate(zip(
+                keys["path"].to_pylist(), keys["size"].to_pylist(), mtimes,
+                keys["tag_error"].to_pylist(), strict=True,
+            )):  # fmt: skip
+                if error is None:
+                    self._where[(path.rsplit("/", 1)[-1], size, mtime)] = (group, i)
+
+    def get(self, key: tuple[str, int, int]) -> dict | None:
+        where = self._where.get(key)
+        if where is None:
+            return None
+        rows = self.host._group("media", where[0])
+        return None if rows is None else rows.slice(where[1], 1).to_pylist()[0]

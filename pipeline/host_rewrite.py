@@ -1,0 +1,189 @@
+"""Update, one host the round touched: its files, media and folders rows in the new version,
+rewritten only in the groups of parts whose partitions changed (crawl_io.host_parts).
+
+Stored rows of the groups holding a rescanned or removed partition are merged with the
+round's listing (pipeline.host_merge); the other groups' rows stay as they are. The groups
+are then planned again (crawl_io.part_groups: new partitions join a group, big groups are
+cut, small ones compacted), and a group is written only when its partitions or rows
+changed; the others are hard links to the previous version's parts. Folder rows are Merkle
+hashes over whole subtrees, so they are computed over the host's files, and a folders part
+is written only when its rows differ from the stored ones (a change deep down changes the
+hashes of the folders above it, usually in a few groups).
+
+A group whose stored part is damaged costs the rows of its partitions that this round did
+not list again: they are left out, and their partitions are listed again as new by the
+next round (their hashes cleared by Update).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from crawl_io.crawldir import PER_HOST_TABLES
+from crawl_io.part_groups import plan_groups
+from crawl_io.schema import FILES, FOLDERS, MEDIA
+from crawl_io.stored_hosts import StoredHosts
+from jobs.crawl_rules import Rules
+from jobs.subtree_hash import canonical_key, folder_summaries
+from pipeline import repartition
+from pipeline.host_merge import denied_hashes, merged_files, merged_media
+from pipeline.publish import VersionBuild
+
+BY_PATH = [("share", "ascending"), ("path", "ascending")]
+
+
+@dataclass
+class HostChange:
+    """What the round brings to one host."""
+
+    host: str
+    listing: pa.Table  # this round's listing rows of the host (LISTING)
+    fetched: pa.Table  # tags read this round (MEDIA)
+    log: pa.Table  # the host's fetchlog rows
+    drop: set[str]  # partitions whose stored rows go: listed again (changed, new) or removed
+    partitions: list[dict]  # the host's partitions now; sizes and hashes set when reshaped
+    reshaped: bool  # re-partitioned this round: every row's partition is assigned again
+    rules: Rules
+    rules_changed: bool  # new rules: excluded rows leave every group
+    written: dict[str, int] = field(default_factory=dict)  # table -> parts written
+
+
+def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def _ids(pids: set[str] | frozenset[str] | list[str]) -> pa.Array:
+    return pa.array(sorted(pids), pa.string())
+
+
+def _in(table: pa.Table, pids: set[str] | frozenset[str] | list[str]) -> pa.Table:
+    return table.filter(pc.is_in(table["partition_id"], _ids(pids)))
+
+
+def rewrite_host(build: VersionBuild, stored: StoredHosts | None, change: HostChange) -> set[str]:
+    """Write (or link) the host's groups into the version being built; return the
+    partitions whose stored rows were lost to a damaged part and not listed again."""
+    host = change.host
+    groups = stored.groups(host) if stored is not None else []
+    old_files = {g: stored.read_group("files", host, g) for g in groups} if stored else {}
+    damaged = {g for g, t in old_files.items() if t is None}
+    old_pids: dict[int, frozenset[str]] = {}
+    for g in groups:
+        named = stored.group_partitions(host, g) if stored is not None else None
+        table = old_files[g]
+        if named is None and table is not None:  # a part of the previous release
+            named = frozenset(pc.unique(table["partition_id"]).to_pylist())
+        old_pids[g] = named or frozenset()
+    lost = _lost_to_damage(change, old_pids, damaged)
+
+    hit = {g for g in groups if g not in damaged and old_pids[g] & change.drop}
+    kept = [old_files[g] for g in groups if g not in damaged and g not in hit]
+    stale = _concat([old_files[g] for g in sorted(hit)], FILES)
+    merged = merged_files(stale, change.listing, change.log, change.drop)
+    if not change.rules_changed:
+        merged = change.rules.drop_excluded(merged)
+    whole = _concat([*kept, merged], FILES)
+    if change.reshaped:
+        whole, sizes = repartition.reassign(whole, change.partitions)
+        shut = denied_hashes(whole, change.log)
+        for p in change.partitions:
+            p.update(sizes[p["partition_id"]])
+            p["hash"] = shut.get(p["partition_id"], p["hash"])  # as the walk sees it
+    if change.rules_changed:
+        whole = change.rules.drop_excluded(whole)
+
+    counts = pc.value_counts(whole["partition_id"])
+    rows = dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(),
+                    strict=True))  # fmt: skip
+    order = [p["partition_id"] for p in sorted(change.partitions, key=_canonical)]
+    parent = {p["partition_id"]: p["parent_id"] for p in change.partitions}
+    plan = plan_groups(old_pids, rows, order, parent)
+
+    compare = change.reshaped or change.rules_changed
+    dirty = set()
+    for g, pids in plan.items():
+        if g not in old_pids or g in damaged or g in hit or set(pids) != old_pids[g]:
+            dirty.add(g)
+        elif compare and not _same(_in(whole, pids), old_files[g]):
+            dirty.add(g)
+    # media of the dirty groups: the stored rows of the groups their partitions were in
+    wanted = {pid for g in dirty for pid in plan[g]}
+    sources = [g for g in groups if g not in damaged and old_pids[g] & wanted]
+    old_media = []
+    for g in sources:
+        table = stored.read_group("media", host, g) if stored is not None else None
+        if table is None:  # damaged: its partitions' rows go, to be listed again whole
+            gone = old_pids[g] - change.drop
+            lost |= gone
+            whole = whole.filter(pc.invert(pc.is_in(whole["partition_id"], _ids(gone))))
+        else:
+            old_media.append(table)
+    dirty_files = _in(whole, wanted)
+    media = merged_media(_concat(old_media, MEDIA), change.fetched, dirty_files)
+    folders = _folders_by_partition(whole)
+    for g, pids in plan.items():
+        if g in dirty:
+            build.write_group(host, g, {
+                "files": _in(dirty_files, pids).sort_by(BY_PATH),
+                "media": _in(media, pids).sort_by(BY_PATH).select(MEDIA.names),
+                "folders": _in(folders, pids).sort_by(BY_PATH).select(FOLDERS.names),
+            }, set(pids))  # fmt: skip
+            for name in PER_HOST_TABLES:
+                change.written[name] = change.written.get(name, 0) + 1
+            continue
+        if not build.link_group(host, g, ("files", "media")):
+            lost |= set(pids) - change.drop
+            continue
+        mine = _in(folders, pids).sort_by(BY_PATH).select(FOLDERS.names)
+        same = stored is not None and _same(mine, _read(stored.path("folders", host, g)))
+        if not (same and build.link_group(host, g, ("folders",))):
+            build.write_group(host, g, {"folders": mine}, set(pids))
+            change.written["folders"] = change.written.get("folders", 0) + 1
+    return lost
+
+
+def _lost_to_damage(
+    change: HostChange, old_pids: dict[int, frozenset[str]], damaged: set[int]
+) -> set[str]:
+    """The partitions of damaged groups not listed again this round: those their footers
+    name, or, when none does, the host's partitions no other group holds."""
+    lost: set[str] = set()
+    held = {pid for g, pids in old_pids.items() if g not in damaged for pid in pids}
+    for g in damaged:
+        if old_pids[g]:
+            lost |= old_pids[g]
+        else:
+            lost |= {p["partition_id"] for p in change.partitions} - held
+    return lost - change.drop
+
+
+def _canonical(p: dict) -> tuple:
+    return (p["share"], canonical_key(p["root"] or ""), p["lo"] or "")
+
+
+def _folders_by_partition(files: pa.Table) -> pa.Table:
+    """The host's folder rows (jobs.subtree_hash.folder_summaries), each with the partition
+    of its folder's files row."""
+    folders = folder_summaries(files)
+    dirs = files.filter(files["is_dir"]).select(["share", "path", "partition_id"])
+    return folders.join(dirs, keys=["share", "path"], join_type="inner")
+
+
+def _read(path: object) -> pa.Table | None:
+    """A stored folders part as it is (None when it does not read: it is written anew)."""
+    try:
+        return pq.read_table(path, schema=FOLDERS, page_checksum_verification=True)
+    except (OSError, pa.ArrowException):
+        return None
+
+
+def _same(rows: pa.Table, stored: pa.Table | None) -> bool:
+    """Do two tables hold the same rows (in any order)?"""
+    if stored is None or rows.num_rows != stored.num_rows:
+        return False
+    names = rows.schema.names
+    return rows.sort_by(BY_PATH).equals(stored.select(names).cast(rows.schema).sort_by(BY_PATH))
