@@ -7,10 +7,15 @@ to the manifest's folder (jobs.runner), e.g. in segments/r000013/jobs/:
      "old": "../../../crawldb/v000012/files/pc-1.parquet" or null, "media": ... or null}
 A host's new and old files must be on one line (new/changed/deleted compare the two).
 
-The mapper aggregates one host with DuckDB straight from its Parquet parts and emits one
-summary per (host, share, prefix) -- never one record per file; the reducer sums them (so a
-host split over several lines would still add up for the counts that do not compare old and
-new) and applies `min_entries`. Output: PREFIX_STATS rows.
+The mapper aggregates one host with DuckDB straight from its Parquet parts (read through
+mrjob's filesystem layer when they are named by URI) and emits one summary per (host, share,
+prefix) -- never one record per file; the reducer sums them (so a host split over several
+lines would still add up for the counts that do not compare old and new) and applies
+`min_entries`. Output: PREFIX_STATS rows.
+
+A round runs it on the cluster runners (spark, hadoop), where the parts are; on one machine
+(inline, local) it computes the same rows in this process with jobs.prefix_stats, one host
+at a time, DuckDB using every core: a runner start would only add its own cost.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
+from mrjob.parse import is_uri
 from mrjob.protocol import JSONProtocol, RawValueProtocol
 
 from crawl_io.crawldir import host_file
@@ -30,13 +36,22 @@ from jobs.prefix_stats import (
     KEY,
     aggregate,
     carried_over,
+    host_prefix_stats,
     is_complete_round,
     keep_row,
     register,
     stats_table,
     sum_counts,
 )
-from jobs.runner import ManifestJob, manifest_path, run_job
+from jobs.runner import (
+    JobRunner,
+    ManifestJob,
+    json_lines,
+    manifest_path,
+    read_part,
+    run_job,
+    runner_of,
+)
 
 PART_KEYS = ("new", "old", "media")  # the manifest's paths
 
@@ -62,7 +77,8 @@ class MRPrefixStats(ManifestJob):
             for name, key, schema in (("new_files", "new", FILES), ("old_files", "old", FILES),
                                        ("media", "media", MEDIA)):  # fmt: skip
                 path = part.get(key)
-                register(con, name, None if path is None else self.resolve(path), schema)
+                path = None if path is None else self.resolve(path)
+                register(con, name, read_part(path) if path and is_uri(path) else path, schema)
             rows = aggregate(con, self.options.depth)
         finally:
             con.close()
@@ -104,7 +120,7 @@ def host_parts(
 
 
 def run_prefix_stats(
-    host_parts: list[dict], runner: str, depth: int, min_entries: int, workdir: Path
+    host_parts: list[dict], runner: JobRunner | str, depth: int, min_entries: int, workdir: Path
 ) -> pa.Table:
     """Run MRPrefixStats over these hosts' parts with an mrjob runner; PREFIX_STATS rows."""
     if not host_parts:
@@ -113,13 +129,23 @@ def run_prefix_stats(
     manifest = workdir / "prefix_stats.manifest"
     lines = [{k: manifest_path(v, manifest) if k in PART_KEYS and v else v for k, v in p.items()}
              for p in host_parts]  # fmt: skip
-    manifest.write_text("".join(json.dumps(p, ensure_ascii=True) + "\n" for p in lines))
+    manifest.write_text(json_lines(lines))
     args = ("--depth", str(depth), "--min-entries", str(min_entries))
+    pairs = run_job(MRPrefixStats, manifest, runner, *args, scratch=workdir / "cluster")
     rows = (
         {"host": host, "share": share, "prefix": prefix, **values}
-        for (host, share, prefix), values in run_job(MRPrefixStats, manifest, runner, *args)
+        for (host, share, prefix), values in pairs
     )
     return stats_table(rows)
+
+
+def prefix_stats_here(host_parts: list[dict], depth: int, min_entries: int) -> pa.Table:
+    """The rows run_prefix_stats gives, computed in this process, host after host."""
+    tables = [
+        host_prefix_stats(p["host"], *(p[k] for k in PART_KEYS), depth, min_entries)
+        for p in host_parts
+    ]
+    return pa.concat_tables([PREFIX_STATS.empty_table(), *tables])
 
 
 def round_prefix_stats(
@@ -132,8 +158,11 @@ def round_prefix_stats(
     listed hosts' rows carried over, or every listed host recomputed on a complete round."""
     listed = set(listed)
     redo = listed if is_complete_round(round_, stats_every) else set(touched) & listed
-    fresh = run_prefix_stats(host_parts(version_dir, prev_dir, redo, damaged), runner, depth,
-                             min_entries, workdir)  # fmt: skip
+    parts = host_parts(version_dir, prev_dir, redo, damaged)
+    if runner_of(runner).on_cluster:
+        fresh = run_prefix_stats(parts, runner, depth, min_entries, workdir)
+    else:
+        fresh = prefix_stats_here(parts, depth, min_entries)
     kept = carried_over(old_stats, listed - redo, min_entries)
     return pa.concat_tables([kept, fresh]).sort_by([(k, "ascending") for k in KEY])
 

@@ -1,5 +1,11 @@
 """The [sharecrawl] settings. Their defaults live in the repository's luigi.cfg, read before
-any other Luigi config file, so LUIGI_CONFIG_PATH and the usual Luigi files override them."""
+any other Luigi config file, so LUIGI_CONFIG_PATH and the usual Luigi files override them.
+
+Luigi's own sections say how the rounds are scheduled: `[core] default_scheduler_url` (or
+`crawl --scheduler-url`) names a central scheduler (luigid) that crawl processes on several
+machines share, and `[resources] smb_connections` caps the SMB connections open at once by
+all of them.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +14,11 @@ from pathlib import Path
 import luigi
 from luigi.configuration.cfg_parser import LuigiConfigParser
 
+from jobs.runner import JobRunner
+
 DEFAULTS = Path(__file__).resolve().parents[1] / "luigi.cfg"
 RUNNERS = ("inline", "local", "spark", "hadoop")
+SMB_CONNECTIONS = "smb_connections"  # the Luigi resource of fetch shards
 
 
 def load_defaults() -> None:
@@ -47,6 +56,59 @@ class sharecrawl(luigi.Config):  # lower case: Luigi names a Config by its secti
     stats_depth = luigi.IntParameter()
     stats_every = luigi.IntParameter()
     stats_min_entries = luigi.IntParameter()
+    fetch_shards = luigi.IntParameter()
+    spark_master = luigi.Parameter()
+    cluster_crawl_dir = luigi.Parameter()
+    cluster_python = luigi.Parameter()
+
+
+def scheduler_url() -> str:
+    """The central scheduler's URL (luigi.cfg [core] default_scheduler_url), or '' for the
+    local scheduler."""
+    config = luigi.configuration.get_config()
+    for name in ("default_scheduler_url", "default-scheduler-url"):
+        url = config.get("core", name, "")
+        if url:
+            return str(url)
+    return ""
+
+
+def fetch_shards(settings: sharecrawl) -> int:
+    """Fetch tasks of a round: `fetch_shards`, or as many as `crawlers` when 0."""
+    return max(1, settings.fetch_shards or settings.crawlers)
+
+
+def smb_connections() -> int:
+    """The cap on SMB connections open at once by every crawl process of a round."""
+    return int(luigi.configuration.get_config().getint("resources", SMB_CONNECTIONS, 0) or 0)
+
+
+def shard_connections(settings: sharecrawl) -> int:
+    """Hosts one fetch shard fetches at once: `crawlers`, within the connection cap."""
+    cap = smb_connections()
+    return max(1, min(settings.crawlers, cap) if cap > 0 else settings.crawlers)
+
+
+def round_crawlers(settings: sharecrawl) -> int:
+    """Hosts fetched at once in a round, the scheduling budget's parallelism: one crawl
+    process fetches `crawlers` hosts at once; with a central scheduler, up to
+    `fetch_shards` processes each fetch a shard at once, within the connection cap."""
+    if not scheduler_url():
+        return settings.crawlers
+    total = shard_connections(settings) * fetch_shards(settings)
+    cap = smb_connections()
+    return max(1, min(total, cap) if cap > 0 else total)
+
+
+def job_runner(settings: sharecrawl, crawl_root: str | Path) -> JobRunner:
+    """Where this crawl's update jobs run."""
+    return JobRunner(
+        settings.runner,
+        spark_master=settings.spark_master,
+        crawl_root=str(Path(crawl_root).resolve()),
+        cluster_root=settings.cluster_crawl_dir,
+        python_bin=settings.cluster_python,
+    )
 
 
 load_defaults()
