@@ -63,13 +63,17 @@ class sharecrawl(luigi.Config):  # lower case: Luigi names a Config by its secti
 
 
 def scheduler_url() -> str:
-    """The central scheduler's URL (luigi.cfg [core] default_scheduler_url), or '' for the
-    local scheduler."""
+    """The central scheduler's URL (luigi.cfg [core] default_scheduler_url, or
+    default_scheduler_host and _port), or '' for the local scheduler."""
     config = luigi.configuration.get_config()
-    for name in ("default_scheduler_url", "default-scheduler-url"):
-        url = config.get("core", name, "")
-        if url:
-            return str(url)
+
+    def core(name: str) -> str:
+        return str(config.get("core", name, "") or config.get("core", name.replace("_", "-"), ""))
+
+    if url := core("default_scheduler_url"):
+        return url
+    if host := core("default_scheduler_host"):
+        return f"http://{host}:{core('default_scheduler_port') or 8082}/"
     return ""
 
 
@@ -78,26 +82,36 @@ def fetch_shards(settings: sharecrawl) -> int:
     return max(1, settings.fetch_shards or settings.crawlers)
 
 
+def round_shards(settings: sharecrawl) -> int:
+    """Fetch tasks of this round: fetch_shards under a central scheduler, whose workers
+    share them; one under the local scheduler, whose one worker would only run the shards
+    one after the other."""
+    return fetch_shards(settings) if scheduler_url() else 1
+
+
 def smb_connections() -> int:
-    """The cap on SMB connections open at once by every crawl process of a round."""
+    """The cap on SMB connections open at once by every fetch shard a scheduler runs
+    (luigi.cfg [resources]; 0: none)."""
     return int(luigi.configuration.get_config().getint("resources", SMB_CONNECTIONS, 0) or 0)
+
+
+def set_smb_connections(cap: int) -> None:
+    """Take the cap a central scheduler enforces as this process's own."""
+    config = luigi.configuration.get_config()
+    if not config.has_section("resources"):
+        config.add_section("resources")
+    config.set("resources", SMB_CONNECTIONS, str(cap))
+
+
+def connection_cap(settings: sharecrawl) -> int:
+    """The cap to tell a central scheduler that has none: luigi.cfg's, else `crawlers`."""
+    return smb_connections() or settings.crawlers
 
 
 def shard_connections(settings: sharecrawl) -> int:
     """Hosts one fetch shard fetches at once: `crawlers`, within the connection cap."""
     cap = smb_connections()
     return max(1, min(settings.crawlers, cap) if cap > 0 else settings.crawlers)
-
-
-def round_crawlers(settings: sharecrawl) -> int:
-    """Hosts fetched at once in a round, the scheduling budget's parallelism: one crawl
-    process fetches `crawlers` hosts at once; with a central scheduler, up to
-    `fetch_shards` processes each fetch a shard at once, within the connection cap."""
-    if not scheduler_url():
-        return settings.crawlers
-    total = shard_connections(settings) * fetch_shards(settings)
-    cap = smb_connections()
-    return max(1, min(total, cap) if cap > 0 else total)
 
 
 def job_runner(settings: sharecrawl, crawl_root: str | Path) -> JobRunner:
