@@ -52,8 +52,8 @@ class DelayProxies:
     sends waits `delay_s` before it goes on (in order), so every SMB request does."""
 
     def __init__(self, n: int, target_port: int, delay_s: float) -> None:
-        self.target_port, self.delay_s = target_port, delay_s
-        self.ports = [free_port() for _ in range(n)]
+        self.target_port, self.delay_s, self.n = target_port, delay_s, n
+        self.ports: list[int] = []
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -62,8 +62,9 @@ class DelayProxies:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
-        for port in self.ports:
-            self.loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", port))
+        for _ in range(self.n):  # port 0: the kernel picks a free one, no race
+            server = self.loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
+            self.ports.append(server.sockets[0].getsockname()[1])
         self.ready.set()
         self.loop.run_forever()
 

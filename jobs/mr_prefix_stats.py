@@ -83,16 +83,18 @@ class MRPrefixStats(ManifestJob):
         finally:
             con.close()
         for share, prefix, depth, *counts in rows:
-            yield [part["host"], share, prefix], [depth, *counts]
+            # the key as one JSON string: Spark's harness groups by the decoded key, which
+            # must be hashable (a list is not)
+            yield json.dumps([part["host"], share, prefix]), [depth, *counts]
 
-    def combiner(self, key: list, values: Iterator[list]) -> Iterator[tuple[list, list]]:
+    def combiner(self, key: str, values: Iterator[list]) -> Iterator[tuple[str, list]]:
         yield key, sum_counts(values)
 
-    def reducer(self, key: list, values: Iterator[list]) -> Iterator[tuple[list, dict]]:
+    def reducer(self, key: str, values: Iterator[list]) -> Iterator[tuple[list, dict]]:
         total = sum_counts(values)
         row = dict(zip(("depth", *COUNTS), total, strict=True))
         if keep_row(row, self.options.min_entries):
-            yield key, row
+            yield json.loads(key), row
 
 
 # -- running it ----------------------------------------------------------------------------

@@ -336,3 +336,24 @@ def test_the_listing_jobs_on_a_spark_standalone_cluster_equal_the_inline_runner(
         on_spark = run_listing_jobs(parts, tmp_path / "jobs", state, runner)
     assert on_spark.summaries == inline.summaries
     assert on_spark.plan == inline.plan
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.skipif(spark_missing() is not None, reason=str(spark_missing()))
+def test_a_round_with_its_jobs_on_spark_equals_an_inline_round(
+    lan: LAN, tmp_path: Path, run_json
+) -> None:
+    """`runner = spark` (luigi.cfg, or --runner) runs Update's jobs through mrjob's Spark
+    runner, here on local[2]; the round's tables equal those of the inline runner."""
+    build(lan, 3)
+    lan.crawl(runner="spark")
+    other = LAN(tmp_path / "again")
+    other.hosts_dir, other.hosts_file = lan.hosts_dir, lan.hosts_file
+    other.crawl_dir = tmp_path / "again-crawl"
+    other.crawl(runner="inline")
+    assert tables(lan.crawl_dir) == tables(other.crawl_dir)
+    stats = "SELECT * FROM prefix_stats ORDER BY ALL"
+    on_spark = run_json(lan, "sql", stats)
+    assert on_spark == run_json(other, "sql", stats)
+    assert {row["host"] for row in on_spark} == {f"pc{i:02d}" for i in range(3)}
