@@ -1,19 +1,22 @@
 """Benchmark: a round's fetch by one crawl process against two sharing it through luigid.
 
-    .venv/bin/python bench/scale_out.py [--hosts 16] [--delay-ms 10] [--crawlers 2] [--runs 2]
+    .venv/bin/python bench/scale_out.py [--hosts 16] [--delay-ms 20] [--crawlers 2] [--runs 2]
+                                        [--workers 1,2,4]
 
 One real smbd serves a generated share (folders of small files and tagged media); `--hosts`
 delaying TCP proxies in front of it, one loopback port each, make as many SMB hosts whose
 every request waits `--delay-ms` (tc netem is not available: the proxy adds the latency a
 busy LAN host has). A real `luigid` on a loopback port schedules the rounds. Alternately, in
-the same run, a fresh crawl of all hosts runs with the fetch split into two shards:
+the same run, a fresh crawl of all hosts runs with the fetch split into as many shards as
+the most workers measured:
 - 1 worker: the round's driver (`sharecrawl crawl`) alone, its shards one after the other;
-- 2 workers: the driver and a fetch worker that joins its round (`python -m pipeline.rounds
-  --join`), a shard each;
+- N workers: the driver and N - 1 fetch workers that join its round (`python -m
+  pipeline.rounds --join`), sharing the shards;
 each process fetching `--crawlers` hosts at once. It prints each run's fetch time (from the
-fetch list written to the last shard done) and round time, checks both crawls found the same
-files, and, last, the fetch speed-up of 2 workers (goal >= 1.8 when host latency bounds the
-fetch; on a shared 2-core machine the CPU of tag reading can bound it first).
+fetch list written to the last shard done) and round time, checks every crawl found the same
+files, and, last, the fetch speed-up at each worker count over 1 (goals 1.8x at 2 and 3.2x
+at 4 when host latency bounds the fetch; on a shared 2-core machine the CPU of tag reading
+can bound it first).
 """
 
 from __future__ import annotations
@@ -143,13 +146,14 @@ def crawl(work: Path, name: str, hosts_file: Path, config: Path, env: dict[str, 
     crawl_dir = work / name
     crawl_dir.mkdir()
     env = {**env, "LUIGI_CONFIG_PATH": str(config)}
-    procs = []
-    if workers == 2:
-        procs.append(subprocess.Popen(
+    procs = [
+        subprocess.Popen(
             [sys.executable, "-m", "pipeline.rounds", "--join", str(crawl_dir), "--wait-s", "300"],
             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             start_new_session=True,
-        ))  # fmt: skip
+        )
+        for _ in range(workers - 1)
+    ]  # fmt: skip
     start = time.perf_counter()
     driver = subprocess.run(
         [sys.executable, "-m", "cli.main", "crawl", "--crawl-dir", str(crawl_dir),
@@ -175,11 +179,13 @@ def crawl(work: Path, name: str, hosts_file: Path, config: Path, env: dict[str, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=16)
-    parser.add_argument("--delay-ms", type=float, default=10.0)
+    parser.add_argument("--delay-ms", type=float, default=20.0)
+    parser.add_argument("--workers", default="1,2,4", help="worker counts to compare with 1")
     parser.add_argument("--crawlers", type=int, default=2, help="hosts a process fetches at once")
-    parser.add_argument("--folders", type=int, default=20, help="folders per host")
+    parser.add_argument("--folders", type=int, default=40, help="folders per host")
     parser.add_argument("--runs", type=int, default=2, help="runs of each, alternately")
     args = parser.parse_args()
+    counts = sorted({1, *(int(w) for w in args.workers.split(","))})
     if reason := smbd_skip_reason():
         sys.exit(f"bench/scale_out.py: {reason}")
     base = make_base_dir()
@@ -192,29 +198,31 @@ def main() -> None:
         proxies = DelayProxies(args.hosts, server.port, args.delay_ms / 1000)
         hosts_file = work / "hosts.txt"
         hosts_file.write_text("".join(f"smb://127.0.0.1:{p}/media\n" for p in proxies.ports))
-        luigid, port = start_luigid(work / "luigid", 2 * args.crawlers)
+        luigid, port = start_luigid(work / "luigid", counts[-1] * args.crawlers)
         config = work / "central.cfg"
         config.write_text(
             f"[core]\ndefault_scheduler_host = 127.0.0.1\ndefault_scheduler_port = {port}\n"
-            f"[sharecrawl]\nfetch_shards = 2\ncrawlers = {args.crawlers}\n"
+            f"[sharecrawl]\nfetch_shards = {counts[-1]}\ncrawlers = {args.crawlers}\n"
         )
         env = {**os.environ, "SHARECRAWL_SMB_USER": server.user,
                "SHARECRAWL_SMB_PASSWORD": server.password}  # fmt: skip
-        print(f"{args.hosts} SMB hosts of about {entries} entries, {args.delay_ms:g} ms per "
-              f"request, {args.crawlers} hosts at once per process, 2 fetch shards")  # fmt: skip
+        print(f"{args.hosts} SMB hosts of about {entries} entries, {args.delay_ms:g} ms a "
+              f"request, {args.crawlers} hosts at once a process, {counts[-1]} fetch shards")
         best: dict[int, dict[str, float]] = {}
         for run in range(args.runs):
-            for workers in (1, 2):
+            for workers in counts:
                 r = crawl(work, f"crawl-{workers}-{run}", hosts_file, config, env, workers)
                 print(f"{workers} worker(s), run {run + 1}: fetch {r['fetch']:6.2f} s, round "
                       f"{r['round']:6.2f} s, shards run by {r['processes']:.0f} process(es), "
                       f"{r['files']:.0f} files")  # fmt: skip
                 if workers not in best or r["fetch"] < best[workers]["fetch"]:
                     best[workers] = r
-        assert best[1]["files"] == best[2]["files"], "the two crawls found different files"
+        assert len({r["files"] for r in best.values()}) == 1, "the crawls found different files"
         print(json.dumps({w: {k: round(v, 3) for k, v in r.items()} for w, r in best.items()}))
-        print(f"speed-up of the fetch, 2 workers / 1 (best of {args.runs}): "
-              f"{best[1]['fetch'] / best[2]['fetch']:.2f}x (goal >= 1.8)")  # fmt: skip
+        goals = {2: 1.8, 4: 3.2}
+        ups = [f"{w} workers {best[1]['fetch'] / best[w]['fetch']:.2f}x"
+               + (f" (goal >= {goals[w]})" if w in goals else "") for w in counts[1:]]  # fmt: skip
+        print(f"speed-up of the fetch over 1 worker (best of {args.runs}): {', '.join(ups)}")
     finally:
         if luigid is not None:
             stop(luigid)
