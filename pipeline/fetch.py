@@ -39,7 +39,13 @@ from pipeline.fetch_host import HostJob, fetch_host, host_done, init_worker
 from pipeline.generate import Generate
 from pipeline.inject import Inject
 from pipeline.progress import FetchProgress, HostProgress
-from pipeline.settings import SMB_CONNECTIONS, round_shards, shard_connections, sharecrawl
+from pipeline.settings import (
+    SMB_CONNECTIONS,
+    round_shards,
+    shard_connections,
+    sharecrawl,
+    smb_connections,
+)
 
 log = logging.getLogger("sharecrawl.fetch")
 
@@ -201,6 +207,9 @@ class FetchShard(luigi.Task):
 
     @property
     def resources(self) -> dict[str, int]:  # type: ignore[override]
+        # no cap set (0): no resource, which a scheduler would otherwise cap at 1
+        if smb_connections() <= 0:
+            return {}
         return {SMB_CONNECTIONS: shard_connections(sharecrawl())}
 
     def requires(self) -> dict[str, luigi.Task]:

@@ -22,7 +22,7 @@ import pytest
 from crawl_io.crawldir import CrawlDir
 from jobs.mr_listing import run_listing_jobs
 from jobs.runner import JobRunner
-from pipeline.fetch import shard_of
+from pipeline.fetch import FetchShard, shard_of
 from pipeline.rounds import share_connection_cap
 from pipeline.settings import smb_connections
 from tests.cliproc import run_cli
@@ -357,3 +357,16 @@ def test_a_round_with_its_jobs_on_spark_equals_an_inline_round(
     on_spark = run_json(lan, "sql", stats)
     assert on_spark == run_json(other, "sql", stats)
     assert {row["host"] for row in on_spark} == {f"pc{i:02d}" for i in range(3)}
+
+
+@pytest.mark.parametrize(("cap", "crawlers", "expected"),
+                         [(3, 5, {"smb_connections": 3}), (64, 5, {"smb_connections": 5}),
+                          (0, 5, {})])  # fmt: skip
+def test_a_shard_holds_its_connections_within_the_cap(
+    luigi_cfg, cap: int, crawlers: int, expected: dict
+) -> None:
+    """A shard asks for `crawlers` SMB connections, never more than the cap (it would never
+    run); no cap, no resource (a scheduler caps an unknown resource at 1)."""
+    luigi_cfg(f"[resources]\nsmb_connections = {cap}\n[sharecrawl]\ncrawlers = {crawlers}\n")
+    shard = FetchShard(crawl_dir="/nowhere", round=1, shard=0, shards=1)
+    assert shard.resources == expected
