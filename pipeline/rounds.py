@@ -156,10 +156,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wait-s", type=float, default=60.0,
                         help="how long to wait for a round to reach its fetch")  # fmt: skip
     args = parser.parse_args(argv)
+    from luigi.rpc import RPCError
+
     try:
         round_ = join_round(args.join, args.wait_s)
     except (ValueError, RoundFailed) as e:
         print(f"sharecrawl: error: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 1
+    except RPCError:
+        print(f"sharecrawl: error: cannot reach the central scheduler at {scheduler_url()}; "
+              "start luigid there or fix [core] default_scheduler_url", file=sys.stderr)
         return 1
     print(f"round {round_}: fetch shards done" if round_ else "no round to join", flush=True)
     return 0

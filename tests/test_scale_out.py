@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from crawl_io.crawldir import CrawlDir
+from crawl_io.lock import CrawlLock
 from jobs.mr_listing import run_listing_jobs
 from jobs.runner import JobRunner
 from pipeline.fetch import FetchShard, shard_of
@@ -370,3 +371,23 @@ def test_a_shard_holds_its_connections_within_the_cap(
     luigi_cfg(f"[resources]\nsmb_connections = {cap}\n[sharecrawl]\ncrawlers = {crawlers}\n")
     shard = FetchShard(crawl_dir="/nowhere", round=1, shard=0, shards=1)
     assert shard.resources == expected
+
+
+def test_a_worker_that_cannot_reach_the_scheduler_says_so_in_one_line(tmp_path: Path) -> None:
+    crawl_dir = tmp_path / "crawl"
+    (crawl_dir / "segments" / "r000001").mkdir(parents=True)
+    (crawl_dir / "segments" / "r000001" / "fetchlist.parquet").touch()  # a round at its fetch
+    cfg = tmp_path / "c.cfg"
+    cfg.write_text(f"[core]\ndefault_scheduler_url = http://127.0.0.1:{free_port()}/\n"
+                   "rpc_retry_attempts = 1\nrpc_retry_wait = 0\n")  # fmt: skip
+    with CrawlLock(crawl_dir).acquire():  # its driver
+        done = subprocess.run(
+            [sys.executable, "-m", "pipeline.rounds", "--join", str(crawl_dir), "--wait-s", "5"],
+            capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1],
+            env={**os.environ, "LUIGI_CONFIG_PATH": str(cfg)},
+        )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1].startswith(
+        "sharecrawl: error: cannot reach the central scheduler at http://127.0.0.1:"
+    )
+    assert "Traceback" not in done.stderr
