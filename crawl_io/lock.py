@@ -9,9 +9,9 @@ The holder writes its pid, host name and start time into the file for the one li
 refused crawl prints. Readers (search, sql, status, check) never take the lock: published
 versions are immutable and CURRENT moves by rename, so they need no coordination.
 
-Later, several worker processes of one round (Luigi's central scheduler) are to cooperate
-while a second, independent round stays refused: the round's driver holds this lock and
-hands its workers the round, never the lock, so this API stays small: acquire(), holder().
+Several worker processes of one round (Luigi's central scheduler) cooperate while a second,
+independent round stays refused: the round's driver holds this lock, and a fetch worker
+joins only a round whose driver holds it (`held()`), never taking it itself.
 On NFS, Linux emulates flock with POSIX byte-range locks, which the server arbitrates.
 """
 
@@ -102,6 +102,24 @@ class CrawlLock:
                           datetime.fromisoformat(record["started"]))  # fmt: skip
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+    def held(self) -> bool:
+        """Whether a process holds the lock now. A recorded holder is probed with a shared
+        lock, which fails while it holds its exclusive one (a killed holder's record stays,
+        its lock does not); unrecorded, nobody holds it and nothing is probed."""
+        if self.holder() is None:
+            return False
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # drops the shared lock, if taken
+        return False
 
     def _wait_for_holder(self) -> Holder | None:
         """The holder writes its record right after locking: give it a moment."""

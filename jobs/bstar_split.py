@@ -1,9 +1,10 @@
 """B*-subtree splitting (thesis §3.2.1) and re-partitioning (§3.3), as pure functions (the
-mrjob shell over them is jobs.mr_partition_split).
+mrjob shell over them is jobs.mr_listing).
 
-Split: walk a partition's folder tree depth first in canonical order. Every folder costs one
-listing plus a tag read per media file directly in it (seconds, at the host's measured costs)
-and the bytes of those media paths (memory). A folder hands its parent the cost of what stays
+Split: walk a partition's own folder tree (jobs.membership: it stops at child partitions)
+depth first in canonical order. Every folder costs one listing plus a tag read per media
+file directly in it (seconds, at the host's measured costs) and the bytes of those media
+paths (memory). A folder hands its parent the cost of what stays
 with it: its own files plus the children not yet closed into a range. Over a folder's
 children a running sum is kept; a range partition (folder, lo, next sibling) is closed when
 the sum reaches the limit, or just before the next child would push it over the limit if the
@@ -12,7 +13,7 @@ the band [0.5, 2] limits where re-partitioning leaves a partition alone, which i
 handful of changed files never re-partitions anything. A folder whose own files exceed the
 limits cannot be split (the root exception of §3.1).
 
-Loads compare a (seconds, bytes) cost with the limits: load = max(s / max_s, b / max_bytes).
+Costs and loads are jobs.scan_cost's: load = max(s / max_s, b / max_bytes).
 
 Re-partitioning (§3.3), over the partitions rescanned this round only (their listings are the
 segment's), so the work grows with what was fetched: a partition whose root folder is gone is
@@ -23,109 +24,79 @@ parent and new ranges covering its interval are created.
 
 Applying a plan (what Update does): drop `delete` and the `merge` sources from the partitions,
 add `create` (parent_id given), set parent_id per `reparent`, then give the host's file rows
-their partition with jobs.membership.assign_partition_ids (Ranges.owner) and recompute the affected
-partitions' hashes and sizes with jobs.subtree_hash.summarize.
+their partition with jobs.membership.assign_partition_ids (Ranges.owner) and recompute the
+affected partitions' hashes and sizes with jobs.subtree_hash.summarize.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.membership import PartitionKey, Ranges, parent_path, partition_key, share_root
+from jobs.membership import (
+    PartitionKey,
+    Ranges,
+    descendants,
+    parent_path,
+    parent_paths,
+    partition_key,
+    share_root,
+)
+from jobs.scan_cost import FolderCosts, HostCost, Limits, folder_costs, listing_cost, stored_cost
 from jobs.subtree_hash import canonical_sort_key, media_mask
 
 FILL = 0.75  # a range is closed before the limit only once it holds this share of it
 MERGE_BELOW = 0.5  # thesis §3.3: merge a partition under half the limits ...
 SPLIT_ABOVE = 2.0  # ... split one over twice the limits
-DEFAULT_MEDIA_PATH_BYTES = 100  # memory per media file when a partition's paths are unknown
+MEDIA = "_media"  # the column of listing rows that are media files, while planning
 
 
-@dataclass(frozen=True)
-class HostCost:
-    list_s_per_folder: float
-    tag_s_per_file: float
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_seconds: float = 90.0
-    max_bytes: int = 10 * 1024 * 1024
-
-    def load(self, seconds: float, mem_bytes: float) -> float:
-        return max(seconds / self.max_seconds, mem_bytes / self.max_bytes)
-
-
-# -- costs ---------------------------------------------------------------------------------
-@dataclass
-class FolderCosts:
-    """The folders of a listing in canonical (depth first, by name) order and each one's own
-    cost: one listing plus its direct media files' tag reads, and their paths' bytes."""
-
-    paths: list[str]
-    seconds: np.ndarray
-    mem_bytes: np.ndarray
-    n_media: np.ndarray
-
-
-def folder_costs(entries: pa.Table, root: str, cost: HostCost) -> FolderCosts:
-    """`entries` has columns path, name, is_dir; `root` is the partition's root folder, which
-    its rows do not contain."""
+def partition_folders(entries: pa.Table, root: str, cost: HostCost,
+                      media: pa.Array | None = None) -> FolderCosts:  # fmt: skip
+    """The folders of a partition (its root first, then its rows' folders, canonical order)
+    and their own costs. `entries` has columns path, name, is_dir; `media` its media mask."""
     is_dir = entries["is_dir"]
-    dirs = pc.filter(entries["path"], is_dir)
+    dirs = pc.cast(pc.filter(entries["path"], is_dir), pa.large_string())
     folders = pa.concat_arrays([pa.array([root], pa.large_string()),
-                                pc.cast(dirs, pa.large_string()).combine_chunks()])  # fmt: skip
+                                pa.chunked_array(dirs).combine_chunks()])  # fmt: skip
     folders = folders.take(pc.sort_indices(canonical_sort_key(folders)))
-    media = pc.and_(pc.invert(is_dir), media_mask(entries["name"]))
+    if media is None:
+        media = pc.and_(pc.invert(is_dir), media_mask(entries["name"]))
     media_paths = pc.filter(entries["path"], media)
-    parents = pc.replace_substring_regex(media_paths, r"(?s)(^|/)[^/]*$", "")
-    per_parent = (
-        pa.table({"parent": pc.cast(parents, pa.large_string()),
-                  "len": pc.binary_length(media_paths)})
-        .group_by("parent").aggregate([("len", "sum"), ("len", "count")])
-    )  # fmt: skip
-    where = pc.index_in(per_parent["parent"], value_set=folders).to_numpy(zero_copy_only=False)
-    if np.isnan(where.astype(float)).any():
-        raise ValueError(f"media files outside the folders of partition root {root!r}")
-    where = where.astype(np.int64)
-    n_media = np.zeros(len(folders), np.int64)
-    mem = np.zeros(len(folders), np.float64)
-    n_media[where] = per_parent["len_count"].to_numpy()
-    mem[where] = per_parent["len_sum"].to_numpy()
-    seconds = cost.list_s_per_folder + n_media * cost.tag_s_per_file
-    return FolderCosts(folders.to_pylist(), seconds, mem, n_media)
+    return folder_costs(folders, parent_paths(media_paths), pc.binary_length(media_paths), cost)
 
 
 # -- split ---------------------------------------------------------------------------------
-@dataclass
 class _Frame:
     """A folder being walked: its children, and the running sums over them."""
 
-    path: str
-    children: list[str]
-    own_s: float
-    own_b: float
-    lo: str | None
-    end: str | None  # the upper bound of the last range here
-    barriers: list[tuple[str | None, str | None]]  # existing ranges here, by lo
-    top_of_range: bool = False
-    next_child: int = 0
-    next_barrier: int = 0
-    run_s: float = 0.0
-    run_b: float = 0.0
-    kept_s: float = 0.0
-    kept_b: float = 0.0
-    closed: list[list[Any]] = field(default_factory=list)  # [lo, hi, seconds, bytes]
+    __slots__ = (
+        "barriers", "children", "closed", "end", "kept_b", "kept_s", "lo", "next_barrier",
+        "next_child", "own_b", "own_s", "path", "run_b", "run_s", "top_of_range",
+    )  # fmt: skip
 
-
-def _below(barrier: tuple[str | None, str | None], name: str) -> bool:
-    return barrier[1] is not None and barrier[1] <= name
+    def __init__(
+        self,
+        path: str,
+        children: list[str],
+        own_s: float,
+        own_b: float,
+        barriers: list[PartitionKey],
+        top: PartitionKey | None = None,
+    ) -> None:
+        self.path, self.children, self.own_s, self.own_b = path, children, own_s, own_b
+        self.barriers = barriers  # existing ranges here, by lo
+        self.top_of_range = top is not None
+        self.lo = top.lo if top else None
+        self.end = top.hi if top else None  # the upper bound of the last range here
+        self.next_child = self.next_barrier = 0
+        self.run_s = self.run_b = self.kept_s = self.kept_b = 0.0
+        self.closed: list[list[Any]] = []  # [lo, hi, seconds, bytes]
 
 
 @dataclass(frozen=True)
@@ -142,44 +113,36 @@ def split_ranges(
     limits: Limits,
     within: PartitionKey,
     existing: Iterable[PartitionKey] = (),
+    media: pa.Array | None = None,
 ) -> list[NewRange]:
     """The range partitions to create inside partition `within`, whose listing rows are
-    `entries` (columns path, name, is_dir). `existing` are the share's current partitions:
-    new ranges never overlap those rooted at the same folder. If `within` is a range and
-    ranges at its own root are returned, they cover its whole interval: they replace it."""
-    costs = folder_costs(entries, within.root, cost)
+    `entries` (columns path, name, is_dir; `media` their media mask, when known). `existing`
+    are the share's current partitions: new ranges never overlap those rooted at the same
+    folder. If `within` is a range and ranges at its own root are returned, they cover its
+    whole interval: they replace it."""
+    costs = partition_folders(entries, within.root, cost, media)
+    paths = costs.paths
+    seconds, mem = costs.seconds.tolist(), costs.mem_bytes.tolist()
+    parents = [parent_path(path) for path in paths]
     children: dict[str, list[str]] = defaultdict(list)
-    folder_set = set(costs.paths)
-    for path in costs.paths[1:]:
-        parent = parent_path(path)
-        if parent not in folder_set or len(path) <= len(within.root):
+    index = {path: i for i, path in enumerate(paths)}
+    leaf = [True] * len(paths)
+    for path, parent in zip(paths[1:], parents[1:], strict=True):
+        if parent not in index or len(path) <= len(within.root):
             raise ValueError(f"folder {path!r} is not under partition root {within.root!r}")
         children[parent].append(path[len(parent) + 1 if parent else 0 :])
-    barriers: dict[str, list[tuple[str | None, str | None]]] = defaultdict(list)
-    for key in existing:
-        if key.is_share_root or key == within or key.share != within.share:
-            continue
-        if key.root == within.root and not within.is_share_root:
-            continue  # siblings of a range partition: outside its interval
-        if key.root in folder_set:
-            barriers[key.root].append((key.lo, key.hi))
-    for found in barriers.values():
-        found.sort(key=lambda b: (b[0] is not None, b[0] or ""))
-
+        leaf[index[parent]] = False
+    ranges = Ranges(
+        key for key in existing
+        if key.share == within.share and key != within and key.root in index
+        # a range partition's siblings lie outside its interval
+        and (within.is_share_root or key.root != within.root)
+    )  # fmt: skip
     made: list[NewRange] = []
-    load = limits.load
+    max_s, max_b = limits.max_seconds, limits.max_bytes
 
-    def frame(i: int) -> _Frame:
-        path = costs.paths[i]
-        top = i == 0
-        top_of_range = top and not within.is_share_root
-        return _Frame(
-            path, children.get(path, []),
-            0.0 if top_of_range else float(costs.seconds[i]),
-            0.0 if top_of_range else float(costs.mem_bytes[i]),
-            within.lo if top_of_range else None, within.hi if top_of_range else None,
-            barriers.get(path, []), top_of_range,
-        )  # fmt: skip
+    def load(s: float, b: float) -> float:
+        return max(s / max_s, b / max_b)
 
     def close(f: _Frame, lo: str | None, hi: str | None) -> None:
         f.closed.append([lo, hi, f.run_s, f.run_b])
@@ -187,37 +150,51 @@ def split_ranges(
 
     def next_bound(f: _Frame, index: int) -> str | None:
         bounds = [f.children[index + 1]] if index + 1 < len(f.children) else []
-        if f.next_barrier < len(f.barriers) and f.barriers[f.next_barrier][0] is not None:
-            bounds.append(f.barriers[f.next_barrier][0])  # type: ignore[arg-type]
+        if f.next_barrier < len(f.barriers) and f.barriers[f.next_barrier].lo is not None:
+            bounds.append(f.barriers[f.next_barrier].lo)  # type: ignore[arg-type]
         return min(bounds) if bounds else f.end
 
     def add_child(f: _Frame, s: float, b: float) -> None:
         index = f.next_child
         name = f.children[index]
-        f.next_child += 1
+        f.next_child = index + 1
+        if f.next_barrier < len(f.barriers):
+            cross_barriers(f, name)
+        run_s, run_b = f.run_s, f.run_b
+        # load(run + child) > 1 and load(run) >= FILL, spelled out: this runs once a folder
+        if ((run_s + s) / max_s > 1 or (run_b + b) / max_b > 1) and (
+            run_s / max_s >= FILL or run_b / max_b >= FILL
+        ):
+            close(f, f.lo, name)
+            f.lo = name
+            run_s = run_b = 0.0
+        run_s += s
+        run_b += b
+        f.run_s, f.run_b = run_s, run_b
+        if run_s / max_s >= 1 or run_b / max_b >= 1:
+            hi = next_bound(f, index)
+            close(f, f.lo, hi)
+            f.lo = hi
+
+    def cross_barriers(f: _Frame, name: str) -> None:
+        """Before child `name`: pass the existing ranges that end at or before it."""
         lo_before, first_crossed = f.lo, None
-        while f.next_barrier < len(f.barriers) and _below(f.barriers[f.next_barrier], name):
-            first_crossed = first_crossed or f.barriers[f.next_barrier]
-            f.lo = f.barriers[f.next_barrier][1]
+        while f.next_barrier < len(f.barriers):
+            barrier = f.barriers[f.next_barrier]
+            if barrier.hi is None or name < barrier.hi:
+                break
+            first_crossed = first_crossed or barrier
+            f.lo = barrier.hi
             f.next_barrier += 1
         if first_crossed is not None and (f.run_s or f.run_b):
             # a range cannot reach across an existing one: close what ran so far, or keep
             # it in this folder's partition when too small to stand alone
             if load(f.run_s, f.run_b) >= MERGE_BELOW:
-                close(f, lo_before, first_crossed[0])
+                close(f, lo_before, first_crossed.lo)
             else:
                 f.kept_s += f.run_s
                 f.kept_b += f.run_b
                 f.run_s = f.run_b = 0.0
-        if load(f.run_s + s, f.run_b + b) > 1 and load(f.run_s, f.run_b) >= FILL:
-            close(f, f.lo, name)
-            f.lo = name
-        f.run_s += s
-        f.run_b += b
-        if load(f.run_s, f.run_b) >= 1:
-            hi = next_bound(f, index)
-            close(f, f.lo, hi)
-            f.lo = hi
 
     def finish(f: _Frame) -> tuple[float, float]:
         if f.top_of_range and f.closed and (f.run_s or f.run_b):
@@ -235,14 +212,21 @@ def split_ranges(
 
     # Depth first with an explicit stack (shares can be thousands of folders deep): folders
     # come in canonical order, so a folder's frame is finished when the next folder is not
-    # below it.
-    stack = [frame(0)]
-    for i in range(1, len(costs.paths)):
-        parent = parent_path(costs.paths[i])
+    # below it. A folder without subfolders hands its own cost to its parent at once (most
+    # folders are such leaves: an album).
+    top_of_range = not within.is_share_root
+    stack = [_Frame(paths[0], children.get(paths[0], []), 0.0 if top_of_range else seconds[0],
+                    0.0 if top_of_range else mem[0], ranges.at(paths[0]),
+                    within if top_of_range else None)]  # fmt: skip
+    for i in range(1, len(paths)):
+        path, parent = paths[i], parents[i]
         while stack[-1].path != parent:
             s, b = finish(stack.pop())
             add_child(stack[-1], s, b)
-        stack.append(frame(i))
+        if leaf[i]:
+            add_child(stack[-1], seconds[i], mem[i])
+        else:
+            stack.append(_Frame(path, children[path], seconds[i], mem[i], ranges.at(path)))
     while len(stack) > 1:
         s, b = finish(stack.pop())
         add_child(stack[-1], s, b)
@@ -253,68 +237,25 @@ def split_ranges(
     return made
 
 
-def split(
-    entries: pa.Table,
-    *,
-    host_costs: Mapping[str, HostCost],
-    max_seconds: float = 90.0,
-    max_bytes: int = 10 * 1024 * 1024,
-    within: PartitionKey,
-    existing: Iterable[PartitionKey] = (),
-) -> list[PartitionKey]:
-    """The keys of split_ranges, with the host's costs looked up and the limits spelled out."""
-    return [
-        r.key
-        for r in split_ranges(entries, cost=host_costs[within.host],
-                              limits=Limits(max_seconds, max_bytes), within=within,
-                              existing=existing)
-    ]  # fmt: skip
-
-
 # -- re-partitioning -----------------------------------------------------------------------
 def _rows_by_partition(listings: pa.Table) -> dict[str, pa.Table]:
+    """Each partition's rows, with their media mask as column MEDIA. A fetch writes a host's
+    listing partition after partition, so the rows are sorted only when they are not."""
     if listings.num_rows == 0:
         return {}
-    listings = listings.take(pc.sort_indices(listings["partition_id"])).combine_chunks()
+    listings = listings.combine_chunks()
+    media = pc.and_(pc.invert(listings["is_dir"]), media_mask(listings["name"]))
+    listings = listings.append_column(MEDIA, media)
     encoded = pc.run_end_encode(listings["partition_id"].chunk(0), run_end_type=pa.int64())
+    if len(encoded.values) != len(pc.unique(encoded.values)):
+        listings = listings.take(pc.sort_indices(listings["partition_id"])).combine_chunks()
+        encoded = pc.run_end_encode(listings["partition_id"].chunk(0), run_end_type=pa.int64())
     ends = encoded.run_ends.to_numpy().tolist()
     starts = [0, *ends[:-1]]
     return {
         pid: listings.slice(start, end - start)
         for pid, start, end in zip(encoded.values.to_pylist(), starts, ends, strict=True)
     }
-
-
-def listing_cost(rows: pa.Table, cost: HostCost) -> tuple[float, float]:
-    """(seconds, media path bytes) to scan a partition whose rows these are."""
-    media = pc.and_(pc.invert(rows["is_dir"]), media_mask(rows["name"]))
-    n_folders = pc.sum(rows["is_dir"].cast(pa.int64())).as_py() or 0
-    n_media = pc.sum(media.cast(pa.int64())).as_py() or 0
-    mem = pc.sum(pc.binary_length(pc.filter(rows["path"], media))).as_py() or 0
-    return (n_folders + 1) * cost.list_s_per_folder + n_media * cost.tag_s_per_file, mem
-
-
-def stored_cost(row: Mapping[str, Any], cost: HostCost) -> tuple[float, float]:
-    """The same estimate from a partitions row (mem_bytes when known)."""
-    n_media = row.get("n_media") or 0
-    seconds = ((row.get("n_folders") or 0) + 1) * cost.list_s_per_folder
-    mem = row.get("mem_bytes")
-    return seconds + n_media * cost.tag_s_per_file, (
-        mem if mem is not None else n_media * DEFAULT_MEDIA_PATH_BYTES
-    )
-
-
-def _descendants(roots: Iterable[str], parent_of: Mapping[str, str | None]) -> set[str]:
-    children: dict[str | None, list[str]] = defaultdict(list)
-    for pid, parent in parent_of.items():
-        children[parent].append(pid)
-    found, stack = set(roots), list(roots)
-    while stack:
-        for child in children.get(stack.pop(), ()):
-            if child not in found:
-                found.add(child)
-                stack.append(child)
-    return found
 
 
 def plan_repartition(
@@ -342,39 +283,50 @@ def plan_repartition(
     rows = {pid: t for pid, t in _rows_by_partition(listings).items() if pid in by_id}
     for pid in rescanned or ():
         if pid in by_id and pid not in rows:
-            rows[pid] = listings.schema.empty_table()
+            empty = listings.schema.empty_table()
+            rows[pid] = empty.append_column(MEDIA, pa.array([], pa.bool_()))
+    costs: dict[str, tuple[float, float]] = {}
 
     def cost(pid: str) -> tuple[float, float]:
-        host_cost = host_costs[keys[pid].host]
-        if pid in rows:
-            return listing_cost(rows[pid], host_cost)
-        return stored_cost(by_id[pid], host_cost)
+        if pid not in costs:
+            host_cost = host_costs[keys[pid].host]
+            costs[pid] = (listing_cost(rows[pid], host_cost, rows[pid][MEDIA]) if pid in rows
+                          else stored_cost(by_id[pid], host_cost))  # fmt: skip
+        return costs[pid]
 
     # 1. roots gone: reported by the fetcher, or missing from their rescanned parent
     dead = {pid for pid in gone if pid in by_id}
+    folders_of: dict[str, set[str]] = {}
     for pid, key in keys.items():
         parent = parent_of[pid]
         if parent in rows and key.root and not key.is_share_root:
-            folders = rows[parent]
-            present = pc.any(
-                pc.and_(folders["is_dir"], pc.equal(folders["path"], key.root))
-            ).as_py()
-            if not present:
+            if parent not in folders_of:
+                listed = rows[parent]
+                folders_of[parent] = set(pc.filter(listed["path"], listed["is_dir"]).to_pylist())
+            if key.root not in folders_of[parent]:
                 dead.add(pid)
-    dead = _descendants(dead, parent_of)
+    dead = descendants(dead, parent_of)
 
     # 2. split what grew over twice the limits
     created: list[NewRange] = []
     replaced: set[str] = set()
     split_ids: set[str] = set()
+    alive: dict[tuple[str, str], list[PartitionKey]] = defaultdict(list)
+    for pid, key in keys.items():
+        if pid not in dead:
+            alive[key.host, key.share].append(key)
     for pid in sorted(rows):
         if pid in dead or limits.load(*cost(pid)) <= SPLIT_ABOVE:
             continue
         key = keys[pid]
-        share_keys = [k for i, k in keys.items() if k.share == key.share and i not in dead
-                      and k.host == key.host]  # fmt: skip
-        made = split_ranges(rows[pid], cost=host_costs[key.host], limits=limits, within=key,
-                            existing=share_keys)  # fmt: skip
+        made = split_ranges(
+            rows[pid],
+            cost=host_costs[key.host],
+            limits=limits,
+            within=key,
+            existing=alive[key.host, key.share],
+            media=rows[pid][MEDIA],
+        )
         if not made:
             continue
         split_ids.add(pid)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 @dataclass(frozen=True, order=True)
@@ -62,6 +63,11 @@ class Ranges:
             if not key.is_share_root:
                 self._by_root.setdefault(key.root, []).append(key)
 
+    def at(self, folder: str) -> list[PartitionKey]:
+        """The range partitions rooted at `folder`, by lower bound (unbounded first)."""
+        found = self._by_root.get(folder, [])
+        return sorted(found, key=lambda k: (k.lo is not None, k.lo or ""))
+
     def claiming(self, folder: str, name: str) -> PartitionKey | None:
         """The range partition that claims subfolder `name` of `folder`, if any."""
         for key in self._by_root.get(folder, ()):
@@ -83,6 +89,21 @@ class Ranges:
         return owner
 
 
+def descendants(roots: Iterable[str], parent_of: Mapping[str, str | None]) -> set[str]:
+    """`roots` and every partition below them in the partition tree (`parent_of`: each
+    partition's parent_id); a partition removed takes those under it along."""
+    children: dict[str | None, list[str]] = defaultdict(list)
+    for pid, parent in parent_of.items():
+        children[parent].append(pid)
+    found, stack = set(roots), list(roots)
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
 def partition_key(row: Mapping[str, Any]) -> PartitionKey:
     return PartitionKey(row["host"], row["share"], row["root"], row["lo"], row["hi"])
 
@@ -91,6 +112,14 @@ def parent_path(path: str) -> str:
     """The folder holding `path` ('' for the share root's entries)."""
     slash = path.rfind("/")
     return path[:slash] if slash >= 0 else ""
+
+
+def parent_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """parent_path of every path of a string column (large strings)."""
+    paths = pc.cast(paths, pa.large_string())
+    split = pc.split_pattern(paths, "/", max_splits=1, reverse=True)
+    nested = pc.equal(pc.list_value_length(split), 2)
+    return pc.if_else(nested, pc.list_element(split, 0), pa.scalar("", pa.large_string()))
 
 
 def assign_partition_ids(table: pa.Table, keys: Iterable[PartitionKey]) -> pa.Array:

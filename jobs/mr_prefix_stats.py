@@ -8,10 +8,15 @@ to the manifest's folder (jobs.runner), e.g. in segments/r000013/jobs/:
 (the host's parts, one per group of partitions: crawl_io.host_parts)
 A host's new and old files must be on one line (new/changed/deleted compare the two).
 
-The mapper aggregates one host with DuckDB straight from its Parquet parts and emits one
-summary per (host, share, prefix) -- never one record per file; the reducer sums them (so a
-host split over several lines would still add up for the counts that do not compare old and
-new) and applies `min_entries`. Output: PREFIX_STATS rows.
+The mapper aggregates one host with DuckDB straight from its Parquet parts (read through
+mrjob's filesystem layer when they are named by URI) and emits one summary per (host, share,
+prefix) -- never one record per file; the reducer sums them (so a host split over several
+lines would still add up for the counts that do not compare old and new) and applies
+`min_entries`. Output: PREFIX_STATS rows.
+
+A round runs it on the cluster runners (spark, hadoop), where the parts are; on one machine
+(inline, local) it computes the same rows in this process with jobs.prefix_stats, one host
+at a time, DuckDB using every core: a runner start would only add its own cost.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
+from mrjob.parse import is_uri
 from mrjob.protocol import JSONProtocol, RawValueProtocol
 
 from crawl_io.atomic import write_atomic
@@ -32,13 +38,22 @@ from jobs.prefix_stats import (
     KEY,
     aggregate,
     carried_over,
+    host_prefix_stats,
     is_complete_round,
     keep_row,
     register,
     stats_table,
     sum_counts,
 )
-from jobs.runner import ManifestJob, manifest_path, run_job
+from jobs.runner import (
+    JobRunner,
+    ManifestJob,
+    json_lines,
+    manifest_path,
+    read_part,
+    run_job,
+    runner_of,
+)
 
 PART_KEYS = ("new", "old", "media")  # the manifest's paths
 
@@ -63,22 +78,26 @@ class MRPrefixStats(ManifestJob):
         try:
             for name, key, schema in (("new_files", "new", FILES), ("old_files", "old", FILES),
                                        ("media", "media", MEDIA)):  # fmt: skip
-                paths = part.get(key)
-                register(con, name, paths and [self.resolve(p) for p in paths], schema)
+                paths = part.get(key) and [self.resolve(p) for p in part[key]]
+                if paths and any(is_uri(p) for p in paths):  # on a cluster: read them here
+                    paths = pa.concat_tables([read_part(p) for p in paths])
+                register(con, name, paths, schema)
             rows = aggregate(con, self.options.depth)
         finally:
             con.close()
         for share, prefix, depth, *counts in rows:
-            yield [part["host"], share, prefix], [depth, *counts]
+            # the key as one JSON string: Spark's harness groups by the decoded key, which
+            # must be hashable (a list is not)
+            yield json.dumps([part["host"], share, prefix]), [depth, *counts]
 
-    def combiner(self, key: list, values: Iterator[list]) -> Iterator[tuple[list, list]]:
+    def combiner(self, key: str, values: Iterator[list]) -> Iterator[tuple[str, list]]:
         yield key, sum_counts(values)
 
-    def reducer(self, key: list, values: Iterator[list]) -> Iterator[tuple[list, dict]]:
+    def reducer(self, key: str, values: Iterator[list]) -> Iterator[tuple[list, dict]]:
         total = sum_counts(values)
         row = dict(zip(("depth", *COUNTS), total, strict=True))
         if keep_row(row, self.options.min_entries):
-            yield key, row
+            yield json.loads(key), row
 
 
 # -- running it ----------------------------------------------------------------------------
@@ -107,7 +126,7 @@ def host_parts(
 
 
 def run_prefix_stats(
-    host_parts: list[dict], runner: str, depth: int, min_entries: int, workdir: Path
+    host_parts: list[dict], runner: JobRunner | str, depth: int, min_entries: int, workdir: Path
 ) -> pa.Table:
     """Run MRPrefixStats over these hosts' parts with an mrjob runner; PREFIX_STATS rows."""
     if not host_parts:
@@ -116,13 +135,23 @@ def run_prefix_stats(
     manifest = workdir / "prefix_stats.manifest"
     lines = [{k: [manifest_path(x, manifest) for x in v] if k in PART_KEYS and v else v
               for k, v in p.items()} for p in host_parts]  # fmt: skip
-    write_atomic(manifest, "".join(json.dumps(p, ensure_ascii=True) + "\n" for p in lines))
+    write_atomic(manifest, json_lines(lines))
     args = ("--depth", str(depth), "--min-entries", str(min_entries))
+    pairs = run_job(MRPrefixStats, manifest, runner, *args, scratch=workdir / "cluster")
     rows = (
         {"host": host, "share": share, "prefix": prefix, **values}
-        for (host, share, prefix), values in run_job(MRPrefixStats, manifest, runner, *args)
+        for (host, share, prefix), values in pairs
     )
     return stats_table(rows)
+
+
+def prefix_stats_here(host_parts: list[dict], depth: int, min_entries: int) -> pa.Table:
+    """The rows run_prefix_stats gives, computed in this process, host after host."""
+    tables = [
+        host_prefix_stats(p["host"], *(p[k] for k in PART_KEYS), depth, min_entries)
+        for p in host_parts
+    ]
+    return pa.concat_tables([PREFIX_STATS.empty_table(), *tables])
 
 
 def round_prefix_stats(
@@ -135,8 +164,11 @@ def round_prefix_stats(
     listed hosts' rows carried over, or every listed host recomputed on a complete round."""
     listed = set(listed)
     redo = listed if is_complete_round(round_, stats_every) else set(touched) & listed
-    fresh = run_prefix_stats(host_parts(version_dir, prev_dir, redo, damaged), runner, depth,
-                             min_entries, workdir)  # fmt: skip
+    parts = host_parts(version_dir, prev_dir, redo, damaged)
+    if runner_of(runner).on_cluster:
+        fresh = run_prefix_stats(parts, runner, depth, min_entries, workdir)
+    else:
+        fresh = prefix_stats_here(parts, depth, min_entries)
     kept = carried_over(old_stats, listed - redo, min_entries)
     return pa.concat_tables([kept, fresh]).sort_by([(k, "ascending") for k in KEY])
 

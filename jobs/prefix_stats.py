@@ -96,11 +96,12 @@ def stats_table(rows: Iterable[dict]) -> pa.Table:
 
 
 def host_prefix_stats(
-    host: str, new_files: pa.Table, old_files: pa.Table, media: pa.Table, depth: int,
-    min_entries: int,
+    host: str, new_files: pa.Table | str | list[str], old_files: pa.Table | str | list[str] | None,
+    media: pa.Table | str | list[str] | None, depth: int, min_entries: int,
 ) -> pa.Table:  # fmt: skip
-    """One host's PREFIX_STATS rows from its files now, its files before and its media (the
-    same computation the job's mapper does, in this process)."""
+    """One host's PREFIX_STATS rows from its files now, its files before and its media
+    (tables, or Parquet parts by path; None for none): the computation the job's mapper
+    does, in this process."""
     con = cursor()
     try:
         for name, table, schema in (

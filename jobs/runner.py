@@ -1,16 +1,34 @@
-"""What every job shares: its input manifest (one Parquet part, or one JSON record naming
-parts, a line), the base class that reads it, and running a job with an mrjob runner."""
+"""What every job shares: its input manifest, the base class that reads it, where a job runs
+(`JobRunner`), and running a job with an mrjob runner.
+
+A manifest line names what one mapper reads: one Parquet part, a JSON list of parts, or a
+JSON record naming parts (jobs.mr_prefix_stats). Paths in it are relative to the manifest's
+own folder, and `--base-dir` (which run_job sets) says where that folder is as the job's
+tasks see it: a local path, a shared mount, or a URI (hdfs://, file://) that the tasks read
+through mrjob's filesystem layer. So a crawl directory moved, copied or mounted elsewhere,
+even with a round half done, still reads, and so does a cluster that mounts it at another
+path or serves it from HDFS.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import posixpath
 import shutil
+import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+import zipfile
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from mrjob.job import MRJob
+from mrjob.parse import is_uri
 
 from crawl_io.atomic import write_atomic
 from crawl_io.processes import alive
@@ -18,13 +36,68 @@ from crawl_io.processes import alive
 # mrjob's working folders go under one folder per job named after this process, so that an
 # interrupted crawl removes its own and the next crawl those of a crawl that was killed.
 JOB_TMP_PREFIX = "sharecrawl-mrjob-"
+PACKAGES = ("crawl_io", "jobs")  # what a cluster's tasks import: shipped with --py-files
+CLUSTER_RUNNERS = ("spark", "hadoop")
+
+
+@dataclass(frozen=True)
+class JobRunner:
+    """Where the update jobs run. `name` is an mrjob runner, except that `inline` runs the
+    jobs' pure functions in this process, without mrjob. On `spark` and `hadoop`:
+    `spark_master` (spark://HOST:7077; default local[*]), `crawl_root` the crawl directory
+    here and `cluster_root` the same directory as the cluster's tasks see it (a shared mount
+    at another path, or an hdfs:// URI; default: the same path), `python_bin` the
+    interpreter of the tasks (default: this one, at the same path on every machine)."""
+
+    name: str = "local"
+    spark_master: str = ""
+    crawl_root: str = ""
+    cluster_root: str = ""
+    python_bin: str = ""
+
+    @property
+    def in_process(self) -> bool:
+        return self.name == "inline"
+
+    @property
+    def on_cluster(self) -> bool:
+        return self.name in CLUSTER_RUNNERS
+
+    def task_path(self, path: str | os.PathLike) -> str:
+        """`path` (under crawl_root) as the job's tasks see it."""
+        path = os.path.abspath(path)
+        if not (self.on_cluster and self.cluster_root and self.crawl_root):
+            return path
+        rel = Path(os.path.relpath(path, os.path.abspath(self.crawl_root))).as_posix()
+        if rel.startswith(".."):
+            return path
+        return posixpath.join(self.cluster_root.rstrip("/"), rel)
+
+
+def runner_of(runner: JobRunner | str) -> JobRunner:
+    return runner if isinstance(runner, JobRunner) else JobRunner(runner)
+
+
+# -- reading parts -------------------------------------------------------------------------
+def read_part(path: str, columns: Sequence[str] | None = None) -> pa.Table:
+    """A Parquet part by local path, or by URI through mrjob's filesystem layer (the
+    tasks of a cluster reading hdfs:// or file:// parts)."""
+    if not is_uri(path):
+        return pq.read_table(path, columns=columns)
+    from mrjob.fs.composite import CompositeFilesystem
+    from mrjob.fs.hadoop import HadoopFilesystem
+    from mrjob.fs.local import LocalFilesystem
+
+    fs = CompositeFilesystem()
+    fs.add_fs("hadoop", HadoopFilesystem())
+    fs.add_fs("local", LocalFilesystem())
+    # _cat_file reads one file without globbing its name (mrjob's runners use it too)
+    data = b"".join(fs._cat_file(path))
+    return pq.read_table(pa.BufferReader(data), columns=columns)
 
 
 class ManifestJob(MRJob):
-    """A job whose input is a manifest: each line names what one mapper reads. Paths in it
-    are relative to the manifest's own folder, and `--base-dir` (which run_job sets to that
-    folder) says where that is now: a crawl directory moved, copied or mounted elsewhere,
-    even with a round half done, still reads."""
+    """A job whose input is a manifest: each line names what one mapper reads."""
 
     def configure_args(self) -> None:
         super().configure_args()
@@ -35,11 +108,21 @@ class ManifestJob(MRJob):
     def resolve(self, path: str) -> str:
         """A path from the manifest, made usable here (absolute paths stay as they are)."""
         base = self.options.base_dir
-        return os.path.normpath(os.path.join(base, path)) if base else path
+        if not base or os.path.isabs(path) or is_uri(path):
+            return path
+        if is_uri(base):
+            url = urlsplit(base)
+            joined = posixpath.normpath(posixpath.join(url.path, path))
+            return urlunsplit(url._replace(path=joined))
+        return os.path.normpath(os.path.join(base, path))
 
-    def part_path(self, line: str) -> str:
-        """The part a manifest line names."""
-        return self.resolve(line.strip())
+    def part_paths(self, line: str) -> list[str]:
+        """The parts a manifest line names: one path, or a JSON list of paths."""
+        line = line.strip()
+        if not line:
+            return []
+        names = json.loads(line) if line.startswith("[") else [line]
+        return [self.resolve(name) for name in names]
 
 
 def manifest_path(path: str | os.PathLike, manifest: Path) -> str:
@@ -48,29 +131,91 @@ def manifest_path(path: str | os.PathLike, manifest: Path) -> str:
     return Path(os.path.relpath(os.path.abspath(path), folder)).as_posix()
 
 
-def write_manifest(parts: Iterable[Path], path: Path) -> Path:
-    """A manifest of Parquet parts, one a line, named relative to the manifest's folder."""
+def write_manifest(parts: Iterable[Path], path: Path, groups: int = 0) -> Path:
+    """A manifest of Parquet parts named relative to its folder: one part a line, or, with
+    `groups`, that many lines each a JSON list of parts of about equal bytes (one task
+    each: what suits a runner whose every task is a process start)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, "".join(f"{manifest_path(p, path)}\n" for p in parts))
+    names = [(manifest_path(p, path), os.path.getsize(p)) for p in parts]
+    if groups <= 0:
+        write_atomic(path, "".join(f"{name}\n" for name, _ in names))
+        return path
+    bins: list[list[str]] = [[] for _ in range(min(groups, len(names)))]
+    loads = [0] * len(bins)
+    for name, size in sorted(names, key=lambda n: -n[1]):  # largest first into the lightest
+        i = loads.index(min(loads))
+        bins[i].append(name)
+        loads[i] += size
+    write_atomic(path, "".join(json.dumps(sorted(b)) + "\n" for b in bins))
     return path
 
 
-def run_job(job_class: type[MRJob], manifest: Path, runner: str, *args: str) -> Iterator[Any]:
+# -- running jobs --------------------------------------------------------------------------
+def local_tasks() -> int:
+    """How many tasks mrjob's local runner runs at once: the cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def packages_zip(folder: Path) -> Path:
+    """The packages a cluster's tasks import, zipped for --py-files."""
+    root = Path(__file__).resolve().parents[1]
+    out = folder / "sharecrawl-packages.zip"
+    with zipfile.ZipFile(out, "w") as zf:
+        for package in PACKAGES:
+            for path in sorted((root / package).rglob("*.py")):
+                zf.write(path, path.relative_to(root).as_posix())
+    return out
+
+
+def runner_args(runner: JobRunner, tmp: Path, scratch: Path | None = None) -> list[str]:
+    """mrjob options for a runner: the local runner's tasks run this interpreter, where
+    mrjob is installed (zipping mrjob into every run would cost 0.4-0.8 s a job); a
+    cluster's tasks get the project's packages and their interpreter, and Spark keeps its
+    scratch (the uploaded inputs, the output) in `scratch`, a folder of the crawl directory
+    that the cluster sees, rather than on HDFS (mrjob's default for a remote master)."""
+    if runner.name == "local":
+        return ["--no-bootstrap-mrjob"]
+    if not runner.on_cluster:
+        return []
+    args = ["--py-files", str(packages_zip(tmp)),
+            "--python-bin", runner.python_bin or sys.executable]  # fmt: skip
+    if runner.name == "spark":
+        args += ["--spark-master", runner.spark_master or "local[*]",
+                 "--jobconf", "spark.ui.enabled=false"]  # fmt: skip
+        if not (runner.spark_master or "local").startswith("local"):
+            args += ["--spark-tmp-dir", runner.task_path(scratch or tmp)]
+    return args
+
+
+def run_job(
+    job_class: type[MRJob],
+    manifest: Path,
+    runner: JobRunner | str,
+    *args: str,
+    scratch: Path | None = None,
+) -> Iterator[Any]:
     """Run `job_class` over a manifest with an mrjob runner; yield its (key, value) pairs.
-    The manifest's paths are resolved against its folder where it is now."""
-    # The local runner's tasks run this interpreter, where mrjob is installed: zipping mrjob
-    # into every run's working folder would only cost time (0.4-0.8 s a job).
-    local = ["--no-bootstrap-mrjob"] if runner == "local" else []
+    The manifest's paths are resolved against its folder where the tasks see it; `scratch`
+    is where a remote Spark master keeps the job's files (default: a temporary folder)."""
+    runner = runner_of(runner)
     tmp = Path(tempfile.mkdtemp(prefix=f"{JOB_TMP_PREFIX}{os.getpid()}-"))
     try:
-        base = ["--base-dir", os.path.abspath(manifest.parent)]
-        job = job_class(["-r", runner, "--no-conf", "--local-tmp-dir", str(tmp), *local, *base,
-                         *args, str(manifest)])  # fmt: skip
+        base = ["--base-dir", runner.task_path(manifest.parent)]
+        options = runner_args(runner, tmp, scratch)
+        job = job_class(["-r", runner.name, "--no-conf", "--local-tmp-dir", str(tmp),
+                         *options, *base, *args, str(manifest)])  # fmt: skip
         with job.make_runner() as job_runner:
             job_runner.run()
             yield from job.parse_output(job_runner.cat_output())
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def json_lines(records: Iterable[Any]) -> str:
+    return "".join(json.dumps(r, ensure_ascii=True) + "\n" for r in records)
 
 
 def remove_job_temp_dirs() -> None:
@@ -80,3 +225,4 @@ def remove_job_temp_dirs() -> None:
         pid = tmp.name[len(JOB_TMP_PREFIX) :].split("-", 1)[0]
         if pid.isdigit() and (int(pid) == os.getpid() or not alive(int(pid))):
             shutil.rmtree(tmp, ignore_errors=True)
+

@@ -4,38 +4,34 @@ A partition's hash is md5 over its entries in canonical order (children sorted b
 first), each as (path relative to the share, is_dir, size, mtime). The fetcher feeds
 PartitionHasher (or walk_hash) while streaming a walk; the jobs hash stored listings with
 `summarize`, which works on whole Arrow columns: it builds every row's hash record with
-pyarrow compute, sorts once into canonical order, and hashes each partition's records as one
-contiguous slice of the sorted buffer. Both produce the same records in the same order, so
+pyarrow compute, puts the rows in canonical order (a fetch writes them so: that is checked in
+one pass, and they are sorted only when not), and hashes each partition's records as one
+contiguous slice of the buffer. Both produce the same records in the same order, so
 they agree (tests/test_jobs.py checks it).
 
 A folder's Merkle hash covers its child folders' hashes and its files' names, sizes and
 mtimes; the content hash leaves times out so equal folders on different hosts match
 (`folder_hashes` row by row, `folder_summaries` vectorised); `duplicate_folders_sql` turns
 folder rows into the analysts' `duplicate_folders` view (the same content on two hosts or
-more). The mrjob shell over `summarize` is jobs.mr_subtree_hash.
+more). The mrjob shell over `summarize` is jobs.mr_listing.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from crawl_io.crawldir import write_parquet
 from crawl_io.mediatypes import MEDIA_NAME
 from crawl_io.schema import FOLDERS
 from crawl_io.sources import Entry
-from jobs.membership import parent_path
-
-if TYPE_CHECKING:
-    import duckdb
+from jobs.membership import parent_path, parent_paths
 
 COLUMNS = ["host", "share", "partition_id", "path", "name", "is_dir", "size", "mtime"]
 EMPTY_MD5 = hashlib.md5().hexdigest()
@@ -116,7 +112,12 @@ def folder_hashes(
 # -- columns -------------------------------------------------------------------------------
 def read_listing(part_path: str | Path) -> pa.Table:
     """The listing columns the jobs use, as one chunk, strings large enough for any part."""
-    table = pq.read_table(part_path, columns=COLUMNS)
+    return listing_columns(pq.read_table(part_path, columns=COLUMNS), part_path)
+
+
+def listing_columns(table: pa.Table, part_path: str | Path) -> pa.Table:
+    """A listing part's COLUMNS checked (no nulls) and cast as read_listing gives them."""
+    table = table.select(COLUMNS)
     for column in ("path", "name", "is_dir", "size", "mtime"):
         if table[column].null_count:
             raise ValueError(f"{part_path}: column {column!r} has nulls")
@@ -171,18 +172,31 @@ def _to_str(values: pa.Array) -> pa.Array:
 
 
 # -- partitions ----------------------------------------------------------------------------
+def in_partition_order(table: pa.Table) -> pa.Table:
+    """The rows grouped by partition, each partition's in canonical order: as a fetch writes
+    them (partition after partition, each walked in canonical order), which is checked in one
+    pass, or sorted so."""
+    pids = table["partition_id"].combine_chunks()
+    keys = canonical_sort_key(table["path"].combine_chunks())
+    runs = pc.run_end_encode(pids, run_end_type=pa.int64()).values
+    if len(runs) == len(pc.unique(runs)):
+        same = pc.equal(pids.slice(1), pids.slice(0, len(pids) - 1))
+        back = pc.and_(same, pc.less(keys.slice(1), keys.slice(0, len(keys) - 1)))
+        if not pc.any(back).as_py():
+            return table
+    order = pc.sort_indices(
+        pa.table({"p": pids, "k": keys}), sort_keys=[("p", "ascending"), ("k", "ascending")]
+    )
+    return table.take(order).combine_chunks()
+
+
 def summarize(table: pa.Table) -> dict[str, dict]:
     """partition_id -> {hash, n_folders, n_files, n_media, bytes} over listing rows.
 
     hash equals partition_hash over each partition's rows."""
     if table.num_rows == 0:
         return {}
-    table = table.combine_chunks()
-    order = pc.sort_indices(
-        pa.table({"p": table["partition_id"], "k": canonical_sort_key(table["path"])}),
-        sort_keys=[("p", "ascending"), ("k", "ascending")],
-    )
-    t = table.take(order).combine_chunks()
+    t = in_partition_order(table).combine_chunks()
     is_dir = t["is_dir"].chunk(0)
     mtime_us = pc.cast(t["mtime"].chunk(0), pa.int64())
     record = _join(
@@ -207,10 +221,6 @@ def summarize(table: pa.Table) -> dict[str, dict]:
     }
 
 
-def partition_summaries(part_path: str) -> Iterator[tuple[str, dict]]:
-    yield from summarize(read_listing(part_path)).items()
-
-
 # -- folders -------------------------------------------------------------------------------
 def folder_summaries(table: pa.Table) -> pa.Table:
     """Every folder row's Merkle hash and content hash, as folder_hashes
@@ -220,7 +230,7 @@ def folder_summaries(table: pa.Table) -> pa.Table:
         return FOLDERS.empty_table()
     table = table.combine_chunks()
     host, share, path = (table[c].chunk(0) for c in ("host", "share", "path"))
-    parent = pc.replace_substring_regex(path, r"(?s)(^|/)[^/]*$", "")
+    parent = parent_paths(path)
     key = _join(host, "\x00", share, "\x00", path)
     parent_key = _join(host, "\x00", share, "\x00", parent)
     depth = pc.count_substring(path, "/").to_numpy()
@@ -289,18 +299,6 @@ def folder_summaries(table: pa.Table) -> pa.Table:
     ).cast(FOLDERS)  # fmt: skip
 
 
-def folders_part_name(part_path: str) -> str:
-    """One output part per input part, named so two parts never collide."""
-    digest = hashlib.md5(str(Path(part_path).resolve()).encode()).hexdigest()[:12]
-    return f"{Path(part_path).stem}-{digest}.parquet"
-
-
-def write_folder_part(part_path: str, folders_dir: str | Path) -> Path:
-    out = Path(folders_dir) / folders_part_name(part_path)
-    write_parquet(folder_summaries(read_listing(part_path)), out)
-    return out
-
-
 # -- duplicate folders ---------------------------------------------------------------------
 def duplicate_folders_sql(source: str, min_files: int = 3) -> str:
     """Folders whose content hash is shared by folders on two hosts or more, each holding at
@@ -316,19 +314,3 @@ def duplicate_folders_sql(source: str, min_files: int = 3) -> str:
         GROUP BY content_hash
         HAVING count(DISTINCT host) >= 2
     """
-
-
-def create_duplicate_folders_view(
-    con: duckdb.DuckDBPyConnection,
-    folders_dir: str | Path,
-    min_files: int = 3,
-    name: str = "duplicate_folders",
-) -> None:
-    """Create view `name` over the folder parts in `folders_dir` (an empty folder gives an
-    empty view)."""
-    folders_dir = Path(folders_dir)
-    if not any(folders_dir.glob("*.parquet")):
-        write_parquet(FOLDERS.empty_table(), folders_dir / "empty.parquet")
-    glob = str(folders_dir / "*.parquet").replace("'", "''")
-    sql = duplicate_folders_sql(f"read_parquet('{glob}')", min_files)
-    con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {sql}')

@@ -1,16 +1,26 @@
 """Fetch: scan the fetch list, up to `crawlers` hosts at once, one connection and one worker
 process per host.
 
+The fetch list is split into shards, each a Luigi task (`FetchShard`): a host belongs to one
+shard by a stable hash of its name, so one host is only ever fetched by one worker in a
+round (politeness, as Nutch's fetchers partitioned by host). Under the local scheduler a
+round has one shard (one process fetches them all at once anyway); under a central
+scheduler (luigid) it has `fetch_shards`, which crawl processes on several machines share.
+Each shard holds `crawlers` units of the Luigi resource `smb_connections`, so the scheduler
+caps the SMB connections open at once by all of them.
+
 Output: the round's `fetchlog.parquet`, written after every host's listing/, media/ and
 fetchlog/ parts. A host whose parts are already there (a killed round) is not fetched again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import multiprocessing
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -29,7 +39,13 @@ from pipeline.fetch_host import HostJob, fetch_host, host_done, init_worker
 from pipeline.generate import Generate
 from pipeline.inject import Inject
 from pipeline.progress import FetchProgress, HostProgress
-from pipeline.settings import sharecrawl
+from pipeline.settings import (
+    SMB_CONNECTIONS,
+    round_shards,
+    shard_connections,
+    sharecrawl,
+    smb_connections,
+)
 
 log = logging.getLogger("sharecrawl.fetch")
 
@@ -158,9 +174,43 @@ def _drain(queue: multiprocessing.Queue, progress: FetchProgress) -> None:
         progress.receive(message)
 
 
-class Fetch(luigi.Task):
+def shard_of(host: str, shards: int) -> int:
+    """The shard that fetches `host`: a stable hash of its name (md5, not Python's hash(),
+    which differs between processes)."""
+    return int.from_bytes(hashlib.md5(host.encode()).digest()[:8], "big") % shards
+
+
+def fetch_pending(crawl_dir: str, round_: int, hosts: set[str] | None, crawlers: int) -> None:
+    """Fetch the round's fetch list (only `hosts`, when given), but for the hosts already
+    fetched, `crawlers` at once."""
+    crawl = CrawlDir(crawl_dir)
+    seg = crawl.segment_dir(round_)
+    fetchlist = pq.read_table(seg / "fetchlist.parquet").to_pylist()
+    inject = pq.read_table(seg / "inject.parquet").to_pylist()
+    timeout_s = sharecrawl().host_timeout_s
+    jobs = [
+        job
+        for job in host_jobs(crawl, round_, fetchlist, inject, timeout_s)
+        if (hosts is None or job.host in hosts) and not host_done(crawl.root, round_, job.host)
+    ]
+    if jobs:
+        fetch_hosts(jobs, crawlers)
+
+
+class FetchShard(luigi.Task):
+    """The hosts of one shard of a round's fetch list (shard_of)."""
+
     crawl_dir = luigi.Parameter()
     round = luigi.IntParameter()
+    shard = luigi.IntParameter()
+    shards = luigi.IntParameter()
+
+    @property
+    def resources(self) -> dict[str, int]:  # type: ignore[override]
+        # no cap set (0): no resource, which a scheduler would otherwise cap at 1
+        if smb_connections() <= 0:
+            return {}
+        return {SMB_CONNECTIONS: shard_connections(sharecrawl())}
 
     def requires(self) -> dict[str, luigi.Task]:
         return {
@@ -170,19 +220,41 @@ class Fetch(luigi.Task):
 
     def output(self) -> luigi.LocalTarget:
         seg = CrawlDir(self.crawl_dir).segment_dir(self.round)
+        return luigi.LocalTarget(seg / "fetch" / f"shard-{self.shard:03d}-of-{self.shards:03d}")
+
+    def run(self) -> None:
+        fetchlist = pq.read_table(self.input()["fetchlist"].path, columns=["host"])
+        hosts = {h for h in set(fetchlist["host"].to_pylist())
+                 if shard_of(h, self.shards) == self.shard}  # fmt: skip
+        fetch_pending(self.crawl_dir, self.round, hosts, shard_connections(sharecrawl()))
+        with self.output().open("w") as out:  # Luigi's atomic write: whole or absent
+            out.write(f"{len(hosts)} hosts, worker {socket.gethostname()} pid {os.getpid()}\n")
+
+
+class Fetch(luigi.Task):
+    """The round's fetch: its shards, then the fetch log of every host."""
+
+    crawl_dir = luigi.Parameter()
+    round = luigi.IntParameter()
+
+    def requires(self) -> dict[str, luigi.Task | list[FetchShard]]:
+        shards = round_shards(sharecrawl())
+        return {
+            "fetchlist": Generate(crawl_dir=self.crawl_dir, round=self.round),
+            "inject": Inject(crawl_dir=self.crawl_dir, round=self.round),
+            "shards": [
+                FetchShard(crawl_dir=self.crawl_dir, round=self.round, shard=i, shards=shards)
+                for i in range(shards)
+            ],
+        }
+
+    def output(self) -> luigi.LocalTarget:
+        seg = CrawlDir(self.crawl_dir).segment_dir(self.round)
         return luigi.LocalTarget(seg / "fetchlog.parquet")
 
     def run(self) -> None:
-        settings = sharecrawl()
-        crawl = CrawlDir(self.crawl_dir)
-        fetchlist = pq.read_table(self.input()["fetchlist"].path).to_pylist()
-        inject = pq.read_table(self.input()["inject"].path).to_pylist()
-        jobs = [
-            job
-            for job in host_jobs(crawl, self.round, fetchlist, inject, settings.host_timeout_s)
-            if not host_done(crawl.root, self.round, job.host)
-        ]
-        if jobs:
-            fetch_hosts(jobs, settings.crawlers)
-        seg = crawl.segment_dir(self.round)
+        # the shards fetched every host; a host missed (shards of another count done by a
+        # killed run) is fetched here
+        fetch_pending(self.crawl_dir, self.round, None, sharecrawl().crawlers)
+        seg = CrawlDir(self.crawl_dir).segment_dir(self.round)
         write_parquet(read_parquet(seg / "fetchlog", FETCHLOG), Path(self.output().path))

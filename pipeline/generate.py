@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from crawl_io.crawldir import CrawlDir, write_parquet
 from crawl_io.schema import FETCHLIST
+from jobs.scan_cost import scheduled_seconds
 from pipeline.inject import Inject
 from pipeline.scheduling.choice import Budget, PartitionState
 from pipeline.scheduling.history import Histories
@@ -38,7 +39,7 @@ def partition_states(
             PartitionState(
                 partition_id=p["partition_id"],
                 host=p["host"],
-                cost_s=p["est_scan_s"] or default_cost_s,
+                cost_s=scheduled_seconds(p["est_scan_s"], default_cost_s),
                 last_scan=last,
                 history=history,
                 rate_per_h=p["rate_per_h"],

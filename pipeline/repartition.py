@@ -1,37 +1,20 @@
-"""Re-partitioning during Update (thesis §3.2-3.3): run the split job over the round's
-listings and apply its plan to the partitions; then give the affected hosts' file rows
+"""Re-partitioning during Update (thesis §3.2-3.3): apply the split job's plan
+(jobs.mr_listing) to the partitions; then give the affected hosts' file rows
 their partitions again and recompute those partitions' hashes, so that the next scan of an
 untouched partition finds it unchanged."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 
 import pyarrow as pa
 
 from crawl_io.schema import PARTITIONS
-from jobs.bstar_split import HostCost, Limits
 from jobs.membership import PartitionKey, assign_partition_ids, partition_key
-from jobs.mr_partition_split import MRPartitionSplit, plan_from_output, write_state
-from jobs.runner import run_job
 from jobs.subtree_hash import PartitionHasher, summarize
 
 EMPTY = {"hash": PartitionHasher().hexdigest(), "n_folders": 0, "n_files": 0, "n_media": 0,
          "bytes": 0}  # fmt: skip
-
-
-def plan(
-    manifest: Path | None, partitions: list[dict], hosts: list[dict], rescanned: set[str],
-    limits: Limits, runner: str,
-) -> dict[str, list]:  # fmt: skip
-    """The split job's plan for the partitions rescanned this round."""
-    if manifest is None:
-        return {"create": [], "delete": [], "merge": [], "reparent": []}
-    costs = {h["host"]: HostCost(h["list_s_per_folder"], h["tag_s_per_file"]) for h in hosts}
-    state = write_state(manifest.with_name("partition_split.state.json"), partitions, costs,
-                        limits, rescanned=rescanned)  # fmt: skip
-    return plan_from_output(run_job(MRPartitionSplit, manifest, runner, "--state", str(state)))
 
 
 def apply(plan_: dict[str, list], partitions: list[dict], scanned_at: datetime) -> set[str]:

@@ -8,15 +8,19 @@ with Index alone, and counts it.
 
 from __future__ import annotations
 
+import argparse
 import logging
+import sys
+import time
 from collections.abc import Callable
 
 import luigi
 
 from crawl_io.crawldir import CrawlDir
+from crawl_io.lock import CrawlLock
 from crawl_io.tempfiles import remove_stale_temp_files
 from jobs.runner import remove_job_temp_dirs
-from pipeline.fetch import worker_context
+from pipeline.fetch import FetchShard, worker_context
 from pipeline.index import Index
 from pipeline.interrupt import (
     Interrupted,
@@ -25,6 +29,14 @@ from pipeline.interrupt import (
     on_interrupt,
     received,
     stop,
+)
+from pipeline.settings import (
+    SMB_CONNECTIONS,
+    connection_cap,
+    round_shards,
+    scheduler_url,
+    set_smb_connections,
+    sharecrawl,
 )
 from pipeline.targets import IndexedVersion
 
@@ -43,19 +55,120 @@ class RoundFailed(RuntimeError):
     pass
 
 
+FAILED = (
+    luigi.LuigiStatusCode.FAILED,
+    luigi.LuigiStatusCode.FAILED_AND_SCHEDULING_FAILED,
+    luigi.LuigiStatusCode.SCHEDULING_FAILED,
+)
+
+
 def run_round(crawl_dir: str, round_: int) -> None:
+    """Run a round with Luigi's local scheduler, or with the central scheduler (luigid)
+    that luigi.cfg's [core] names, whose other workers may run some of its tasks."""
     worker_context()  # the fetch workers' server boots while Inject and Generate run
-    result = luigi.build(
-        [Round(crawl_dir=crawl_dir, round=round_)],
-        local_scheduler=True,
-        detailed_summary=True,
-        log_level="WARNING",
-    )
+    url = scheduler_url()
+    if url:
+        share_connection_cap(url)
+        # wait for shards that other workers run, rather than end with the round undone
+        luigi.configuration.get_config().set("worker", "keep_alive", "true")
+    where: dict[str, object] = {"scheduler_url": url} if url else {"local_scheduler": True}
+    task = Round(crawl_dir=crawl_dir, round=round_)
+    result = luigi.build([task], detailed_summary=True, log_level="WARNING", **where)
+    # under a central scheduler, Luigi reports the shards that other workers ran as left
+    # pending: the round is done when its tasks are
     if result.status not in (
         luigi.LuigiStatusCode.SUCCESS,
         luigi.LuigiStatusCode.SUCCESS_WITH_RETRY,
-    ):
+    ) and not (url and result.status == luigi.LuigiStatusCode.NOT_RUN and task.complete()):
         raise RoundFailed(f"round {round_} failed:\n{result.summary_text}")
+
+
+def share_connection_cap(url: str) -> None:
+    """Agree with the central scheduler on the SMB connection cap, which it enforces over
+    every worker's fetch shards: tell it ours when its own config sets none (luigid's
+    default for an unknown resource is 1), else take its cap here, so that no shard asks
+    for more than the cap (it would never run)."""
+    from luigi.rpc import RemoteScheduler
+
+    scheduler = RemoteScheduler(url)
+    caps = {r["name"]: r["num_total"] for r in scheduler.resource_list() or []}
+    if SMB_CONNECTIONS in caps:
+        set_smb_connections(int(caps[SMB_CONNECTIONS]))
+    else:
+        scheduler.update_resource(SMB_CONNECTIONS, connection_cap(sharecrawl()))
+
+
+def join_round(crawl_dir: str, wait_s: float = 60.0, poll_s: float = 0.2) -> int:
+    """Run fetch shards of the round that a crawl process (its driver, which holds the crawl
+    lock) runs now, through the same central scheduler; return that round, or 0 when no
+    round reached its fetch within `wait_s`. This worker never takes the lock and writes
+    only its shards' host parts: a second, independent crawl stays refused. Every process
+    must name the crawl directory by the same path (it is part of the tasks' ids)."""
+    url = scheduler_url()
+    if not url:
+        raise ValueError("joining a round needs a central scheduler: set luigi.cfg's [core] "
+                         "default_scheduler_url")  # fmt: skip
+    crawl = CrawlDir(crawl_dir)
+    lock = CrawlLock(crawl.root)
+    worker_context()  # booted while waiting: the shards start at once when the round does
+    deadline = time.monotonic() + wait_s
+    while True:
+        round_ = unfinished_round(crawl)
+        if (crawl.segment_dir(round_) / "fetchlist.parquet").exists() and lock.held():
+            break
+        if time.monotonic() > deadline:
+            return 0
+        time.sleep(poll_s)
+    share_connection_cap(url)
+    shards = driver_shards(url, str(crawl.root), round_)
+    result = luigi.build(
+        [FetchShard(crawl_dir=str(crawl.root), round=round_, shard=i, shards=shards)
+         for i in range(shards)],
+        scheduler_url=url, detailed_summary=True, log_level="WARNING",
+    )  # fmt: skip
+    if result.status in FAILED:
+        raise RoundFailed(f"fetch shards of round {round_} failed:\n{result.summary_text}")
+    return round_
+
+
+def driver_shards(url: str, crawl_dir: str, round_: int) -> int:
+    """How many shards the driver split the round into, as the central scheduler knows its
+    tasks (a worker configured otherwise must not make shards of its own: two processes
+    would fetch one host); this process's setting when the scheduler knows none yet."""
+    from luigi.rpc import RemoteScheduler
+
+    tasks = RemoteScheduler(url).task_list("", "", search="FetchShard") or {}
+    found = {
+        int(t["params"]["shards"]) for t in tasks.values()
+        if isinstance(t, dict) and t.get("name") == "FetchShard"
+        and t["params"].get("crawl_dir") == crawl_dir and t["params"].get("round") == str(round_)
+    }  # fmt: skip
+    if len(found) > 1:
+        raise ValueError(f"the scheduler holds round {round_}'s fetch shards in counts "
+                         f"{sorted(found)}; give every process the same fetch_shards")  # fmt: skip
+    return found.pop() if found else round_shards(sharecrawl())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m pipeline.rounds --join CRAWL_DIR`: a fetch worker for the crawl's round."""
+    parser = argparse.ArgumentParser(prog="python -m pipeline.rounds", description=main.__doc__)
+    parser.add_argument("--join", metavar="CRAWL_DIR", required=True)
+    parser.add_argument("--wait-s", type=float, default=60.0,
+                        help="how long to wait for a round to reach its fetch")  # fmt: skip
+    args = parser.parse_args(argv)
+    from luigi.rpc import RPCError
+
+    try:
+        round_ = join_round(args.join, args.wait_s)
+    except (ValueError, RoundFailed) as e:
+        print(f"sharecrawl: error: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 1
+    except RPCError:
+        print(f"sharecrawl: error: cannot reach the central scheduler at {scheduler_url()}; "
+              "start luigid there or fix [core] default_scheduler_url", file=sys.stderr)
+        return 1
+    print(f"round {round_}: fetch shards done" if round_ else "no round to join", flush=True)
+    return 0
 
 
 def unfinished_round(crawl: CrawlDir) -> int:
@@ -106,3 +219,7 @@ def stop_interrupted(crawl: CrawlDir) -> str:
     state = f"the live version is still v{live:06d}" if live else "no version is live yet"
     verb = "finish" if crawl.segment_dir(pending).exists() else "run"
     return f"interrupted: {state}; run the same command again to {verb} round {pending}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,5 +1,11 @@
 """The [sharecrawl] settings. Their defaults live in the repository's luigi.cfg, read before
-any other Luigi config file, so LUIGI_CONFIG_PATH and the usual Luigi files override them."""
+any other Luigi config file, so LUIGI_CONFIG_PATH and the usual Luigi files override them.
+
+Luigi's own sections say how the rounds are scheduled: `[core] default_scheduler_url` (or
+`crawl --scheduler-url`) names a central scheduler (luigid) that crawl processes on several
+machines share, and `[resources] smb_connections` caps the SMB connections open at once by
+all of them.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +14,11 @@ from pathlib import Path
 import luigi
 from luigi.configuration.cfg_parser import LuigiConfigParser
 
+from jobs.runner import JobRunner
+
 DEFAULTS = Path(__file__).resolve().parents[1] / "luigi.cfg"
 RUNNERS = ("inline", "local", "spark", "hadoop")
+SMB_CONNECTIONS = "smb_connections"  # the Luigi resource of fetch shards
 
 
 def load_defaults() -> None:
@@ -47,6 +56,73 @@ class sharecrawl(luigi.Config):  # lower case: Luigi names a Config by its secti
     stats_depth = luigi.IntParameter()
     stats_every = luigi.IntParameter()
     stats_min_entries = luigi.IntParameter()
+    fetch_shards = luigi.IntParameter()
+    spark_master = luigi.Parameter()
+    cluster_crawl_dir = luigi.Parameter()
+    cluster_python = luigi.Parameter()
+
+
+def scheduler_url() -> str:
+    """The central scheduler's URL (luigi.cfg [core] default_scheduler_url, or
+    default_scheduler_host and _port), or '' for the local scheduler."""
+    config = luigi.configuration.get_config()
+
+    def core(name: str) -> str:
+        return str(config.get("core", name, "") or config.get("core", name.replace("_", "-"), ""))
+
+    if url := core("default_scheduler_url"):
+        return url
+    if host := core("default_scheduler_host"):
+        return f"http://{host}:{core('default_scheduler_port') or 8082}/"
+    return ""
+
+
+def fetch_shards(settings: sharecrawl) -> int:
+    """Fetch tasks of a round: `fetch_shards`, or as many as `crawlers` when 0."""
+    return max(1, settings.fetch_shards or settings.crawlers)
+
+
+def round_shards(settings: sharecrawl) -> int:
+    """Fetch tasks of this round: fetch_shards under a central scheduler, whose workers
+    share them; one under the local scheduler, whose one worker would only run the shards
+    one after the other."""
+    return fetch_shards(settings) if scheduler_url() else 1
+
+
+def smb_connections() -> int:
+    """The cap on SMB connections open at once by every fetch shard a scheduler runs
+    (luigi.cfg [resources]; 0: none)."""
+    return int(luigi.configuration.get_config().getint("resources", SMB_CONNECTIONS, 0) or 0)
+
+
+def set_smb_connections(cap: int) -> None:
+    """Take the cap a central scheduler enforces as this process's own."""
+    config = luigi.configuration.get_config()
+    if not config.has_section("resources"):
+        config.add_section("resources")
+    config.set("resources", SMB_CONNECTIONS, str(cap))
+
+
+def connection_cap(settings: sharecrawl) -> int:
+    """The cap to tell a central scheduler that has none: luigi.cfg's, else `crawlers`."""
+    return smb_connections() or settings.crawlers
+
+
+def shard_connections(settings: sharecrawl) -> int:
+    """Hosts one fetch shard fetches at once: `crawlers`, within the connection cap."""
+    cap = smb_connections()
+    return max(1, min(settings.crawlers, cap) if cap > 0 else settings.crawlers)
+
+
+def job_runner(settings: sharecrawl, crawl_root: str | Path) -> JobRunner:
+    """Where this crawl's update jobs run."""
+    return JobRunner(
+        settings.runner,
+        spark_master=settings.spark_master,
+        crawl_root=str(Path(crawl_root).resolve()),
+        cluster_root=settings.cluster_crawl_dir,
+        python_bin=settings.cluster_python,
+    )
 
 
 load_defaults()

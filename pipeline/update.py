@@ -28,12 +28,11 @@ import pyarrow.parquet as pq
 from crawl_io.crawldir import CrawlDamaged, CrawlDir, host_file, read_parquet
 from crawl_io.schema import FETCHLOG, HOSTS, LISTING, MEDIA, PARTITIONS, PREFIX_STATS
 from crawl_io.sources import CONFIG_STATUSES, HOST_OK, UNREACHABLE_STATUSES
-from jobs.bstar_split import Limits
 from jobs.crawl_rules import load_rules
-from jobs.membership import share_root
+from jobs.membership import descendants, share_root
+from jobs.mr_listing import run_listing_jobs, split_state
 from jobs.mr_prefix_stats import round_prefix_stats
-from jobs.mr_subtree_hash import MRSubtreeHash
-from jobs.runner import run_job, write_manifest
+from jobs.scan_cost import Limits, listing_seconds
 from pipeline import repartition
 from pipeline.fetch import Fetch
 from pipeline.host_rewrite import HostChange, rewrite_host
@@ -41,7 +40,7 @@ from pipeline.inject import Inject
 from pipeline.publish import VersionBuild
 from pipeline.scheduling.history import Histories
 from pipeline.scheduling.rates import DEFAULT_WINDOW_S
-from pipeline.settings import sharecrawl
+from pipeline.settings import job_runner, sharecrawl
 from pipeline.targets import PublishedVersion
 
 REPLACED = ("changed", "new")
@@ -55,10 +54,9 @@ def _ts(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
 
 
-def listing_manifest(seg: Path) -> Path | None:
-    """The manifest of the round's non-empty listing parts, the jobs' input."""
-    parts = [p for p in sorted((seg / "listing").glob("*.parquet")) if pq.read_metadata(p).num_rows]
-    return write_manifest(parts, seg / "jobs" / "listing.manifest") if parts else None
+def listing_parts(seg: Path) -> list[Path]:
+    """The round's non-empty listing parts, the listing jobs' input."""
+    return [p for p in sorted((seg / "listing").glob("*.parquet")) if pq.read_metadata(p).num_rows]
 
 
 def partitions_table(partitions: list[dict], histories: Histories) -> pa.Table:
@@ -116,15 +114,7 @@ def updated_partitions(
                 part["last_change"] = t  # a partition listed again after damage is not new
             part["n_changes"] += status == "changed"
     # a removed partition takes the partitions under it along
-    children: dict[str | None, list[str]] = {}
-    for pid, part in parts.items():
-        children.setdefault(part["parent_id"], []).append(pid)
-    stack = [pid for pid in removed]
-    while stack:
-        for child in children.get(stack.pop(), ()):
-            if child not in removed:
-                removed.add(child)
-                stack.append(child)
+    removed = descendants(removed, {pid: part["parent_id"] for pid, part in parts.items()})
     kept = [part for pid, part in parts.items() if pid not in removed]
     histories = Histories.of(old).updated(
         [p["partition_id"] for p in kept], scans, since_us=round((now - DEFAULT_WINDOW_S) * 1e6)
@@ -209,22 +199,25 @@ class Update(luigi.Task):
         inject = pq.read_table(self.input()["inject"].path).to_pylist()
         log_table = pq.read_table(self.input()["fetch"].path, schema=FETCHLOG)
         log = log_table.to_pylist()
-        manifest = listing_manifest(seg)
-        summaries = dict(run_job(MRSubtreeHash, manifest, settings.runner)) if manifest else {}
+        runner = job_runner(settings, crawl.root)
 
         hosts = updated_hosts(crawl.read(prev, "hosts"), inject, log,
                               (settings.list_s_per_folder, settings.tag_s_per_file))  # fmt: skip
         listed = {h["host"] for h in hosts}
         old_partitions = crawl.read(prev, "partitions")
-        partitions, removed, histories = updated_partitions(
-            old_partitions, log, summaries, listed, now
-        )
         replaced = {r["partition_id"] for r in log if r["status"] in REPLACED}
-        touched = {r["host"] for r in log if r["partition_id"] in replaced | removed}
+        # the listing jobs (hashes and the split's plan) in one runner start; the plan reads
+        # the partitions after the round, whose counts aside from the hashes' are known now
+        before, _, _ = updated_partitions(old_partitions, log, {}, listed, now)
         limits = Limits(settings.partition_max_seconds, settings.partition_max_bytes)
-        split_plan = repartition.plan(manifest, partitions, hosts, replaced & {
-            p["partition_id"] for p in partitions}, limits, settings.runner)  # fmt: skip
-        reshaped = repartition.apply(split_plan, partitions, datetime.fromtimestamp(now, UTC))
+        rescanned = replaced & {p["partition_id"] for p in before}
+        state = split_state(before, hosts, rescanned, limits)
+        listing = run_listing_jobs(listing_parts(seg), seg / "jobs", state, runner)
+        partitions, removed, histories = updated_partitions(
+            old_partitions, log, listing.summaries, listed, now
+        )
+        touched = {r["host"] for r in log if r["partition_id"] in replaced | removed}
+        reshaped = repartition.apply(listing.plan, partitions, datetime.fromtimestamp(now, UTC))
         touched |= reshaped
         rules = load_rules(seg / "rules.txt")
         rules_changed = rules.digest != load_rules(crawl.segment_dir(prev) / "rules.txt").digest
@@ -263,7 +256,7 @@ class Update(luigi.Task):
         host_rows = {h["host"]: h for h in hosts}
         for p in partitions:  # the scheduler's cost: listing every folder, at the host's pace
             pace = host_rows[p["host"]]["list_s_per_folder"]
-            p["est_scan_s"] = max(p["n_folders"] or 0, 1) * pace
+            p["est_scan_s"] = listing_seconds(p["n_folders"], pace)
         build.write_table("hosts", pa.Table.from_pylist(hosts, HOSTS))
         build.write_table("partitions", partitions_table(partitions, histories))
         redo_stats = touched | lost_hosts  # a host whose rows were lost keeps no stale stats
@@ -275,7 +268,7 @@ class Update(luigi.Task):
         stats = round_prefix_stats(
             round_=self.round, version_dir=out, prev_dir=crawl.version_dir(prev) if prev else None,
             old_stats=old_stats, listed=listed, touched=redo_stats, damaged=lost_hosts,
-            runner=settings.runner, depth=settings.stats_depth,
+            runner=runner, depth=settings.stats_depth,
             min_entries=settings.stats_min_entries, stats_every=settings.stats_every,
             workdir=seg / "jobs",
         )  # fmt: skip

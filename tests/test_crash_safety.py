@@ -14,11 +14,11 @@ from pathlib import Path
 import luigi
 
 from crawl_io.crawldir import CrawlDir
-from jobs.mr_subtree_hash import MRSubtreeHash
-from jobs.runner import run_job
+from jobs.mr_listing import MRListingJobs
+from jobs.runner import run_job, write_manifest
 from pipeline import settings as config
 from pipeline.fetch import Fetch
-from pipeline.update import listing_manifest
+from pipeline.update import listing_parts
 from tests.conftest import LAN
 from tests.test_pipeline import build
 
@@ -121,9 +121,10 @@ def test_a_crawl_dir_moved_mid_round_finishes_the_round_at_its_new_path(
     assert luigi.build([Fetch(crawl_dir=str(lan.crawl_dir), round=2)], local_scheduler=True,
                        log_level="WARNING")  # fmt: skip
     old = lan.crawl_dir
-    manifest = listing_manifest(CrawlDir(old).segment_dir(2))  # as a killed Update left it
-    assert manifest is not None
-    expected = dict(run_job(MRSubtreeHash, manifest, "inline"))
+    seg = CrawlDir(old).segment_dir(2)
+    manifest = write_manifest(listing_parts(seg), seg / "jobs" / "listing.manifest", groups=2)
+    expected = {tuple(k): v for k, v in run_job(MRListingJobs, manifest, "inline")}
+    assert expected  # as a killed Update left it: a manifest naming the round's listings
 
     new = tmp_path / "elsewhere" / "mounted" / "crawl"
     new.parent.mkdir(parents=True)
@@ -132,7 +133,8 @@ def test_a_crawl_dir_moved_mid_round_finishes_the_round_at_its_new_path(
     lan.crawl_dir = new
     crawl = CrawlDir(new)
     moved = crawl.segment_dir(2) / manifest.relative_to(CrawlDir(old).segment_dir(2))
-    assert dict(run_job(MRSubtreeHash, moved, "local")) == expected  # read by job processes
+    got = {tuple(k): v for k, v in run_job(MRListingJobs, moved, "local")}
+    assert got == expected  # read by job processes
 
     lan.crawl(runner="local")
     assert crawl.current() == 2

@@ -1,4 +1,5 @@
-"""The subtree-hash job agrees with the one hash definition, on every mrjob runner we use."""
+"""The listing jobs agree with the one hash definition, on every mrjob runner we use and in
+this process."""
 
 from __future__ import annotations
 
@@ -14,15 +15,17 @@ from hypothesis import strategies as st
 from crawl_io.crawldir import write_parquet
 from crawl_io.mediatypes import media_kind
 from crawl_io.schema import LISTING
-from jobs.mr_subtree_hash import MRSubtreeHash
-from jobs.runner import run_job, write_manifest
+from jobs.mr_listing import ListingResults, MRListingJobs, run_listing_jobs
+from jobs.runner import JobRunner, run_job, write_manifest
 from jobs.subtree_hash import (
-    create_duplicate_folders_view,
+    duplicate_folders_sql,
     folder_hashes,
     folder_summaries,
+    in_partition_order,
     media_mask,
     partition_hash,
-    partition_summaries,
+    read_listing,
+    summarize,
 )
 
 names = st.text(st.characters(blacklist_characters="/\0", blacklist_categories=("Cs",)),
@@ -65,25 +68,70 @@ def test_mapper_hash_is_the_hash_definition(tmp_path_factory, files) -> None:
     path = tmp_path_factory.mktemp("l") / "h.parquet"
     table = listing("h", "p1", files)
     write_parquet(table, path)
-    ((pid, summary),) = partition_summaries(str(path))
+    ((pid, summary),) = summarize(read_listing(path)).items()
     assert pid == "p1" and summary["hash"] == expected(table)
     assert summary["n_files"] + summary["n_folders"] == table.num_rows
 
 
-@pytest.mark.parametrize("runner", ["inline", "local"])
-def test_job_runs_on_mrjob_runners(tmp_path: Path, runner: str) -> None:
+def two_parts(tmp_path: Path) -> tuple[list[Path], dict[str, pa.Table]]:
     a = listing("a", "pa", {"x/1.mp3": (5, 1), "x/2.txt": (7, 2), "y.flac": (9, 3)})
     b1 = listing("b", "pb1", {"q/r.ogg": (11, 4)})
     b2 = listing("b", "pb2", {"z/w.mp4": (13, 5)})
     write_parquet(a, tmp_path / "a.parquet")
     write_parquet(pa.concat_tables([b1, b2]), tmp_path / "b.parquet")
-    manifest = write_manifest([tmp_path / "a.parquet", tmp_path / "b.parquet"], tmp_path / "m")
-    out = dict(run_job(MRSubtreeHash, manifest, runner))
+    return [tmp_path / "a.parquet", tmp_path / "b.parquet"], {"pa": a, "pb1": b1, "pb2": b2}
+
+
+@pytest.mark.parametrize("runner", ["inline", "local"])
+def test_job_runs_on_mrjob_runners(tmp_path: Path, runner: str) -> None:
+    parts, tables = two_parts(tmp_path)
+    manifest = write_manifest(parts, tmp_path / "m")
+    out = ListingResults.of(run_job(MRListingJobs, manifest, runner)).summaries
     assert out == {
-        "pa": {"hash": expected(a), "n_folders": 1, "n_files": 3, "n_media": 2, "bytes": 21},
-        "pb1": {"hash": expected(b1), "n_folders": 1, "n_files": 1, "n_media": 1, "bytes": 11},
-        "pb2": {"hash": expected(b2), "n_folders": 1, "n_files": 1, "n_media": 1, "bytes": 13},
-    }
+        "pa": {"hash": expected(tables["pa"]), "n_folders": 1, "n_files": 3, "n_media": 2,
+               "bytes": 21},
+        "pb1": {"hash": expected(tables["pb1"]), "n_folders": 1, "n_files": 1, "n_media": 1,
+                "bytes": 11},
+        "pb2": {"hash": expected(tables["pb2"]), "n_folders": 1, "n_files": 1, "n_media": 1,
+                "bytes": 13},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("runner", ["inline", "local"])
+def test_the_round_runs_the_listing_jobs_in_process_or_as_one_job_alike(
+    tmp_path: Path, runner: str
+) -> None:
+    """Inline: the pure functions in this process; local: one mrjob job whose manifest
+    groups the parts into one line per task. Same summaries either way."""
+    parts, tables = two_parts(tmp_path)
+    got = run_listing_jobs(parts, tmp_path / "jobs", None, JobRunner(runner))
+    assert got.summaries == {pid: summarize(t)[pid] for pid, t in tables.items()}
+    manifest = tmp_path / "jobs" / "listing.manifest"
+    assert manifest.exists() == (runner == "local")  # in process: no manifest, no job
+
+
+def test_a_partition_in_two_listing_parts_is_an_error(tmp_path: Path) -> None:
+    a = listing("a", "p", {"x/1.mp3": (5, 1)})
+    write_parquet(a, tmp_path / "a.parquet")
+    write_parquet(a, tmp_path / "b.parquet")
+    with pytest.raises(ValueError, match="two listing parts"):
+        run_listing_jobs([tmp_path / "a.parquet", tmp_path / "b.parquet"], tmp_path, None,
+                         JobRunner("inline"))  # fmt: skip
+
+
+@settings(max_examples=30, deadline=None)
+@given(trees, st.randoms(use_true_random=False))
+def test_rows_in_fetch_order_or_shuffled_hash_alike(files, rnd) -> None:
+    """A fetch writes a partition's rows in canonical order, and summarize then does not
+    sort them; any other order is sorted first. Both give the hashes of the definition."""
+    table = pa.concat_tables([listing("h", "p1", files), listing("h", "p2", files)])
+    ordered = in_partition_order(table)
+    assert in_partition_order(ordered) is ordered  # in order: taken as it is
+    rows = list(range(table.num_rows))
+    rnd.shuffle(rows)
+    shuffled = table.take(pa.array(rows))
+    assert summarize(shuffled) == summarize(ordered)
+    assert summarize(ordered)["p1"]["hash"] == expected(listing("h", "p1", files))
 
 
 def reference_folders(table: pa.Table, with_times: bool) -> dict[str, str]:
@@ -112,19 +160,15 @@ def test_folder_hashes_are_the_hash_definition(files) -> None:
         assert row["bytes"] == sum(files[f][0] for f in below)
 
 
-def test_duplicate_folders_view_finds_an_album_on_two_hosts(tmp_path: Path) -> None:
+def test_duplicate_folders_view_finds_an_album_on_two_hosts() -> None:
     album = {f"Album/{i:02d}.mp3": (1000 + i, 0) for i in range(4)}
     a = listing("a", "pa", {**album, "Other/x.mp3": (5, 1)})
     b = listing("b", "pb", {f"Music/{k}": (size, 99) for k, (size, _) in album.items()})
     c = listing("c", "pc", {"Small/1.mp3": (5, 1)})  # same as nothing: too few files
-    for name, table in (("a", a), ("b", b), ("c", c)):
-        write_parquet(table, tmp_path / f"{name}.parquet")
-    manifest = write_manifest(sorted(tmp_path.glob("*.parquet")), tmp_path / "m")
-    folders = tmp_path / "folders"
-    dict(run_job(MRSubtreeHash, manifest, "inline", "--folders-dir", str(folders)))
     con = duckdb.connect()
-    create_duplicate_folders_view(con, folders, min_files=3)
-    rows = con.sql("SELECT n_hosts, n_files, hosts, copies FROM duplicate_folders").fetchall()
+    con.register("folders", pa.concat_tables([folder_summaries(t) for t in (a, b, c)]))
+    sql = duplicate_folders_sql("folders", min_files=3)
+    rows = con.sql(f"SELECT n_hosts, n_files, hosts, copies FROM ({sql})").fetchall()
     assert rows == [
         (
             2,

@@ -109,3 +109,31 @@ def test_repair_is_refused_while_a_crawl_holds_the_lock(lan: LAN, capsys) -> Non
         assert (lan.crawl_dir / "crawldb" / "CURRENT").read_text() == ""  # untouched
     assert lan.cli("check", "--repair") == 0
     assert CrawlDir(lan.crawl_dir).current() == 1
+
+
+def test_held_says_whether_a_process_holds_the_lock_and_never_blocks_it(tmp_path: Path) -> None:
+    """What a fetch worker checks before it joins a round: held while a process holds it,
+    not after it released it or was killed (its record stays); probing leaves it free."""
+    probe = CrawlLock(tmp_path)
+    assert not probe.held()
+    code = (
+        "import time; from crawl_io.lock import CrawlLock; "
+        f"CrawlLock({str(tmp_path)!r}).acquire(); print('locked', flush=True); time.sleep(60)"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+        cwd=Path(__file__).resolve().parents[1], start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        assert probe.held() and probe.held()  # probing twice: no lock of its own is left
+        with pytest.raises(CrawlLocked):
+            CrawlLock(tmp_path).acquire()
+    finally:
+        holder.kill()
+        holder.wait(10)
+    assert probe.holder() is not None and probe.holder().pid == holder.pid  # record stays
+    assert not probe.held()
+    with CrawlLock(tmp_path).acquire():  # the probes never kept it
+        assert CrawlLock(tmp_path).held()
+    assert not probe.held()

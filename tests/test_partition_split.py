@@ -6,8 +6,6 @@ import itertools
 import os
 import shutil
 import subprocess
-import sys
-import zipfile
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,10 +20,11 @@ from crawl_io.connect import open_source
 from crawl_io.crawldir import write_parquet
 from crawl_io.schema import LISTING
 from crawl_io.sources import parse_host_url
-from jobs.bstar_split import HostCost, Limits, listing_cost, plan_repartition, split
+from jobs.bstar_split import plan_repartition, split_ranges
 from jobs.membership import PartitionKey, Ranges, assign_partition_ids, partition_key, share_root
-from jobs.mr_partition_split import MRPartitionSplit, plan_from_output, write_state
-from jobs.runner import run_job, write_manifest
+from jobs.mr_listing import ListingResults, MRListingJobs, SplitState, run_listing_jobs, write_state
+from jobs.runner import JobRunner, run_job, write_manifest
+from jobs.scan_cost import HostCost, Limits, listing_cost
 from jobs.walk import walk_partition
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -248,7 +247,7 @@ def test_root_exception_a_folder_too_big_to_split_stays_whole() -> None:
     assert plan_repartition(parts, table, limits=LIMITS, host_costs={"h": COST})["create"] == []
     # the share root's own files cannot be split either
     flat = tree_table({f"{i:04d}.mp3": 1 for i in range(300)})
-    assert split(flat, host_costs={"h": COST}, max_seconds=50, within=share_root("h", "s")) == []
+    assert split_ranges(flat, cost=COST, limits=LIMITS, within=share_root("h", "s")) == []
 
 
 # -- re-partitioning -----------------------------------------------------------------------
@@ -335,8 +334,8 @@ def test_walks_over_a_real_tree_cover_every_entry_once(tmp_path: Path) -> None:
     assert walked == Counter(table["path"].to_pylist())
 
 
-# -- the job -------------------------------------------------------------------------------
-def job_inputs(tmp_path: Path) -> tuple[Path, Path, dict]:
+# -- the job ---------------------------------------------------------------------------------
+def job_inputs(tmp_path: Path) -> tuple[list[Path], SplitState, dict]:
     """Two hosts, each a freshly injected share root rescanned with its whole tree."""
     listings, partitions, expected = [], [], {"create": [], "delete": [], "merge": [],
                                               "reparent": []}  # fmt: skip
@@ -349,15 +348,25 @@ def job_inputs(tmp_path: Path) -> tuple[Path, Path, dict]:
         for name in expected:
             expected[name] += plan[name]
     expected["create"].sort(key=lambda c: c["partition_id"])
-    state = write_state(tmp_path / "state.json", partitions, {"a": COST, "b": COST}, LIMITS)
-    return write_manifest(listings, tmp_path / "manifest"), state, expected
+    return listings, SplitState(partitions, {"a": COST, "b": COST}, LIMITS), expected
 
 
 @pytest.mark.parametrize("runner", ["inline", "local"])
 def test_job_emits_the_plan(tmp_path: Path, runner: str) -> None:
-    manifest, state, expected = job_inputs(tmp_path)
-    plan = plan_from_output(run_job(MRPartitionSplit, manifest, runner, "--state", str(state)))
-    assert plan == expected and plan["create"]
+    parts, state, expected = job_inputs(tmp_path)
+    manifest = write_manifest(parts, tmp_path / "manifest")
+    args = ("--jobs", "split", "--state", str(write_state(tmp_path / "state.json", state)))
+    results = ListingResults.of(run_job(MRListingJobs, manifest, runner, *args))
+    assert results.plan == expected and results.plan["create"]
+    assert results.summaries == {}  # the split alone
+
+
+@pytest.mark.parametrize("runner", ["inline", "local"])
+def test_the_round_gets_hashes_and_plan_from_one_run(tmp_path: Path, runner: str) -> None:
+    parts, state, expected = job_inputs(tmp_path)
+    results = run_listing_jobs(parts, tmp_path / "jobs", state, JobRunner(runner))
+    assert results.plan == expected
+    assert set(results.summaries) == {share_root(h, "s").id for h in ("a", "b")}
 
 
 def _spark_missing() -> str | None:
@@ -373,23 +382,11 @@ def _spark_missing() -> str | None:
 @pytest.mark.spark
 @pytest.mark.skipif(_spark_missing() is not None, reason=str(_spark_missing()))
 def test_job_runs_on_spark(tmp_path: Path) -> None:
-    manifest, state, expected = job_inputs(tmp_path)
-    packages = tmp_path / "packages.zip"
-    with zipfile.ZipFile(packages, "w") as zf:
-        for package in ("crawl_io", "jobs"):
-            for path in (ROOT / package).rglob("*.py"):
-                zf.write(path, path.relative_to(ROOT))
-    env_path = os.environ.get("PYTHONPATH", "")
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env_path]))
+    parts, state, expected = job_inputs(tmp_path)
     try:
-        pairs = run_job(
-            MRPartitionSplit, manifest, "spark", "--state", str(state),
-            "--python-bin", sys.executable, "--spark-master", "local[2]",
-            "--py-files", str(packages), "--jobconf", "spark.ui.enabled=false",
-        )  # fmt: skip
-        plan = plan_from_output(pairs)
+        results = run_listing_jobs(parts, tmp_path / "jobs", state,
+                                   JobRunner("spark", spark_master="local[2]"))  # fmt: skip
     except subprocess.CalledProcessError as e:  # pragma: no cover - diagnostics only
         pytest.fail(f"spark-submit failed: {e}")
-    finally:
-        os.environ["PYTHONPATH"] = env_path
-    assert plan == expected
+    assert results.plan == expected
+    assert set(results.summaries) == {share_root(h, "s").id for h in ("a", "b")}

@@ -1,0 +1,106 @@
+"""The cost of scanning a partition (thesis §3.2.1): the one definition that the split,
+Update's estimate for the scheduler and Generate all use.
+
+A scan lists the partition's root folder and every folder in it, at the host's measured
+pace (`list_s_per_folder`), and reads the tags of media files (`tag_s_per_file` each); it
+holds the paths of those media files in memory while it reads them. So:
+- `listing_seconds`: listing every folder; what a rescan costs when nothing changed (no tag
+  is read then), and so what the scheduler budgets (`partitions.est_scan_s`);
+- `scan_seconds`: listing every folder and reading every media file's tags; what a scan of a
+  new partition costs, the bound the B*-subtree limits put on a partition;
+- `Limits.load`: how full a (seconds, bytes) cost makes a partition, against both limits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.subtree_hash import media_mask
+
+DEFAULT_MEDIA_PATH_BYTES = 100  # memory per media file when a partition's paths are unknown
+
+
+@dataclass(frozen=True)
+class HostCost:
+    list_s_per_folder: float
+    tag_s_per_file: float
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_seconds: float = 90.0
+    max_bytes: int = 10 * 1024 * 1024
+
+    def load(self, seconds: float, mem_bytes: float) -> float:
+        return max(seconds / self.max_seconds, mem_bytes / self.max_bytes)
+
+
+def listing_seconds(n_folders: int | None, list_s_per_folder: float) -> float:
+    """Listing a partition: its root folder and its `n_folders` folders."""
+    return ((n_folders or 0) + 1) * list_s_per_folder
+
+
+def scan_seconds(n_folders: int | None, n_media: int | None, cost: HostCost) -> float:
+    """Listing a partition and reading the tags of its `n_media` media files."""
+    return listing_seconds(n_folders, cost.list_s_per_folder) + (n_media or 0) * cost.tag_s_per_file
+
+
+def scheduled_seconds(est_scan_s: float | None, default_s: float) -> float:
+    """What the scheduler budgets for a partition: its stored estimate, or `default_s` (the
+    partition limit, the most a partition may cost) for one never estimated."""
+    return est_scan_s or default_s
+
+
+def listing_cost(
+    rows: pa.Table, cost: HostCost, media: pa.Array | None = None
+) -> tuple[float, float]:
+    """(scan seconds, media path bytes) of a partition whose listing rows these are; `media`
+    is the rows' media mask when the caller has it (jobs.subtree_hash.media_mask)."""
+    if media is None:
+        media = pc.and_(pc.invert(rows["is_dir"]), media_mask(rows["name"]))
+    n_folders = pc.sum(rows["is_dir"].cast(pa.int64())).as_py() or 0
+    n_media = pc.sum(media.cast(pa.int64())).as_py() or 0
+    mem = pc.sum(pc.binary_length(pc.filter(rows["path"], media))).as_py() or 0
+    return scan_seconds(n_folders, n_media, cost), mem
+
+
+def stored_cost(row: Mapping[str, Any], cost: HostCost) -> tuple[float, float]:
+    """The same estimate from a partitions row (its mem_bytes when known)."""
+    mem = row.get("mem_bytes")
+    n_media = row.get("n_media") or 0
+    return scan_seconds(row.get("n_folders"), n_media, cost), (
+        mem if mem is not None else n_media * DEFAULT_MEDIA_PATH_BYTES
+    )
+
+
+@dataclass
+class FolderCosts:
+    """Folders in canonical order (depth first, by name) and each one's own cost: one
+    listing plus its direct media files' tag reads, and their paths' bytes."""
+
+    paths: list[str]
+    seconds: np.ndarray
+    mem_bytes: np.ndarray
+
+
+def folder_costs(
+    folders: pa.Array, media_parents: pa.Array, media_path_bytes: pa.Array, cost: HostCost
+) -> FolderCosts:
+    """`folders` in canonical order; each media file's parent folder and path length.
+    Raises ValueError for a media file outside those folders."""
+    where = pc.index_in(media_parents, value_set=folders)
+    if where.null_count:
+        raise ValueError("media files outside the folders of their partition")
+    where = where.to_numpy(zero_copy_only=False)
+    n_media = np.bincount(where, minlength=len(folders))
+    mem = np.bincount(where, weights=media_path_bytes.to_numpy(zero_copy_only=False),
+                      minlength=len(folders)).astype(np.float64)  # fmt: skip
+    # each folder alone: one listing (a partition of no folder below its root) and its tags
+    seconds = listing_seconds(0, cost.list_s_per_folder) + n_media * cost.tag_s_per_file
+    return FolderCosts(folders.to_pylist(), seconds, mem)

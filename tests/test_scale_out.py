@@ -1,0 +1,393 @@
+"""A round under Luigi's central scheduler: a real `luigid` on a loopback port, a crawl
+process that names it in its config, the round's Fetch split into shard tasks."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from crawl_io.crawldir import CrawlDir
+from crawl_io.lock import CrawlLock
+from jobs.mr_listing import run_listing_jobs
+from jobs.runner import JobRunner
+from pipeline.fetch import FetchShard, shard_of
+from pipeline.rounds import share_connection_cap
+from pipeline.settings import smb_connections
+from tests.cliproc import run_cli
+from tests.conftest import LAN
+from tests.test_partition_split import job_inputs
+
+LUIGID = Path(sys.executable).with_name("luigid")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+    except OSError:
+        return False
+    return True
+
+
+@contextmanager
+def running_luigid(home: Path, config: str) -> Iterator[int]:
+    """A luigid of its own on a free loopback port, `config` its config file, in `home`;
+    ended by its pid."""
+    if not LUIGID.exists():
+        pytest.skip(f"luigid is not installed next to {sys.executable}")
+    home.mkdir()
+    (home / "luigid.cfg").write_text(config)
+    port = free_port()
+    env = {**os.environ, "LUIGI_CONFIG_PATH": str(home / "luigid.cfg")}
+    proc = subprocess.Popen(
+        [str(LUIGID), "--address", "127.0.0.1", "--port", str(port),
+         "--state-path", str(home / "state.pickle"), "--logdir", str(home)],
+        cwd=home, env=env, stdout=subprocess.DEVNULL, stderr=open(home / "stderr", "w"),
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not listening(port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"luigid did not start: {(home / 'stderr').read_text()[-2000:]}")
+            time.sleep(0.2)
+        yield port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+@pytest.fixture
+def luigid(tmp_path: Path) -> Iterator[int]:
+    """A luigid capping SMB connections at 1, fewer than a shard's `crawlers`."""
+    with running_luigid(tmp_path / "luigid", "[resources]\nsmb_connections = 1\n") as port:
+        yield port
+
+
+def resources(port: int) -> dict[str, int]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/resource_list") as r:
+        return {x["name"]: x["num_total"] for x in json.load(r)["response"]}
+
+
+def scheduler_tasks(port: int, status: str) -> dict[str, dict]:
+    data = urllib.parse.quote(json.dumps({"status": status}))
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/task_list?data={data}") as r:
+        return json.load(r)["response"]
+
+
+def build(lan: LAN, hosts: int) -> list[str]:
+    names = [f"pc{i:02d}" for i in range(hosts)]
+    for i, name in enumerate(names):
+        lan.media(name, f"Music/Artist {i}/{i:02d} song.mp3", "mp3", title=f"Song {i}")
+        lan.media(name, "Video/clip.mp4", "mp4", title=f"Clip {i}")
+    lan.write_hosts(*names)
+    return names
+
+
+def tables(crawl_dir: Path) -> dict[str, list]:
+    """The crawl's partitions and files, in a stable order."""
+    crawl = CrawlDir(crawl_dir)
+    out = {}
+    wanted = {"partitions": ["partition_id", "hash", "n_files", "n_media"],
+              "files": ["host", "share", "path", "size", "partition_id"]}  # fmt: skip
+    for name, columns in wanted.items():
+        table = crawl.read(crawl.current(), name).select(columns)
+        out[name] = sorted(table.to_pylist(), key=lambda r: json.dumps(r, sort_keys=True))
+    return out
+
+
+def test_a_round_under_luigid_runs_each_shard_once_and_matches_a_local_round(
+    lan: LAN, luigid: int, tmp_path: Path
+) -> None:
+    hosts = build(lan, 6)
+    cfg = tmp_path / "central.cfg"
+    cfg.write_text(
+        f"[core]\ndefault_scheduler_host = 127.0.0.1\ndefault_scheduler_port = {luigid}\n"
+        "[sharecrawl]\nfetch_shards = 3\ncrawlers = 2\n"
+    )
+    central = tmp_path / "central-crawl"
+    done = run_cli("crawl", "--crawl-dir", str(central), "--hosts-file", str(lan.hosts_file),
+                   "--rounds", "1", "--runner", "inline", config=cfg)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (central / "crawldb" / "CURRENT").read_text().strip() == "v000001"
+
+    # luigid ran the round: three fetch shards, each once, and every stage after them
+    ran = scheduler_tasks(luigid, "DONE")
+    shards = sorted(
+        (t["params"]["shard"], t["params"]["shards"]) for t in ran.values()
+        if t["name"] == "FetchShard" and t["params"]["round"] == "1"
+    )  # fmt: skip
+    assert shards == [("0", "3"), ("1", "3"), ("2", "3")]
+    assert {"Generate", "Fetch", "Update", "Index"} <= {t["name"] for t in ran.values()}
+    assert scheduler_tasks(luigid, "FAILED") == {}
+    # luigid kept its own cap, and the shards asked for no more (or they would never run)
+    assert resources(luigid) == {"smb_connections": 1}
+
+    # each host fetched by its shard, once; the shards' markers count them
+    seg = central / "segments" / "r000001"
+    markers = sorted((seg / "fetch").iterdir())
+    assert [m.name for m in markers] == ["shard-000-of-003", "shard-001-of-003",
+                                         "shard-002-of-003"]  # fmt: skip
+    per_shard = [int(m.read_text().split()[0]) for m in markers]
+    keys = host_keys(seg, hosts)
+    assert per_shard == [sum(shard_of(h, 3) == i for h in keys) for i in range(3)]
+    assert sum(per_shard) == len(hosts)
+
+    # the same tables as one process with the local scheduler
+    lan.crawl()
+    assert tables(central) == tables(lan.crawl_dir)
+    assert len(tables(central)["files"]) == 3 * len(hosts)  # a folder and two media files
+
+
+def test_two_crawl_processes_share_a_round_through_luigid(lan: LAN, tmp_path: Path) -> None:
+    """The round's driver (`sharecrawl crawl`, holding the crawl lock) and a fetch worker
+    that joins it share the shards; a second, independent crawl is still refused."""
+    with running_luigid(tmp_path / "luigid", "[resources]\nsmb_connections = 4\n") as port:
+        two_processes_share_a_round(lan, port, tmp_path)
+
+
+def two_processes_share_a_round(lan: LAN, luigid: int, tmp_path: Path) -> None:
+    hosts = build(lan, 8)
+    cfg = tmp_path / "central.cfg"
+    cfg.write_text(
+        f"[core]\ndefault_scheduler_host = 127.0.0.1\ndefault_scheduler_port = {luigid}\n"
+        "[sharecrawl]\nfetch_shards = 4\ncrawlers = 1\n"
+    )
+    central = tmp_path / "central-crawl"
+    central.mkdir()
+    env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg)}
+    # the worker is configured otherwise: it takes the driver's shard count from luigid
+    worker_cfg = tmp_path / "worker.cfg"
+    worker_cfg.write_text(cfg.read_text().replace("fetch_shards = 4", "fetch_shards = 3"))
+    repo = Path(__file__).resolve().parents[1]
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.rounds", "--join", str(central), "--wait-s", "120"],
+        cwd=repo, env={**env, "LUIGI_CONFIG_PATH": str(worker_cfg)}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "crawl", "--crawl-dir", str(central),
+             "--hosts-file", str(lan.hosts_file), "--rounds", "1", "--runner", "inline"],
+            cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        # while the round runs, a second crawl of the same directory is refused
+        deadline = time.monotonic() + 60
+        while not (central / "LOCK").exists() or not (central / "LOCK").read_text():
+            assert time.monotonic() < deadline and driver.poll() is None
+            time.sleep(0.1)
+        second = run_cli("crawl", "--crawl-dir", str(central), "--hosts-file",
+                         str(lan.hosts_file), "--rounds", "1", config=cfg)  # fmt: skip
+        if driver.poll() is None:  # (the round may have ended meanwhile)
+            assert second.returncode == 75 and "holds" in second.stderr
+        out, err = driver.communicate(timeout=600)
+        assert driver.returncode == 0, err[-3000:]
+        w_out, w_err = worker.communicate(timeout=120)
+        assert worker.returncode == 0, w_err[-3000:]
+    finally:
+        for proc in (worker, locals().get("driver")):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    assert "round 1: fetch shards done" in w_out
+    assert (central / "crawldb" / "CURRENT").read_text().strip() == "v000001"
+
+    seg = central / "segments" / "r000001"
+    names = sorted(m.name for m in (seg / "fetch").iterdir())
+    assert names == [f"shard-{i:03d}-of-004" for i in range(4)]
+    markers = [(seg / "fetch" / name).read_text() for name in names]
+    pids = {int(m.split("pid ")[1]) for m in markers}
+    assert pids == {driver.pid, worker.pid}  # both fetched shards
+    assert sum(int(m.split()[0]) for m in markers) == len(hosts)
+    lan.crawl()
+    assert tables(central) == tables(lan.crawl_dir)
+
+
+def host_keys(seg: Path, names: list[str]) -> list[str]:
+    """The host keys of a round's fetch list: one per host named."""
+    keys = pq.read_table(seg / "fetchlist.parquet", columns=["host"])["host"].to_pylist()
+    assert len(set(keys)) == len(names)
+    return sorted(set(keys))
+
+
+def test_a_host_goes_to_the_same_shard_in_every_process() -> None:
+    """Python's hash() of a string differs between processes; the shard of a host must not
+    (several crawl processes each decide which hosts their shard holds)."""
+    hosts = [f"file:///srv/lan/pc{i}" for i in range(40)]
+    here = [shard_of(h, 4) for h in hosts]
+    code = ("import json, sys; from pipeline.fetch import shard_of; "
+            f"print(json.dumps([shard_of(h, 4) for h in {hosts!r}]))")  # fmt: skip
+    for seed in ("1", "2"):
+        other = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+            cwd=Path(__file__).resolve().parents[1], env={**os.environ, "PYTHONHASHSEED": seed},
+        )  # fmt: skip
+        assert json.loads(other.stdout) == here
+    assert set(here) == {0, 1, 2, 3}  # 40 hosts reach every shard
+
+
+def test_a_central_scheduler_without_a_cap_is_told_ours(tmp_path: Path) -> None:
+    with running_luigid(tmp_path / "bare", "") as port:
+        assert resources(port) == {}
+        share_connection_cap(f"http://127.0.0.1:{port}/")
+        assert resources(port) == {"smb_connections": smb_connections()}
+    assert smb_connections() == 64  # luigi.cfg's
+
+
+# -- the jobs on a Spark standalone cluster --------------------------------------------------
+SPARK_HOME = Path(sys.executable).parents[1] / "lib" / "python3.11" / "site-packages" / "pyspark"
+
+
+def spark_missing() -> str | None:
+    if not (SPARK_HOME / "bin" / "spark-class").exists():
+        return "pyspark (its spark-class) is not installed"
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "java is not installed"
+    return None
+
+
+def spark_json(port: int) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/", timeout=5) as r:
+        return json.load(r)
+
+
+@contextmanager
+def spark_cluster(home: Path, workers: int = 1) -> Iterator[str]:
+    """A Spark standalone master and `workers` workers on loopback ports, started with
+    pyspark's own spark-class, each in its own session; ended by their pids."""
+    home.mkdir()
+    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_LOG_DIR": str(home), "SPARK_WORKER_DIR": str(home / "work")}  # fmt: skip
+    spark_class = str(SPARK_HOME / "bin" / "spark-class")
+    port, ui = free_port(), free_port()
+    master = f"spark://127.0.0.1:{port}"
+    procs: list[subprocess.Popen] = []
+
+    def start(name: str, *args: str) -> None:
+        with open(home / f"{name}.log", "w") as log:  # the child keeps its own descriptor
+            procs.append(subprocess.Popen([spark_class, *args], env=env, cwd=home, stdout=log,
+                                          stderr=subprocess.STDOUT, start_new_session=True))
+
+    try:
+        start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+              "--port", str(port), "--webui-port", str(ui))  # fmt: skip
+        for i in range(workers):
+            start(f"worker{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                  "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()),
+                  "--work-dir", str(home / f"work{i}"), master)  # fmt: skip
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                alive = [w for w in spark_json(ui)["workers"] if w["state"] == "ALIVE"]
+                if len(alive) == workers:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                logs = "".join((home / f).read_text()[-1500:] for f in os.listdir(home)
+                               if f.endswith(".log"))  # fmt: skip
+                pytest.fail(f"the Spark cluster did not start:\n{logs}")
+            time.sleep(0.5)
+        yield master
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.skipif(spark_missing() is not None, reason=str(spark_missing()))
+def test_the_listing_jobs_on_a_spark_standalone_cluster_equal_the_inline_runner(
+    tmp_path: Path,
+) -> None:
+    parts, state, _ = job_inputs(tmp_path)
+    inline = run_listing_jobs(parts, tmp_path / "inline", state, JobRunner("inline"))
+    assert inline.plan["create"] and inline.summaries
+    with spark_cluster(tmp_path / "spark", workers=2) as master:
+        runner = JobRunner("spark", spark_master=master, crawl_root=str(tmp_path))
+        on_spark = run_listing_jobs(parts, tmp_path / "jobs", state, runner)
+    assert on_spark.summaries == inline.summaries
+    assert on_spark.plan == inline.plan
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.skipif(spark_missing() is not None, reason=str(spark_missing()))
+def test_a_round_with_its_jobs_on_spark_equals_an_inline_round(
+    lan: LAN, tmp_path: Path, run_json
+) -> None:
+    """`runner = spark` (luigi.cfg, or --runner) runs Update's jobs through mrjob's Spark
+    runner, here on local[2]; the round's tables equal those of the inline runner."""
+    build(lan, 3)
+    lan.crawl(runner="spark")
+    other = LAN(tmp_path / "again")
+    other.hosts_dir, other.hosts_file = lan.hosts_dir, lan.hosts_file
+    other.crawl_dir = tmp_path / "again-crawl"
+    other.crawl(runner="inline")
+    assert tables(lan.crawl_dir) == tables(other.crawl_dir)
+    stats = "SELECT * FROM prefix_stats ORDER BY ALL"
+    on_spark = run_json(lan, "sql", stats)
+    assert on_spark == run_json(other, "sql", stats)
+    assert {row["host"] for row in on_spark} == {f"pc{i:02d}" for i in range(3)}
+
+
+@pytest.mark.parametrize(("cap", "crawlers", "expected"),
+                         [(3, 5, {"smb_connections": 3}), (64, 5, {"smb_connections": 5}),
+                          (0, 5, {})])  # fmt: skip
+def test_a_shard_holds_its_connections_within_the_cap(
+    luigi_cfg, cap: int, crawlers: int, expected: dict
+) -> None:
+    """A shard asks for `crawlers` SMB connections, never more than the cap (it would never
+    run); no cap, no resource (a scheduler caps an unknown resource at 1)."""
+    luigi_cfg(f"[resources]\nsmb_connections = {cap}\n[sharecrawl]\ncrawlers = {crawlers}\n")
+    shard = FetchShard(crawl_dir="/nowhere", round=1, shard=0, shards=1)
+    assert shard.resources == expected
+
+
+def test_a_worker_that_cannot_reach_the_scheduler_says_so_in_one_line(tmp_path: Path) -> None:
+    crawl_dir = tmp_path / "crawl"
+    (crawl_dir / "segments" / "r000001").mkdir(parents=True)
+    (crawl_dir / "segments" / "r000001" / "fetchlist.parquet").touch()  # a round at its fetch
+    cfg = tmp_path / "c.cfg"
+    cfg.write_text(f"[core]\ndefault_scheduler_url = http://127.0.0.1:{free_port()}/\n"
+                   "rpc_retry_attempts = 1\nrpc_retry_wait = 0\n")  # fmt: skip
+    with CrawlLock(crawl_dir).acquire():  # its driver
+        done = subprocess.run(
+            [sys.executable, "-m", "pipeline.rounds", "--join", str(crawl_dir), "--wait-s", "5"],
+            capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1],
+            env={**os.environ, "LUIGI_CONFIG_PATH": str(cfg)},
+        )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1].startswith(
+        "sharecrawl: error: cannot reach the central scheduler at http://127.0.0.1:"
+    )
+    assert "Traceback" not in done.stderr
