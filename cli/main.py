@@ -133,6 +133,7 @@ def _fail(message: str, status: int = 1) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from queries.querylang import parse_query
     from queries.search import IndexUnreadable, QueryError, format_results, search
 
     check_count("--limit", args.limit)
@@ -147,6 +148,8 @@ def cmd_search(args: argparse.Namespace) -> int:
                      "(`sharecrawl crawl`)")  # fmt: skip
     except QueryError as e:
         raise UsageError(str(e)) from None
+    if warning := parse_query(" ".join(args.query)).unknown_warning():
+        print(f"sharecrawl: warning: {warning}", file=sys.stderr)
     print(json.dumps(results, default=str, ensure_ascii=False) if args.json
           else format_results(results))  # fmt: skip
     return 0

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 from urllib.parse import quote, urlencode, urlsplit
 
-from queries.search import _human_size, copy_url
+from queries.search_results import copy_url, human_size
 
 COPIES_SHOWN = 3  # copies listed under a work; the next ones fold away
 COPIES_FOLDED = 5  # ... up to this many more, behind a "more copies" toggle
@@ -70,7 +70,7 @@ def copy_row(row: dict, hosts: HostInfo, best: bool) -> dict:
         "folder": folder,
         "name": name,
         "quality": quality(row),
-        "size": _human_size(row.get("size")),
+        "size": human_size(row.get("size")),
         "iri": iri,
         "href": href,
         "unc": unc,
