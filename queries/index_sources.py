@@ -148,9 +148,7 @@ def apply_guesses(con: duckdb.DuckDBPyConnection, rows: str, guesses: list[Guess
 
 
 def create_strings(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(
-        "CREATE TABLE strings (v VARCHAR, norm VARCHAR, terms VARCHAR[], generic BOOLEAN)"
-    )
+    con.execute("CREATE TABLE strings (v VARCHAR, norm VARCHAR, terms VARCHAR[], generic BOOLEAN)")
 
 
 def add_row_strings(con: duckdb.DuckDBPyConnection, rows: str) -> None:

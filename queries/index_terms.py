@@ -77,9 +77,7 @@ def replace_postings(con: duckdb.DuckDBPyConnection, scope: str) -> None:
         ORDER BY t.term_id, p.work_id
         """
     )
-    con.execute(
-        "DELETE FROM term_keys WHERE term_id IN (SELECT term_id FROM terms WHERE df <= 0)"
-    )
+    con.execute("DELETE FROM term_keys WHERE term_id IN (SELECT term_id FROM terms WHERE df <= 0)")
     con.execute("DELETE FROM terms WHERE df <= 0")
     _add_keys(con, "SELECT term, term_id FROM added_terms WHERE term_id IN "
                    "(SELECT term_id FROM terms)")  # fmt: skip

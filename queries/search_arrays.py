@@ -172,6 +172,7 @@ def _query(file: IndexFile, sql: str) -> dict[str, np.ndarray]:
 
 def pairs(file: IndexFile, field: str):
     """The file's (work, value) pairs of copy field `field`, loaded once per file."""
+
     def load(f: IndexFile):
         cursor = f.cursor()
         try:

@@ -74,8 +74,14 @@ class Lan:
             return
         row = self.rows[self.rng.choice(sorted(self.rows))]
         field = self.rng.choice(["artist", "title", "year", "bitrate_kbps", "size", "album"])
-        pools = {"artist": ARTISTS, "title": TITLES, "year": [None, 1999, 2005],
-                 "bitrate_kbps": [96, 256, 1000], "size": [1, 2, 3], "album": ["Live", None]}
+        pools = {
+            "artist": ARTISTS,
+            "title": TITLES,
+            "year": [None, 1999, 2005],
+            "bitrate_kbps": [96, 256, 1000],
+            "size": [1, 2, 3],
+            "album": ["Live", None],
+        }
         row[field] = self.rng.choice(pools[field])  # fmt: skip
 
     def move(self) -> None:

@@ -122,8 +122,11 @@ def _warm_in_background(live: LiveIndex, file: IndexFile) -> None:
             pages.warm(live, file)
         except Exception as e:  # a request will load it and say what failed, as a page
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            log.warning("sharecrawl: serve: loading version %s ahead of requests failed: %s",
-                        file.version, first)
+            log.warning(
+                "sharecrawl: serve: loading version %s ahead of requests failed: %s",
+                file.version,
+                first,
+            )
         finally:
             file.leave()
 

@@ -10,17 +10,12 @@ what is new) is cached with it and goes when a newer file is served.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from crawl_io.crawldir import CrawlDir
-from queries.index_store import IndexFile, IndexUnreadable, open_index
-
-Identity = tuple[int, int, int]  # inode, mtime in ns, size
-
-_VERSION_NAME = re.compile(r"v\d{6}")
+from crawl_io.crawldir import VERSION_NAME, CrawlDir
+from queries.index_store import Identity, IndexFile, IndexUnreadable, open_index
 
 
 class Unavailable(Exception):
@@ -61,7 +56,7 @@ class LiveIndex:
             name = current.read_text(encoding="ascii").strip()
         except (OSError, UnicodeDecodeError):
             name = ""
-        if not _VERSION_NAME.fullmatch(name) or not (self.crawl.crawldb / name).is_dir():
+        if not VERSION_NAME.fullmatch(name) or not (self.crawl.crawldb / name).is_dir():
             raise Unavailable(
                 f"{current} is damaged (it names no version folder): write the name of the "
                 f"newest complete vNNNNNN folder of {self.crawl.crawldb} into it, or run "

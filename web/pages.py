@@ -213,11 +213,7 @@ def _search_page(state: IndexFile, live: LiveIndex, p: Params, found: list[dict]
             p.q, p.page, p.size, PAGE_SIZE, p.offline, len(found) > end, len(shown)
         ),
         "error": None,
-        "notice": " ".join(filter(None, [_unknown_fields(p.q), None if shown else (
-            "No works match"
-            + ("" if p.offline else " on hosts online now: tick “offline copies” to see all")
-            + "."
-        )])) or None,
+        "notice": _notice(p, bool(shown)),
     }
     return _envelope(state, live, p) | {
         "results": shown,
@@ -226,10 +222,16 @@ def _search_page(state: IndexFile, live: LiveIndex, p: Params, found: list[dict]
     }
 
 
-def _unknown_fields(q: str) -> str | None:
-    """A sentence naming the query's unknown field names (searched as text), or None."""
-    warning = parse_query(q).unknown_warning()
-    return f"{warning[0].upper()}{warning[1:]}." if warning else None
+def _notice(p: Params, found: bool) -> str | None:
+    """What the page says above the results: the query's unknown field names (searched as
+    text), and that nothing matched."""
+    sentences = []
+    if warning := parse_query(p.q).unknown_warning():
+        sentences.append(f"{warning[0].upper()}{warning[1:]}.")
+    if not found:
+        where = "" if p.offline else " on hosts online now: tick “offline copies” to see all"
+        sentences.append(f"No works match{where}.")
+    return " ".join(sentences) or None
 
 
 def error_payload(p: Params, message: str) -> dict:
