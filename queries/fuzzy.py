@@ -19,16 +19,21 @@ import numpy as np
 
 MIN_WORD = 5  # query words shorter than this match exactly only
 MIN_TERM = MIN_WORD - 1  # the shortest term one edit from such a word
+# Longer words match exactly only: a word's keys cost the square of its length, and no
+# name people type has a word this long (it bounds what a hostile query costs).
+MAX_WORD = 32
+MAX_TERM = MAX_WORD + 1
 
 
 def fuzzy_word(surface: str) -> bool:
-    """Whether a query word's surface form gets typo tolerance: letters only, five or more."""
-    return len(surface) >= MIN_WORD and surface.isalpha()
+    """Whether a query word's surface form gets typo tolerance: letters only, five to
+    MAX_WORD of them."""
+    return MIN_WORD <= len(surface) <= MAX_WORD and surface.isalpha()
 
 
 def keyed_term(term: str) -> bool:
     """Whether an index term gets deletion keys (it may be one edit from a fuzzy word)."""
-    return len(term) >= MIN_TERM and term.isalpha()
+    return MIN_TERM <= len(term) <= MAX_TERM and term.isalpha()
 
 
 def deletion_keys(word: str) -> set[str]:

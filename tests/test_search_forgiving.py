@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from queries.fuzzy import deletion_keys, one_edit
+from queries.fuzzy import MAX_WORD, deletion_keys, fuzzy_word, one_edit
 from queries.index import build_index
 from queries.querylang import QueryError, parse_query
 from queries.search import search
@@ -79,6 +79,13 @@ def test_short_words_and_two_edits_do_not_match(index: Path) -> None:
     assert titles(index, "halp") == []  # four letters: exact only
     assert titles(index, "metalicca") == ["Fuel"]  # one edit from the tribute only
     assert titles(index, "mtalicca") == []  # two edits from everything
+
+
+def test_long_words_match_exactly_only(index: Path) -> None:
+    """A word's deletion keys cost the square of its length: long ones get none."""
+    assert fuzzy_word("m" * MAX_WORD) and not fuzzy_word("m" * (MAX_WORD + 1))
+    assert titles(index, "metallica" * 50) == []
+    assert titles(index, " ".join(["metallica"] * 60)) != []
 
 
 def test_a_typo_with_another_exact_word_still_matches_both(index: Path) -> None:
