@@ -60,10 +60,10 @@ def build(con: duckdb.DuckDBPyConnection, version_dir: Path) -> None:
     # grouped by work; a full sort by path would cost seconds
     con.execute(f"CREATE TABLE copies AS {copies_select('mk')} ORDER BY work_id")
     con.execute("DROP TABLE mk")
-    con.execute(f"CREATE TABLE works AS {works_select('keyed_ids', restrict=False)} "
+    con.execute(f"CREATE TABLE works AS {works_select('keyed_ids')} "
                 "ORDER BY work_id")  # fmt: skip
     con.execute("DROP TABLE keyed_ids")
-    work_postings(con, None)
+    work_postings(con)
     create_vocabulary(con)
     con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
     write_meta(con, version_dir.name, full=True)

@@ -109,8 +109,13 @@ def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -
         """
     )
     con.execute("DELETE FROM works WHERE work_id IN (SELECT work_id FROM scope)")
-    con.execute(f"INSERT INTO works {works_select('scope_keys', restrict=True)}")
-    work_postings(con, "scope")
+    # the copies of the works in scope, read once for grouping and for postings
+    con.execute(
+        "CREATE TEMP TABLE scope_copies AS "
+        "SELECT * FROM copies WHERE work_id IN (SELECT work_id FROM scope)"
+    )
+    con.execute(f"INSERT INTO works {works_select('scope_keys', 'scope_copies')}")
+    work_postings(con, "scope_copies")
     replace_postings(con, "scope")
     counts = UpdateCounts(
         parts=len(diff.old) + len(diff.new),
@@ -119,7 +124,17 @@ def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -
         hosts_switched=_count(con, "switched"),
         works=_count(con, "scope"),
     )
-    for table in ("gone", "came", "m", "mk", "keyed_ids", "scope", "scope_keys", "switched"):
+    for table in (
+        "gone",
+        "came",
+        "m",
+        "mk",
+        "keyed_ids",
+        "scope",
+        "scope_keys",
+        "scope_copies",
+        "switched",
+    ):
         con.execute(f"DROP TABLE IF EXISTS {table}")
     return counts
 

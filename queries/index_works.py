@@ -135,12 +135,11 @@ def _mode(column: str) -> str:
     """
 
 
-def works_select(keys: str, *, restrict: bool) -> str:
-    """The `works` rows of the works named in `keys` (work_id, work_key) that have copies;
-    `restrict`: read only their copies (else `keys` names every work)."""
-    scope = f"WHERE work_id IN (SELECT work_id FROM {keys})" if restrict else ""
+def works_select(keys: str, copies: str = "copies") -> str:
+    """The `works` rows of the works named in `keys` (work_id, work_key) that have copies in
+    table `copies` (every copy of those works: the index's, or a temp table of theirs)."""
     return f"""
-        WITH c AS (SELECT * FROM copies {scope}),
+        WITH c AS (SELECT * FROM {copies}),
         grouped AS (
             SELECT
                 work_id,
@@ -178,20 +177,20 @@ def works_select(keys: str, *, restrict: bool) -> str:
     """
 
 
-def work_postings(con: duckdb.DuckDBPyConnection, scope: str | None) -> None:
-    """Temp table `new_postings` (work_id, term, fields, weight) of the works whose ids are
-    in table `scope` (None: every work)."""
-    where = f"WHERE work_id IN (SELECT work_id FROM {scope})" if scope else ""
-    selects = " UNION ALL ".join(
-        f"""SELECT work_id, {FIELD_BITS[field]} AS field, unnest(s.terms) AS term
-            FROM (SELECT DISTINCT work_id, {column} AS v FROM c) x JOIN strings s USING (v)"""
+def work_postings(con: duckdb.DuckDBPyConnection, copies: str = "copies") -> None:
+    """Temp table `new_postings` (work_id, term, fields, weight) of the works whose copies
+    are in table `copies` (every copy of each: the index's, or a temp table of theirs)."""
+    values = " UNION ALL ".join(
+        f"SELECT DISTINCT work_id, {FIELD_BITS[field]} AS field, {column} AS v FROM c"
         for field, column in FIELD_COLUMNS.items()
     )
+    # every field's values first, then one join with `strings` (a big table: read once)
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE wf AS
-        WITH c AS (SELECT work_id, {", ".join(FIELD_COLUMNS.values())} FROM copies {where})
-        SELECT DISTINCT work_id, field, term FROM ({selects})
+        WITH c AS (SELECT work_id, {", ".join(FIELD_COLUMNS.values())} FROM {copies})
+        SELECT DISTINCT work_id, field, unnest(s.terms) AS term
+        FROM ({values}) x JOIN strings s USING (v)
         """
     )
     lengths = ", ".join(
