@@ -45,17 +45,12 @@ def warn(line: str) -> None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from queries.querylang import field_names, unknown_fields
+    from queries.querylang import parse_query
     from queries.search import IndexUnreadable, QueryError, format_results, search
 
     check_count("--limit", args.limit)
     crawl = existing_crawl(args)
     query = " ".join(args.query)
-    unknown = unknown_fields(query)
-    if unknown:
-        names = ", ".join(f"{name}:" for name in unknown)
-        warn(f"no field {names}, searched as plain words; the fields are "
-             f"{', '.join(field_names())} (sharecrawl search --help)")  # fmt: skip
     try:
         results = search(crawl.index, query, limit=args.limit, all_hosts=args.all_hosts,
                          latest=args.latest)  # fmt: skip
@@ -66,6 +61,8 @@ def cmd_search(args: argparse.Namespace) -> int:
                     "(`sharecrawl crawl`)")  # fmt: skip
     except QueryError as e:
         raise UsageError(str(e)) from None
+    if warning := parse_query(query).unknown_warning():
+        warn(f"{warning} (sharecrawl search --help)")
     print(json.dumps(results, default=str, ensure_ascii=False) if args.json
           else format_results(results))  # fmt: skip
     return 0

@@ -1,35 +1,53 @@
-"""Index: build the search index of the live version and swap it in.
+"""Index: bring the search index up to the live version and swap it in.
 
-When a round changed no file and no host went on or off line, the index of the previous
-version still holds: it is relabelled instead of rebuilt.
+The index is updated in proportion to what the round changed (queries.index_update: the
+media parts that differ from the version it holds, and hosts gone on or off line). It is
+built in full instead when there is none, when it does not open (damaged), when it is of
+another format, when the version it holds is gone, and every `full_every` versions (the
+[Index] section of luigi.cfg) so that what updates leave behind (stale strings, freed
+space in the file) does not pile up.
 """
 
 from __future__ import annotations
 
-import luigi
-import pyarrow.compute as pc
+import logging
 
-from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir
-from crawl_io.host_parts import changed_parts
+import luigi
+
+from crawl_io.crawldir import VERSION_NAME, CrawlDir
 from pipeline.targets import IndexedVersion
 from pipeline.update import Update
 
+log = logging.getLogger("sharecrawl")
 
-def same_content(crawl: CrawlDir, old: int, new: int) -> bool:
-    """Do two versions hold the same files, media and host states? Parts left as they were
-    are hard links with the same manifest entries (crawl_io.host_parts.changed_parts)."""
-    for name in PER_HOST_TABLES:
-        if changed_parts(crawl.version_dir(old), crawl.version_dir(new), name):
-            return False
-    columns = ["host", "url", "online"]
-    hosts = [crawl.read(v, "hosts").select(columns) for v in (old, new)]
-    hosts = [t.sort_by("host") for t in hosts]
-    return hosts[0].equals(hosts[1]) and not pc.any(pc.is_null(hosts[1]["online"])).as_py()
+
+def full_build_reason(crawl: CrawlDir, live: int, full_every: int) -> str | None:
+    """Why the index must be built in full for version `live`, or None (an update does)."""
+    from queries.index import FORMAT, index_meta
+
+    if not crawl.index.exists():
+        return "there is no index"
+    meta = index_meta(crawl.index)
+    if meta is None:
+        return "the index does not open, or is of an older format"
+    if meta.get("format") != FORMAT:
+        return f"the index is of format {meta.get('format') or '1'}, not {FORMAT}"
+    held = VERSION_NAME.fullmatch(meta.get("version") or "")
+    full = VERSION_NAME.fullmatch(meta.get("full_version") or "")
+    if held is None or full is None:
+        return "the index names no version"
+    if int(held[1]) > live or crawl.incomplete(int(held[1])):
+        return f"the version it holds ({held[0]}) is not there"
+    if live - int(full[1]) >= full_every:
+        return f"it was last built in full at {full[0]}"
+    return None
 
 
 class Index(luigi.Task):
     crawl_dir = luigi.Parameter()
     round = luigi.IntParameter()
+    # a full build every this many versions at most; in luigi.cfg's [Index] section
+    full_every = luigi.IntParameter(default=24, significant=False)
 
     def requires(self) -> Update:
         return Update(crawl_dir=self.crawl_dir, round=self.round)
@@ -38,18 +56,23 @@ class Index(luigi.Task):
         return IndexedVersion(self.crawl_dir, self.round)
 
     def run(self) -> None:
-        from queries.index import build_index, index_version, relabel_index
+        import duckdb
+        import pyarrow as pa
+
+        from queries.index import build_index, index_version, update_index
 
         crawl = CrawlDir(self.crawl_dir)
         live = crawl.current()
         crawl.index.parent.mkdir(parents=True, exist_ok=True)
-        indexed = index_version(crawl.index) if crawl.index.exists() else None
-        previous = int(indexed.lstrip("v")) if indexed else None
-        if (
-            previous is not None
-            and crawl.version_dir(previous).exists()
-            and same_content(crawl, previous, live)
-        ):
-            relabel_index(crawl.index, crawl.version_dir(live))
-        else:
-            build_index(crawl.version_dir(live), crawl.index)
+        reason = full_build_reason(crawl, live, max(int(self.full_every), 1))
+        if reason is None:
+            held = index_version(crawl.index)
+            assert held is not None
+            try:
+                update_index(crawl.index, crawl.crawldb / held, crawl.version_dir(live))
+                return
+            except (duckdb.Error, OSError, pa.ArrowException) as e:  # a part that does not read
+                first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+                reason = f"updating it failed ({first})"
+        log.info("sharecrawl: building the search index in full: %s", reason)
+        build_index(crawl.version_dir(live), crawl.index)

@@ -7,18 +7,19 @@ A query string is a list of parts joined by AND:
     year:2000..2005  year:1999    numeric fields: a value or a range (open ends allowed)
     season:6  episode:3..         likewise for video works
     kind:video                    audio or video
+    host:lab-2  format:flac       works with a copy on that host, in that format
 
-Each piece knows what it contributes: text pieces give terms to look up in the postings,
-filter pieces give a SQL condition on the `works` table with its parameters, and the same
-condition evaluated over in-memory columns of the works (what queries.search uses). The
-query text only ever travels as parameters or values, never as SQL.
+Each piece knows what it contributes: text pieces give words to look up in the postings,
+filter pieces a condition over in-memory columns of the works (what queries.search uses).
+A field name the language does not know is searched as text, and noted in `unknown`.
+The query text never reaches SQL.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -66,11 +67,21 @@ TEXT_FIELDS: dict[str, int] = {
 }
 NUMERIC_FIELDS = ("year", "season", "episode")
 KINDS = ("audio", "video")
+COPY_FIELDS = ("host", "format")  # values of a work's copies: a work has several
+FIELD_NAMES = (*TEXT_FIELDS, *NUMERIC_FIELDS, "kind", *COPY_FIELDS)
 
-# In-memory columns of the works, one entry per work: numeric fields as float64 with NaN for
-# NULL (so comparisons with NULL are false, as in SQL), `kind` as 1 + its index in KINDS
-# (0 for any other kind).
-WorkColumns = Mapping[str, np.ndarray]
+
+class WorkColumns(Protocol):
+    """In-memory columns of the works, one entry per work: numeric fields as float64 with
+    NaN for NULL (so comparisons with NULL are false, as in SQL), `kind` as 1 + its index
+    in KINDS (0 for any other kind); and which works have a copy with a given value."""
+
+    def __getitem__(self, name: str) -> np.ndarray: ...
+
+    def having(self, field: str, value: str) -> np.ndarray:
+        """A boolean per work: has it a (shown) copy whose `field` (COPY_FIELDS) is
+        `value`, compared casefolded?"""
+        ...
 
 
 def kind_code(kind: str) -> int:
@@ -79,7 +90,9 @@ def kind_code(kind: str) -> int:
 
 
 class Query:
-    """One piece of a query. Text pieces yield words; filter pieces yield SQL conditions."""
+    """One piece of a query. Text pieces yield words; filter pieces select works."""
+
+    is_filter = False
 
     def words(self) -> list[tuple[tuple[str, ...], int]]:
         """Per query word: (terms it may match, mask of fields it may match in)."""
@@ -88,12 +101,8 @@ class Query:
     def is_empty(self) -> bool:
         return False
 
-    def clause(self) -> tuple[str | None, list[object]]:
-        """A condition on the `works` table (alias w) and its parameters, or None."""
-        return None, []
-
     def select(self, works: WorkColumns, rows: np.ndarray) -> np.ndarray | None:
-        """The same condition as clause() over works `rows`: a boolean mask, or None."""
+        """Which of works `rows` pass this piece: a boolean mask, or None (all)."""
         return None
 
 
@@ -121,6 +130,7 @@ class NumericQuery(Query):
     field: str
     low: int | None
     high: int | None
+    is_filter = True
 
     @classmethod
     def parse(cls, field: str, value: str) -> NumericQuery:
@@ -134,6 +144,9 @@ class NumericQuery(Query):
         high = cls._number(field, high_text) if high_text else None
         if low is None and high is None:
             raise QueryError(f"{field}: give a number or a range like {field}:2000..2005")
+        if low is not None and high is not None and low > high:
+            raise QueryError(f"{field}: the range {value} is empty (the low end comes first: "
+                             f"{field}:{high}..{low})")  # fmt: skip
         return cls(field, low, high)
 
     @staticmethod
@@ -143,15 +156,6 @@ class NumericQuery(Query):
                 f"{field}: {value!r} is not a number (use {field}:2000 or {field}:2000..2005)"
             )
         return int(value)
-
-    def clause(self) -> tuple[str | None, list[object]]:
-        # The column name comes from NUMERIC_FIELDS, never from the query text.
-        column = f"w.{self.field}"
-        if self.low is not None and self.high is not None:
-            return f"{column} BETWEEN ? AND ?", [self.low, self.high]
-        if self.low is not None:
-            return f"{column} >= ?", [self.low]
-        return f"{column} <= ?", [self.high]
 
     def select(self, works: WorkColumns, rows: np.ndarray) -> np.ndarray | None:
         values = works[self.field][rows]
@@ -164,6 +168,7 @@ class NumericQuery(Query):
 @dataclass(frozen=True)
 class KindQuery(Query):
     kind: str
+    is_filter = True
 
     @classmethod
     def parse(cls, value: str) -> KindQuery:
@@ -172,11 +177,28 @@ class KindQuery(Query):
             raise QueryError(f"kind: {value!r} is not one of {', '.join(KINDS)}")
         return cls(kind)
 
-    def clause(self) -> tuple[str | None, list[object]]:
-        return "w.kind = ?", [self.kind]
-
     def select(self, works: WorkColumns, rows: np.ndarray) -> np.ndarray | None:
         return works["kind"][rows] == kind_code(self.kind)
+
+
+@dataclass(frozen=True)
+class CopyQuery(Query):
+    """host:lab-2, format:flac: works with a copy on that host or in that format (a copy
+    shown: on a host online now, unless the search shows every host)."""
+
+    field: str
+    value: str
+    is_filter = True
+
+    @classmethod
+    def parse(cls, field: str, value: str) -> CopyQuery:
+        if not value:
+            raise QueryError(f"{field}: needs a value, e.g. {field}:"
+                             + ("flac" if field == "format" else "lab-2"))  # fmt: skip
+        return cls(field, value.casefold())
+
+    def select(self, works: WorkColumns, rows: np.ndarray) -> np.ndarray | None:
+        return works.having(self.field, self.value)[rows]
 
 
 @dataclass(frozen=True)
@@ -184,19 +206,10 @@ class AndQuery(Query):
     """All parts must hold: every word must match, every filter must pass."""
 
     parts: list[Query] = field(default_factory=list)
+    unknown: tuple[str, ...] = ()  # field names the language does not know (searched as text)
 
     def words(self) -> list[tuple[tuple[str, ...], int]]:
         return [word for part in self.parts for word in part.words()]
-
-    def clause(self) -> tuple[str | None, list[object]]:
-        conditions: list[str] = []
-        params: list[object] = []
-        for part in self.parts:
-            condition, part_params = part.clause()
-            if condition:
-                conditions.append(f"({condition})")
-                params.extend(part_params)
-        return (" AND ".join(conditions) or None), params
 
     def select(self, works: WorkColumns, rows: np.ndarray) -> np.ndarray | None:
         keep = None
@@ -207,11 +220,19 @@ class AndQuery(Query):
         return keep
 
     def has_filters(self) -> bool:
-        return self.clause()[0] is not None
+        return any(part.is_filter for part in self.parts)
 
     def is_empty(self) -> bool:
         """True when nothing in the query can be searched for (only punctuation)."""
         return not self.words() and not self.has_filters()
+
+    def unknown_warning(self) -> str | None:
+        """One line naming the unknown field names and the known ones, or None."""
+        if not self.unknown:
+            return None
+        names = ", ".join(f"{name}:" for name in self.unknown)
+        return (f"unknown field {names} searched as text; the fields are "
+                f"{', '.join(FIELD_NAMES)}")  # fmt: skip
 
 
 _PART_RE = re.compile(r'(?:(?P<field>[A-Za-z]+):)?(?:"(?P<quoted>[^"]*)"?|(?P<bare>\S*))')
@@ -230,7 +251,9 @@ def parse_part(field_name: str | None, value: str) -> Query:
         return NumericQuery.parse(name, value.strip())
     if name == "kind":
         return KindQuery.parse(value.strip())
-    return UnknownFieldQuery(f"{field_name}:{value}", field=field_name)
+    if name in COPY_FIELDS:
+        return CopyQuery.parse(name, value.strip())
+    return TextQuery(f"{field_name}:{value}")
 
 
 def parse_query(query: str) -> AndQuery:
@@ -238,6 +261,7 @@ def parse_query(query: str) -> AndQuery:
     if not query or not query.strip():
         raise QueryError("empty query: give words to search for, e.g. 'madonna music'")
     parts: list[Query] = []
+    unknown: list[str] = []
     position = 0
     while position < len(query):
         if query[position].isspace():
@@ -251,28 +275,14 @@ def parse_query(query: str) -> AndQuery:
         value = match.group("quoted")
         if value is None:
             value = match.group("bare") or ""
-        parts.append(parse_part(match.group("field"), value))
+        name = match.group("field")
+        if name is not None and name.casefold() not in FIELD_NAMES:
+            unknown.append(name)
+        parts.append(parse_part(name, value))
         position = match.end()
-    return AndQuery(parts)
-
-
-@dataclass(frozen=True)
-class UnknownFieldQuery(TextQuery):
-    """`foo:bar` where foo is no field: searched as the plain words, and named by
-    unknown_fields() so that the user can be told."""
-
-    field: str = ""
+    return AndQuery(parts, tuple(dict.fromkeys(unknown)))
 
 
 def field_names() -> list[str]:
     """Every field name a query may use, in the order help lists them."""
-    return [*TEXT_FIELDS, *NUMERIC_FIELDS, "kind"]
-
-
-def unknown_fields(query: str) -> list[str]:
-    """The `name:` prefixes in `query` that name no field (they are searched as words)."""
-    try:
-        parts = parse_query(query).parts
-    except QueryError:
-        return []
-    return list(dict.fromkeys(p.field for p in parts if isinstance(p, UnknownFieldQuery)))
+    return list(FIELD_NAMES)

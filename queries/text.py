@@ -7,7 +7,12 @@ queries alike, so both sides always agree:
   'track' + '01');
 - Cyrillic words are transliterated to Latin (a common informal scheme: 'Мумий Тролль' ->
   'mumiy troll'), so one Latin form serves both scripts;
-- accents are stripped ('Beyoncé' -> 'beyonce');
+- accents are stripped ('Beyoncé' -> 'beyonce', 'Björk' -> 'bjork'), and the Latin letters
+  that carry no accent to strip are folded too ('Røyksopp' -> 'royksopp', 'æ' -> 'ae');
+- punctuation inside a name folds away: a hyphenated or apostrophised compound is indexed
+  whole as well as by its parts ('Spider-Man' -> 'spider', 'man', 'spiderman'; "Don't" ->
+  'dont'), and initials joined by dots are one word ('B.O.S.E.' -> 'bose'); a query joins
+  its adjacent words the same way ('spider man' also looks for 'spiderman');
 - every word yields its surface form and a Snowball stem (Russian stemmer on the Cyrillic
   form before transliteration, English on Latin words), so 'песни' meets 'песня' and
   'songs' meets 'song';
@@ -33,9 +38,19 @@ _RU_TO_LATIN = {
     "і": "i", "ї": "yi", "є": "ye", "ґ": "g", "ў": "u",
 }  # fmt: skip
 _TRANSLIT_TABLE = str.maketrans(_RU_TO_LATIN)
+# Latin letters that Unicode does not decompose into a base letter and an accent
+_LATIN_FOLD = str.maketrans(
+    {"ø": "o", "æ": "ae", "œ": "oe", "ł": "l", "đ": "d", "ð": "d", "þ": "th", "ı": "i"}
+)
 
 
 _WORD_RE = re.compile(r"[^\W\d_]+|\d+")
+_LETTERS = r"[^\W\d_]"
+# 'spider-man', "don't", 'jay-z': letter runs joined by hyphens or apostrophes, no spaces
+_COMPOUND_RE = re.compile(rf"{_LETTERS}+(?:[-\u2010\u2011'\u2019]{_LETTERS}+)+")
+# 'b.o.s.e', 'r.e.m.': single letters joined by dots (not 'the.matrix', a dotted file name)
+_INITIALS_RE = re.compile(rf"(?<!{_LETTERS}){_LETTERS}(?:\.{_LETTERS})+(?!{_LETTERS})")
+_JOINERS_RE = re.compile(r"[-\u2010\u2011'\u2019.]")
 _CYRILLIC_RE = re.compile(r"[\u0400-\u04ff]")
 
 # Names that say nothing about the work ('track01.mp3', 'Запись 3.wav'): an untagged file
@@ -56,7 +71,7 @@ def transliterate(text: str) -> str:
 
 
 def strip_accents(text: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", text)
+    decomposed = unicodedata.normalize("NFKD", text.translate(_LATIN_FOLD))
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
@@ -65,6 +80,16 @@ def words(text: str | None) -> list[str]:
     if not text:
         return []
     return _WORD_RE.findall(unicodedata.normalize("NFC", text.casefold()))
+
+
+def compounds(text: str | None) -> list[str]:
+    """The joined forms of `text`'s compounds, casefolded, in order: 'Spider-Man' ->
+    ['spiderman'], 'B.O.S.E.' -> ['bose']. Their parts are words of their own (words)."""
+    if not text:
+        return []
+    folded = unicodedata.normalize("NFC", text.casefold())
+    found = _COMPOUND_RE.findall(folded) + _INITIALS_RE.findall(folded)
+    return [_JOINERS_RE.sub("", run) for run in found]
 
 
 _LOOSE_ENDING_RE = re.compile(r"(?:iy|ii|yi|ij|yj)$")
@@ -118,9 +143,10 @@ def word_terms(word: str) -> tuple[str, ...]:
 
 
 def terms(text: str | None) -> list[str]:
-    """Distinct index terms of `text`: surface forms and stems of its indexable words."""
+    """Distinct index terms of `text`: surface forms, stems and loose spellings of its
+    indexable words and of its compounds' joined forms."""
     out: dict[str, None] = {}
-    for word in words(text):
+    for word in words(text) + compounds(text):
         forms = word_forms(word)
         if indexable(forms[0]):
             out.update(dict.fromkeys(forms))
@@ -128,12 +154,43 @@ def terms(text: str | None) -> list[str]:
 
 
 def query_words(text: str) -> list[tuple[str, ...]]:
-    """Per indexable query word, the terms that may match it (surface, stem)."""
-    result = []
-    for word in words(text):
+    """Per query word, the terms that may match it: its own forms (surface, stem, loose),
+    then those of the joined forms it is part of: the compound it was typed in
+    ('spider-man'), and its pairing with the query word before or after it ('spider man'
+    -> 'spiderman'). Initials joined by dots are one word ('b.o.s.e' -> 'bose')."""
+    folded = unicodedata.normalize("NFC", text.casefold())
+    initials = {m.start(): m for m in _INITIALS_RE.finditer(folded)}
+    items: list[tuple[str, int, int]] = []  # (word, start, end) in the folded text
+    covered = -1
+    for match in _WORD_RE.finditer(folded):
+        if match.start() < covered:
+            continue  # a letter of initials already taken as one word
+        run = initials.get(match.start())
+        if run is not None:
+            items.append((_JOINERS_RE.sub("", run.group()), run.start(), run.end()))
+            covered = run.end()
+        else:
+            items.append((match.group(), match.start(), match.end()))
+    joined: list[list[str]] = [[] for _ in items]
+    for match in _COMPOUND_RE.finditer(folded):
+        whole = _JOINERS_RE.sub("", match.group())
+        for i, (_, start, end) in enumerate(items):
+            if start >= match.start() and end <= match.end():
+                joined[i].append(whole)
+    for i in range(len(items) - 1):
+        left, right = items[i][0], items[i + 1][0]
+        if left.isalpha() and right.isalpha() and len(left) > 1 and len(right) > 1:
+            joined[i].append(left + right)
+            joined[i + 1].append(left + right)
+    result: list[tuple[str, ...]] = []
+    for (word, _, _), others in zip(items, joined, strict=True):
         forms = word_terms(word)
-        if indexable(forms[0]):
-            result.append(forms)
+        if not indexable(forms[0]):
+            continue
+        alternatives = dict.fromkeys(forms)
+        for other in others:
+            alternatives.update(dict.fromkeys(word_terms(other)))
+        result.append(tuple(alternatives))
     return result
 
 

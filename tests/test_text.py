@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -10,12 +13,40 @@ from queries import text
 from queries.querylang import (
     ALL_FIELDS,
     FIELD_BITS,
+    CopyQuery,
     KindQuery,
     NumericQuery,
     QueryError,
     TextQuery,
     parse_query,
 )
+
+
+class Works:
+    """Four works' columns as the search holds them (querylang.WorkColumns)."""
+
+    columns: ClassVar[dict[str, np.ndarray]] = {
+        "year": np.array([1999.0, 2001.0, 2005.0, np.nan]),
+        "season": np.array([np.nan, 6.0, 6.0, 2.0]),
+        "episode": np.array([np.nan, 1.0, 3.0, 1.0]),
+        "kind": np.array([1, 2, 2, 2]),  # audio, video, video, video
+    }
+    copies: ClassVar[dict[tuple[str, str], list[int]]] = {
+        ("host", "lab-2"): [0, 3], ("format", "flac"): [0]
+    }
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    def having(self, field: str, value: str) -> np.ndarray:
+        mask = np.zeros(4, dtype=bool)
+        mask[self.copies.get((field, value), [])] = True
+        return mask
+
+
+def selected(query: str) -> list[int]:
+    keep = parse_query(query).select(Works(), np.arange(4))
+    return list(range(4)) if keep is None else np.flatnonzero(keep).tolist()
 
 
 def test_words_casefold_and_split_letters_from_digits() -> None:
@@ -75,23 +106,34 @@ def test_parse_free_words_and_fields() -> None:
     assert query.parts[2] == NumericQuery("year", 2000, 2005)
     assert query.parts[3] == KindQuery("video")
     assert query.parts[4] == NumericQuery("season", 6, 6)
-    condition, params = query.clause()
-    assert condition == "(w.year BETWEEN ? AND ?) AND (w.kind = ?) AND (w.season BETWEEN ? AND ?)"
-    assert params == [2000, 2005, "video", 6, 6]
     assert query.words()[0] == (("madonna",), ALL_FIELDS)
+    assert selected("year:2000..2005 kind:Video season:6") == [1, 2]
 
 
-def test_open_ranges() -> None:
-    assert parse_query("year:2000..").parts[0].clause() == ("w.year >= ?", [2000])
-    assert parse_query("year:..1999").parts[0].clause() == ("w.year <= ?", [1999])
+def test_open_ranges_and_nulls() -> None:
+    assert selected("year:2000..") == [1, 2]
+    assert selected("year:..1999") == [0]  # a work without a year is in no range
+    assert selected("episode:..1 kind:video") == [1, 3]
+
+
+def test_host_and_format_are_fields() -> None:
+    query = parse_query("madonna host:LAB-2 format:FLAC")
+    assert query.parts[1:] == [CopyQuery("host", "lab-2"), CopyQuery("format", "flac")]
+    assert query.has_filters() and query.unknown == ()
+    assert selected("host:lab-2") == [0, 3]
+    assert selected("host:lab-2 format:flac") == [0]
+    assert selected("host:nowhere") == []
+    with pytest.raises(QueryError, match="needs a value"):
+        parse_query("host:")
 
 
 def test_sql_and_quotes_stay_values() -> None:
     query = parse_query("'; DROP TABLE works; -- \" \\")
-    assert query.clause() == (None, [])
+    assert not query.has_filters()
     assert [forms[0] for forms, _ in query.words()] == ["drop", "table", "works"]
-    unknown = parse_query("foo:bar")
-    assert unknown.parts == [TextQuery("foo:bar")]
+    unknown = parse_query("foo:bar Genre:rock bah:x foo:baz")
+    assert unknown.parts[0] == TextQuery("foo:bar")
+    assert unknown.unknown == ("foo", "bah")  # noted once each, in order
 
 
 @pytest.mark.parametrize(

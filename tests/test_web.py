@@ -22,13 +22,14 @@ import pytest
 from cli.main import main
 from tests.conftest import LAN
 from tests.test_web_lan import HOSTILE_NAME, HOSTILE_TITLE, PADDING, Server, server, web_lan
-from web.facets import split_web_filters, with_field
+from web.facets import with_field
 from web.views import windows_path
 
 __all__ = ["server", "web_lan"]  # module fixtures used here
 
 QUERIES = ["madonna", "frozen", "lost", "кино", "padding song", "artist:madonna year:1995..1999",
-           "kind:video", "secret", "onerror", "'); DROP TABLE works;--"]  # fmt: skip
+           "kind:video", "secret", "onerror", "'); DROP TABLE works;--", "madonna host:lab-2",
+           "format:FLAC", "host:lab-3 madonna", "madona"]  # fmt: skip
 
 
 def cli_search(lan: LAN, capsys: pytest.CaptureFixture[str], *args: str) -> list[dict]:
@@ -44,6 +45,18 @@ def test_api_results_equal_the_cli_search(server: Server, web_lan: LAN, capsys, 
     assert data["results"] == cli_search(web_lan, capsys, query)
     status, data = server.api(q=query, offline=1)
     assert data["results"] == cli_search(web_lan, capsys, "--all-hosts", query)
+
+
+def test_unknown_fields_are_named_on_the_page_and_on_stderr(
+    server: Server, web_lan: LAN, capsys
+) -> None:
+    data = server.api(q="madonna colour:red")[1]
+    assert "colour:" in data["view"]["notice"] and "artist" in data["view"]["notice"]
+    assert server.api(q="madonna")[1]["view"]["notice"] is None
+    capsys.readouterr()
+    assert main(["search", "--crawl-dir", str(web_lan.crawl_dir), "madonna", "colour:red"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("sharecrawl: warning: unknown field colour:") and err.count("\n") == 1
 
 
 def test_pages_are_slices_of_the_cli_list(server: Server, web_lan: LAN, capsys) -> None:
@@ -95,7 +108,9 @@ def test_series_show_as_seasons_and_episodes(server: Server) -> None:
     assert [e["title"] for e in seasons[0]["episodes"]] == ["Episode 1", "Episode 2"]
 
 
-def test_facets_add_their_field_and_host_format_filters_work(server: Server) -> None:
+def test_facets_add_their_field_and_host_format_filters_work(
+    server: Server, web_lan: LAN, capsys
+) -> None:
     data = server.api(q="madonna", offline=1)[1]
     facets = {f["name"]: {v["label"]: v for v in f["values"]} for f in data["view"]["facets"]}
     assert set(facets) == {"kind", "format", "host", "year"}
@@ -108,9 +123,10 @@ def test_facets_add_their_field_and_host_format_filters_work(server: Server) -> 
     assert [r["title"] for r in on_two["results"]] == ["Frozen"]
     active = {v["label"]: v for f in flac["view"]["facets"] for v in f["values"]}
     assert active["FLAC"]["active"] and active["FLAC"]["q"] == "madonna"  # click again: off
-    filters = {"host": "x y", "format": "FLAC"}
-    assert split_web_filters('a host:"x y" format:FLAC b') == ("a b", filters)
     assert with_field("a kind:audio", "kind", "video") == "a kind:video"
+    # host: and format: are fields of the query language: the CLI gives the same
+    for query in ("madonna host:lab-2", facets["format"]["FLAC"]["q"], "host:lab-2"):
+        assert server.api(q=query)[1]["results"] == cli_search(web_lan, capsys, query)
 
 
 def test_empty_page_shows_what_is_new_and_the_status(server: Server) -> None:
@@ -156,7 +172,7 @@ def test_security_headers_on_every_answer(server: Server) -> None:
         ({"q": "madonna", "page": "60", "size": "20"}, "only the best 1000"),
         ({"q": "madonna", "page": "1e9"}, "page must be"),
         ({"q": "year:abc"}, "is not a number"),
-        ({"q": "format:flac"}, "add words"),
+        ({"q": "format:"}, "needs a value"),
     ],
 )
 def test_bad_parameters_get_one_clear_message(server: Server, params, message) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from web.facets import field_value, split_web_filters, with_field
+from queries.querylang import CopyQuery, TextQuery, parse_query
+from web.facets import field_value, with_field
 from web.pages import BadRequest, parse_params
 from web.views import blocks, copy_row, headline, quality
 
@@ -28,12 +29,13 @@ def test_with_field_sets_replaces_and_removes(query, field, value, expected) -> 
         assert field_value(expected, field) == value.replace('"', "")
 
 
-def test_web_filters_leave_the_rest_for_the_query_language() -> None:
-    assert split_web_filters("frozen format:flac host:lab-1") == (
-        "frozen",
-        {"format": "flac", "host": "lab-1"},
-    )
-    assert split_web_filters("frozen kind:audio") == ("frozen kind:audio", {})
+def test_facet_links_read_back_as_query_fields() -> None:
+    """What a facet adds to the query, the query language reads as that field."""
+    query = with_field(with_field("frozen", "host", "lab 3"), "format", "FLAC")
+    assert query == 'frozen host:"lab 3" format:FLAC'
+    assert parse_query(query).parts == [
+        TextQuery("frozen"), CopyQuery("host", "lab 3"), CopyQuery("format", "flac")
+    ]
 
 
 def work(work_id: int, **fields: object) -> dict:

@@ -33,8 +33,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from queries.index_store import IndexFile
 from web import pages
-from web.live import LiveIndex, Unavailable, VersionState
+from web.live import LiveIndex, Unavailable
 
 HERE = Path(__file__).resolve().parent
 WORKER_THREADS = 4
@@ -112,26 +113,30 @@ def _json(payload: dict, status: int) -> Response:
     return Response(body, status, media_type="application/json")
 
 
-def _warm_in_background(state: VersionState) -> None:
-    if not state.enter():
+def _warm_in_background(live: LiveIndex, file: IndexFile) -> None:
+    if not file.enter():
         return
 
     def run() -> None:
         try:
-            pages.warm(state)
+            pages.warm(live, file)
         except Exception as e:  # a request will load it and say what failed, as a page
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            log.warning("sharecrawl: serve: loading version %s ahead of requests failed: %s",
-                        state.version, first)
+            log.warning(
+                "sharecrawl: serve: loading version %s ahead of requests failed: %s",
+                file.version,
+                first,
+            )
         finally:
-            state.leave()
+            file.leave()
 
-    threading.Thread(target=run, name=f"warm-{state.version}", daemon=True).start()
+    threading.Thread(target=run, name=f"warm-{file.version}", daemon=True).start()
 
 
 def create_app(crawl_dir: str | os.PathLike, *, loopback_only: bool = False) -> Starlette:
     """The app serving `crawl_dir`; `loopback_only` when it listens on a loopback address."""
-    live = LiveIndex(crawl_dir, on_open=_warm_in_background)
+    live = LiveIndex(crawl_dir)
+    live.on_open = lambda file: _warm_in_background(live, file)
     templates = Environment(
         loader=FileSystemLoader(HERE / "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),

@@ -1,11 +1,6 @@
 """Facets: kind, format, host and year of the best works of a search, each value a link that
-adds its field to the query (clicking it again takes it away).
-
-kind: and year: are fields of the query language (queries.querylang). host: and format: are
-not (the index keeps no per-work hosts or formats for queries.search to filter on), so the
-page applies them itself: it searches the rest of the query for the best FILTER_POOL works
-and keeps those with a copy on that host or in that format. They belong in the query
-language, so that the CLI gives the same; until then they exist on the page only.
+adds its field to the query (clicking it again takes it away). All four are fields of the
+query language (queries.querylang), so the page and `sharecrawl search` give the same.
 """
 
 from __future__ import annotations
@@ -15,11 +10,10 @@ from collections import Counter
 
 import numpy as np
 
-from web.catalog import CopyTable, value_counts, works_having
+from queries.work_values import value_counts
+from web.catalog import CopyTable
 
-WEB_FIELDS = ("host", "format")
 FACET_POOL = 100  # facets count the best this many works of a search
-FILTER_POOL = 1000  # host: and format: keep works among the best this many
 FACET_VALUES = 8  # values shown per facet
 
 
@@ -49,33 +43,6 @@ def with_field(q: str, field: str, value: str | None) -> str:
     value = value.replace('"', "")  # a quote cannot be inside a quoted value
     token = f'{field}:"{value}"' if not value or re.search(r"\s", value) else f"{field}:{value}"
     return f"{rest} {token}".strip()
-
-
-def split_web_filters(q: str) -> tuple[str, dict[str, str]]:
-    """(the query without host: and format:, {field: value} of those it had)."""
-    filters = {}
-    for field in WEB_FIELDS:
-        value = field_value(q, field)
-        if value is not None:
-            filters[field] = value
-            q = without_field(q, field)
-    return q, filters
-
-
-def apply_web_filters(
-    results: list[dict], filters: dict[str, str], copies: CopyTable, offline: bool
-) -> list[dict]:
-    """The results with a copy on the host and in the format asked for, ranked anew."""
-    if not filters or not results:
-        return results
-    work_ids = np.array([r["work_id"] for r in results], dtype=np.int64)
-    keep = np.ones(len(results), dtype=bool)
-    if "host" in filters:
-        keep &= works_having(copies.hosts, work_ids, filters["host"], offline)
-    if "format" in filters:
-        keep &= works_having(copies.formats, work_ids, filters["format"], offline)
-    kept = [r for r, k in zip(results, keep, strict=True) if k]
-    return [r | {"rank": rank} for rank, r in enumerate(kept, start=1)]
 
 
 def _decade(year: int) -> tuple[str, str]:

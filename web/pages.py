@@ -1,10 +1,10 @@
 """One request of the page or the API: parameters checked, the search run on one pinned
 version, and the payload both the HTML page and /api/search send.
 
-The results come from queries.search.search() (what `sharecrawl search --json` prints): page
-p of size s is results[(p-1)*s : p*s] of a search for the best p*s works and more (the
-facets count the best FACET_POOL). When the index file is replaced while search() runs, the
-request runs again on the new version, so results, copies and status never mix versions.
+The results come from queries.search.search() (what `sharecrawl search --json` prints), run
+on the index file the request holds: page p of size s is results[(p-1)*s : p*s] of a search
+for the best p*s works and more (the facets count the best FACET_POOL). Results, copies and
+status all come from that one file, so they never mix versions.
 """
 
 from __future__ import annotations
@@ -15,16 +15,17 @@ from dataclasses import dataclass
 
 import duckdb
 
+from queries.index_store import IndexFile, IndexUnreadable
+from queries.querylang import parse_query
 from queries.search import QueryError, search
 from web import catalog, facets, recent, views
-from web.live import LiveIndex, Unavailable, VersionState
+from web.live import LiveIndex, Unavailable
 
 MAX_QUERY = 500  # characters
 PAGE_SIZE = 20  # works per page, as `sharecrawl search` lists by default
 MAX_PAGE_SIZE = 100
 MAX_DEPTH = 1000  # page * size: deeper pages are refused, as search engines do
 NEW_SHOWN = 24  # new works on the empty page, besides albums and episodes
-ATTEMPTS = 3
 
 
 class BadRequest(ValueError):
@@ -60,8 +61,8 @@ def parse_params(params: Mapping[str, str]) -> Params:
     return Params(q=" ".join(q.split()), page=page, size=size, offline=offline)
 
 
-def _hosts(state: VersionState) -> views.HostInfo:
-    def load(s: VersionState) -> views.HostInfo:
+def _hosts(state: IndexFile) -> views.HostInfo:
+    def load(s: IndexFile) -> views.HostInfo:
         con = s.cursor()
         try:
             return catalog.load_hosts(con)
@@ -71,49 +72,44 @@ def _hosts(state: VersionState) -> views.HostInfo:
     return state.cached("hosts", load)
 
 
-def copies(state: VersionState) -> catalog.CopyTable:
-    def load(s: VersionState) -> catalog.CopyTable:
+def copies(state: IndexFile) -> catalog.CopyTable:
+    return state.cached("copies", catalog.load_copies)
+
+
+def _status(live: LiveIndex, state: IndexFile) -> dict:
+    def load(s: IndexFile) -> dict:
         con = s.cursor()
         try:
-            return catalog.load_copies(con)
-        finally:
-            con.close()
-
-    return state.cached("copies", load)
-
-
-def _status(state: VersionState) -> dict:
-    def load(s: VersionState) -> dict:
-        con = s.cursor()
-        try:
-            return recent.status(con, s.version, s.version_dir)
+            return recent.status(con, s.version, live.version_dir(s))
         finally:
             con.close()
 
     return state.cached("status", load)
 
 
-def _new_works(state: VersionState) -> list[dict]:
-    def load(s: VersionState) -> list[dict]:
+def _new_works(live: LiveIndex, state: IndexFile) -> list[dict]:
+    def load(s: IndexFile) -> list[dict]:
         con = s.cursor()
         try:
-            return recent.new_works(con, s.version_dir)
+            return recent.new_works(con, live.version_dir(s))
         finally:
             con.close()
 
     return state.cached("new", load)
 
 
-def warm(state: VersionState) -> None:
+def warm(live: LiveIndex, state: IndexFile) -> None:
     """Load what requests of a new version need, before they ask (in a thread)."""
-    for load in (_hosts, copies, _status, _new_works):
-        load(state)
-    for _ in range(2):  # queries.search holds all its arrays from a process's second search
-        with contextlib.suppress(QueryError, FileNotFoundError, duckdb.Error):
-            search(state.crawl.index, "warm", limit=1)
+    _hosts(state)
+    copies(state)
+    _status(live, state)
+    _new_works(live, state)
+    for _ in range(2):  # queries.search holds all its arrays from a file's second search
+        with contextlib.suppress(QueryError, duckdb.Error):
+            search(state, "warm", limit=1)
 
 
-def _card_maker(state: VersionState, offline: bool, works: list[dict]):
+def _card_maker(state: IndexFile, offline: bool, works: list[dict]):
     """A function making the card of any of `works`, their copies read at once."""
     hosts = _hosts(state)
     limit = views.COPIES_SHOWN + views.COPIES_FOLDED
@@ -125,22 +121,22 @@ def _card_maker(state: VersionState, offline: bool, works: list[dict]):
     return card
 
 
-def _envelope(state: VersionState, live: LiveIndex, p: Params) -> dict:
+def _envelope(state: IndexFile, live: LiveIndex, p: Params) -> dict:
     return {
         "q": p.q,
         "page": p.page,
         "size": p.size,
         "offline": p.offline,
         "version": state.version,
-        "status": views.status_text(_status(state), live.current_name()),
+        "status": views.status_text(_status(live, state), live.current_name()),
     }
 
 
-def _new_page(state: VersionState, live: LiveIndex, p: Params) -> dict:
+def _new_page(state: IndexFile, live: LiveIndex, p: Params) -> dict:
     """The empty query's page: what is new, episodes grouped by series, albums by album."""
     works = [
         w | {"best": {"host": w["best_host"], "share": w["best_share"], "path": w["best_path"]}}
-        for w in _new_works(state)
+        for w in _new_works(live, state)
     ]
     if not p.offline:
         works = [w for w in works if w["online_copies"]]
@@ -200,11 +196,8 @@ def _new_page(state: VersionState, live: LiveIndex, p: Params) -> dict:
     }
 
 
-def _search_page(
-    state: VersionState, live: LiveIndex, p: Params, found: list[dict], filters: dict[str, str]
-) -> dict:
+def _search_page(state: IndexFile, live: LiveIndex, p: Params, found: list[dict]) -> dict:
     table = copies(state)
-    found = facets.apply_web_filters(found, filters, table, p.offline)
     start, end = (p.page - 1) * p.size, p.page * p.size
     shown = found[start:end]
     card = _card_maker(state, p.offline, shown)
@@ -220,17 +213,25 @@ def _search_page(
             p.q, p.page, p.size, PAGE_SIZE, p.offline, len(found) > end, len(shown)
         ),
         "error": None,
-        "notice": None
-        if shown
-        else "No works match"
-        + ("" if p.offline else " on hosts online now: tick “offline copies” to see all")
-        + ".",
+        "notice": _notice(p, bool(shown)),
     }
     return _envelope(state, live, p) | {
         "results": shown,
         "has_more": len(found) > end,
         "view": view,
     }
+
+
+def _notice(p: Params, found: bool) -> str | None:
+    """What the page says above the results: the query's unknown field names (searched as
+    text), and that nothing matched."""
+    sentences = []
+    if warning := parse_query(p.q).unknown_warning():
+        sentences.append(f"{warning[0].upper()}{warning[1:]}.")
+    if not found:
+        where = "" if p.offline else " on hosts online now: tick “offline copies” to see all"
+        sentences.append(f"No works match{where}.")
+    return " ".join(sentences) or None
 
 
 def error_payload(p: Params, message: str) -> dict:
@@ -249,25 +250,17 @@ def error_payload(p: Params, message: str) -> dict:
 def run(live: LiveIndex, p: Params) -> tuple[int, dict]:
     """(HTTP status, payload) of one request. Raises Unavailable when nothing can be
     served (a missing or damaged crawl directory or index)."""
-    rest, filters = facets.split_web_filters(p.q)
-    if filters and not rest.strip():
-        return 400, error_payload(
-            p, "host: and format: narrow a search: add words, e.g. “madonna format:flac”"
-        )
-    pool = facets.FILTER_POOL if filters else max(facets.FACET_POOL, p.page * p.size + 1)
-    for _ in range(ATTEMPTS):
-        with live.acquire() as state:
-            if not p.q:
-                return 200, _new_page(state, live, p)
-            try:
-                found = search(state.crawl.index, rest, limit=pool, all_hosts=p.offline)
-            except QueryError as e:
-                return 400, error_payload(p, str(e))
-            except (duckdb.Error, FileNotFoundError):
-                if live.changed(state):
-                    continue  # replaced under search(): run again on the new file
-                raise
-            if live.changed(state):
-                continue
-            return 200, _search_page(state, live, p, found, filters)
-    raise Unavailable("The search index is being replaced again and again: reload this page.")
+    pool = max(facets.FACET_POOL, p.page * p.size + 1)
+    with live.acquire() as state:
+        if not p.q:
+            return 200, _new_page(state, live, p)
+        try:
+            found = search(state, p.q, limit=pool, all_hosts=p.offline)
+        except QueryError as e:
+            return 400, error_payload(p, str(e))
+        except IndexUnreadable:
+            raise Unavailable(
+                f"The search index {live.crawl.index} is damaged: run `sharecrawl crawl "
+                f"--crawl-dir {live.crawl.root} --rounds 1` to rebuild it, then reload this page."
+            ) from None
+        return 200, _search_page(state, live, p, found)

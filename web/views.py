@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 from urllib.parse import quote, urlencode, urlsplit
 
-from crawl_io.readable import readable_url
-from queries.search import _human_size, copy_url
+from crawl_io.readable import human_bytes, readable_url
+from queries.search_results import copy_url
 
 COPIES_SHOWN = 3  # copies listed under a work; the next ones fold away
 COPIES_FOLDED = 5  # ... up to this many more, behind a "more copies" toggle
@@ -71,7 +71,7 @@ def copy_row(row: dict, hosts: HostInfo, best: bool) -> dict:
         "folder": folder,
         "name": name,
         "quality": quality(row),
-        "size": _human_size(row.get("size")),
+        "size": human_bytes(row.get("size")),
         "iri": iri,
         "href": href,
         "unc": unc,

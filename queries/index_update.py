@@ -1,0 +1,158 @@
+"""Bring a search index built from one crawldb version up to a later one, in proportion to
+what changed: the media parts that differ between the two versions (crawl_io.host_parts)
+are read, old and new, and their rows compared; copies gone or changed are deleted, new or
+changed ones inserted, hosts that went on or off line relabel their copies, and only the
+works those copies belong to (before or after) are grouped, weighed and posted anew, with
+the same SQL a full build runs over every work (queries.index_works), so that the result
+is the index a full build would make.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from crawl_io.host_parts import changed_parts
+from queries.index_sources import (
+    add_row_strings,
+    apply_guesses,
+    load_hosts,
+    media_view,
+    prepare_rows,
+    start_guesses,
+)
+from queries.index_terms import replace_postings
+from queries.index_works import (
+    assign_work_ids,
+    copies_select,
+    key_rows,
+    work_postings,
+    works_select,
+)
+
+
+@dataclass(frozen=True)
+class UpdateCounts:
+    parts: int  # media parts that differ (old and new)
+    paths: int  # media paths added, deleted or changed
+    rows_new: int  # media rows added or changed
+    hosts_switched: int  # hosts that went on or off line
+    works: int  # works grouped anew
+
+
+def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -> UpdateCounts:
+    """Update the index open on `con` (built from `old_dir`) to `new_dir`."""
+    con.execute("SET enable_progress_bar = false")
+    diff = changed_parts(old_dir, new_dir, "media")
+    _switch_hosts(con, new_dir)
+
+    media_view(con, "old_src", diff.removed)
+    media_view(con, "new_src", diff.added)
+    # Rows as the index sees them (INDEXED_COLUMNS); NULLs compare equal in set operations.
+    # Every copy of a path that changed goes, and the new version's rows of it come.
+    con.execute(
+        """
+        CREATE TEMP TABLE gone AS SELECT DISTINCT host, share, path FROM (
+            (SELECT * FROM old_src EXCEPT ALL SELECT * FROM new_src)
+            UNION ALL (SELECT * FROM new_src EXCEPT ALL SELECT * FROM old_src)
+        )
+        """
+    )
+    con.execute(
+        """
+        CREATE TEMP TABLE came AS SELECT n.* FROM new_src n
+        SEMI JOIN gone g ON n.host = g.host AND n.share = g.share AND n.path = g.path
+        """
+    )
+    con.unregister("old_src")
+    con.unregister("new_src")
+    con.execute(
+        """
+        CREATE TEMP TABLE scope AS
+        SELECT DISTINCT c.work_id FROM copies c
+        SEMI JOIN gone g ON c.host = g.host AND c.share = g.share AND c.path = g.path
+        UNION
+        SELECT DISTINCT work_id FROM copies WHERE host IN (SELECT host FROM switched)
+        """
+    )
+    con.execute(
+        """
+        DELETE FROM copies USING gone g
+        WHERE copies.host = g.host AND copies.share = g.share AND copies.path = g.path
+        """
+    )
+    con.execute(
+        """
+        UPDATE copies SET online = coalesce(h.online, false)
+        FROM switched s LEFT JOIN hosts h USING (host)
+        WHERE copies.host = s.host
+        """
+    )
+
+    prepare_rows(con, "came", "m")
+    guesses = start_guesses(con, "m")
+    add_row_strings(con, "m")
+    apply_guesses(con, "m", guesses())
+    add_row_strings(con, "m")  # the titles and series guessed
+    key_rows(con, "m", "mk")
+    assign_work_ids(con, "mk", existing=True)
+    con.execute(f"INSERT INTO copies {copies_select('mk')}")
+    con.execute("INSERT INTO scope SELECT work_id FROM keyed_ids EXCEPT SELECT work_id FROM scope")
+
+    con.execute(
+        """
+        CREATE TEMP TABLE scope_keys AS
+        SELECT work_id, work_key FROM works WHERE work_id IN (SELECT work_id FROM scope)
+        UNION SELECT work_id, work_key FROM keyed_ids
+        """
+    )
+    con.execute("DELETE FROM works WHERE work_id IN (SELECT work_id FROM scope)")
+    # the copies of the works in scope, read once for grouping and for postings
+    con.execute(
+        "CREATE TEMP TABLE scope_copies AS "
+        "SELECT * FROM copies WHERE work_id IN (SELECT work_id FROM scope)"
+    )
+    con.execute(f"INSERT INTO works {works_select('scope_keys', 'scope_copies')}")
+    work_postings(con, "scope_copies")
+    replace_postings(con, "scope")
+    counts = UpdateCounts(
+        parts=len(diff.removed) + len(diff.added),
+        paths=_count(con, "gone"),
+        rows_new=_count(con, "came"),
+        hosts_switched=_count(con, "switched"),
+        works=_count(con, "scope"),
+    )
+    for table in (
+        "gone",
+        "came",
+        "m",
+        "mk",
+        "keyed_ids",
+        "scope",
+        "scope_keys",
+        "scope_copies",
+        "switched",
+    ):
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+    return counts
+
+
+def _switch_hosts(con: duckdb.DuckDBPyConnection, new_dir: Path) -> None:
+    """Replace table `hosts` by the new version's; temp table `switched` (host): the hosts
+    whose copies' online state changes (a host gone from the table counts as offline)."""
+    con.execute("ALTER TABLE hosts RENAME TO hosts_before")
+    load_hosts(con, new_dir)
+    con.execute(
+        """
+        CREATE TEMP TABLE switched AS
+        SELECT host FROM hosts_before b FULL JOIN hosts h USING (host)
+        WHERE coalesce(b.online, false) <> coalesce(h.online, false)
+        """
+    )
+    con.execute("DROP TABLE hosts_before")
+
+
+def _count(con: duckdb.DuckDBPyConnection, table: str) -> int:
+    return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]

@@ -1,0 +1,224 @@
+"""Copies grouped into works, and the works' postings: the SQL that a full build runs over
+every copy and an update over the works it touched, so that both give the same rows.
+
+- A copy's work key comes from the copy alone (same normalised artist + title; same series,
+  season and episode; same film title + year; else the same name stem, in its folder when
+  the name is generic), and its work id from the key: the top 53 bits of its MD5 (a number
+  JavaScript holds exactly), so a work keeps its id across rounds and rebuilds. Keys whose
+  ids collide (about once in 10^4 builds of two million works) are told apart by hashing
+  the key again with a counter, in key order.
+- A work's display columns are the most common value among its copies (ties: the greatest),
+  its best copy the first in BEST_COPY_ORDER: online, lossless, resolution, bitrate, size.
+- A posting's weight is the BM25F term frequency part of the work's score (field-weighted,
+  length-normalised, saturated): it depends on that work alone, since the pivot of length
+  normalisation is a fixed length per field rather than the collection's average (pivoted
+  normalisation, after Singhal, Buckley and Mitra). The idf, which depends on the whole
+  collection, is applied when the index is read (queries.search_arrays).
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+from queries.index_sources import ROW_COLUMNS
+from queries.querylang import FIELD_BITS, FIELD_WEIGHTS
+
+BM25_K1 = 1.2
+BM25_B = 0.5  # names and tags are short; length matters less than in prose
+# Typical number of distinct terms (surface forms, stems, loose spellings) of a work's field:
+# the pivot of its length normalisation.
+FIELD_PIVOTS: dict[str, float] = {
+    "artist": 3.0, "title": 4.0, "album": 4.0, "albumartist": 3.0, "genre": 2.0,
+    "series": 4.0, "folder": 12.0, "name": 6.0,
+}  # fmt: skip
+FIELD_COLUMNS = {"artist": "artist", "title": "title", "album": "album",
+                 "albumartist": "albumartist", "genre": "genre", "series": "series",
+                 "folder": "folder", "name": "stem"}  # fmt: skip
+PRIOR_WEIGHT = 0.3  # score bonus per ln(1 + copies): popular works win ties
+# Copies of a work, best first (and the best copy is the first): a total order.
+BEST_COPY_ORDER = (
+    "(NOT online, NOT lossless, -coalesce(resolution, 0), -coalesce(bitrate_kbps, 0), "
+    "-coalesce(size, 0), host, share, path)"
+)
+COPIES_COLUMNS = f"work_id, {ROW_COLUMNS}, online"
+
+
+def work_id_sql(key: str, attempt: int = 0) -> str:
+    salted = key if attempt == 0 else f"{key} || '#{attempt}'"
+    return f"(md5_number({salted}) >> 75)::BIGINT"
+
+
+def key_rows(con: duckdb.DuckDBPyConnection, rows: str, target: str) -> None:
+    """Temp table `target`: the prepared rows of `rows` with their work keys."""
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE {target} AS
+        SELECT m.*,
+            CASE
+                WHEN m.kind = 'video' AND sr.norm <> '' AND m.episode IS NOT NULL THEN
+                    'e|' || sr.norm || '|' || coalesce(m.season, 0) || '|' || m.episode
+                WHEN m.kind = 'video' AND ti.norm <> '' THEN
+                    'f|' || ti.norm || '|' || coalesce(m.year::VARCHAR, '')
+                WHEN ar.norm <> '' AND ti.norm <> '' THEN
+                    'a|' || m.kind || '|' || ar.norm || '|' || ti.norm
+                WHEN st.generic THEN
+                    'g|' || m.kind || '|' || coalesce(fo.norm, '') || '|' || st.norm
+                ELSE 'n|' || m.kind || '|' || st.norm
+            END AS work_key
+        FROM {rows} m
+        LEFT JOIN strings ar ON ar.v = m.artist
+        LEFT JOIN strings ti ON ti.v = m.title
+        LEFT JOIN strings sr ON sr.v = m.series
+        LEFT JOIN strings st ON st.v = m.stem
+        LEFT JOIN strings fo ON fo.v = parse_filename(m.folder, false, '/')
+        """
+    )
+
+
+def assign_work_ids(con: duckdb.DuckDBPyConnection, keyed: str, *, existing: bool) -> None:
+    """Temp table `keyed_ids` (work_key, work_id) for the keys of `keyed`: a key the `works`
+    table holds keeps its id (`existing`), a new one gets its hash, told apart from every
+    id in use."""
+    known = "LEFT JOIN works w USING (work_key)" if existing else ""
+    kept = "w.work_id" if existing else "NULL::BIGINT"
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE keyed_ids AS
+        SELECT k.work_key, coalesce({kept}, {work_id_sql("k.work_key")}) AS work_id,
+               {kept} IS NOT NULL AS fixed
+        FROM (SELECT DISTINCT work_key FROM {keyed}) k {known}
+        """
+    )
+    others = (
+        "UNION ALL SELECT work_key, work_id, true FROM works "
+        "WHERE work_key NOT IN (SELECT work_key FROM keyed_ids)"
+        if existing
+        else ""
+    )
+    attempt = 0
+    while True:
+        clashing = [key for (key,) in con.execute(
+            f"""
+            SELECT work_key FROM (
+                SELECT work_key, fixed, row_number() OVER (
+                    PARTITION BY work_id ORDER BY fixed DESC, work_key) AS n
+                FROM (SELECT work_key, work_id, fixed FROM keyed_ids {others})
+            ) WHERE n > 1 AND NOT fixed
+            """
+        ).fetchall()]  # fmt: skip
+        if not clashing:
+            return
+        attempt += 1
+        con.execute(
+            f"UPDATE keyed_ids SET work_id = {work_id_sql('work_key', attempt)} "
+            "WHERE work_key = ANY(?)",
+            [clashing],
+        )
+
+
+def copies_select(keyed: str) -> str:
+    """The `copies` rows of the keyed rows `keyed` (with `keyed_ids` and `hosts`)."""
+    columns = ", ".join(f"k.{c.strip()}" for c in ROW_COLUMNS.split(","))
+    return f"""
+        SELECT i.work_id, {columns}, coalesce(h.online, false) AS online
+        FROM {keyed} k JOIN keyed_ids i USING (work_key) LEFT JOIN hosts h USING (host)
+    """
+
+
+def _mode(column: str) -> str:
+    """The most common non-null value of `column` per work of `c` (ties: the greatest)."""
+    return f"""
+        SELECT work_id, arg_max(v, (n, v)) AS {column} FROM (
+            SELECT work_id, {column} AS v, count(*) AS n FROM c
+            WHERE {column} IS NOT NULL GROUP BY ALL
+        ) GROUP BY work_id
+    """
+
+
+def works_select(keys: str, copies: str = "copies") -> str:
+    """The `works` rows of the works named in `keys` (work_id, work_key) that have copies in
+    table `copies` (every copy of those works: the index's, or a temp table of theirs)."""
+    return f"""
+        WITH c AS (SELECT * FROM {copies}),
+        grouped AS (
+            SELECT
+                work_id,
+                count(*) AS copies,
+                count(DISTINCT host) AS hosts,
+                count(*) FILTER (WHERE online) AS online_copies,
+                count(DISTINCT host) FILTER (WHERE online) AS online_hosts,
+                arg_min(
+                    {{'kind': kind, 'series': series, 'season': season, 'episode': episode,
+                      'name': stem, 'host': host, 'share': share, 'path': path,
+                      'format': format, 'bitrate_kbps': bitrate_kbps, 'size': size,
+                      'online': online, 'resolution': resolution}},
+                    {BEST_COPY_ORDER}
+                ) AS b,
+                max(mtime) AS newest_mtime
+            FROM c GROUP BY work_id
+        )
+        SELECT
+            g.work_id, k.work_key,
+            b.kind AS kind, a.artist,
+            coalesce(t.title, CASE WHEN b.series IS NULL THEN b.name END) AS title,
+            al.album, y.year, b.series AS series, b.season AS season, b.episode AS episode,
+            copies, hosts, online_copies, online_hosts,
+            b.host AS best_host, b.share AS best_share, b.path AS best_path,
+            b.format AS best_format, b.bitrate_kbps AS best_bitrate_kbps, b.size AS best_size,
+            b.online AS best_online, b.resolution AS best_resolution,
+            newest_mtime,
+            ({PRIOR_WEIGHT} * ln(1 + copies))::FLOAT AS prior
+        FROM grouped g
+        JOIN {keys} k USING (work_id)
+        LEFT JOIN ({_mode("artist")}) a USING (work_id)
+        LEFT JOIN ({_mode("title")}) t USING (work_id)
+        LEFT JOIN ({_mode("album")}) al USING (work_id)
+        LEFT JOIN ({_mode("year")}) y USING (work_id)
+    """
+
+
+def work_postings(con: duckdb.DuckDBPyConnection, copies: str = "copies") -> None:
+    """Temp table `new_postings` (work_id, term, fields, weight) of the works whose copies
+    are in table `copies` (every copy of each: the index's, or a temp table of theirs)."""
+    values = " UNION ALL ".join(
+        f"SELECT DISTINCT work_id, {FIELD_BITS[field]} AS field, {column} AS v FROM c"
+        for field, column in FIELD_COLUMNS.items()
+    )
+    # every field's values first, then one join with `strings` (a big table: read once)
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE wf AS
+        WITH c AS (SELECT work_id, {", ".join(FIELD_COLUMNS.values())} FROM {copies})
+        SELECT DISTINCT work_id, field, unnest(s.terms) AS term
+        FROM ({values}) x JOIN strings s USING (v)
+        """
+    )
+    lengths = ", ".join(
+        f"coalesce(sum(len) FILTER (WHERE field = {bit}), 0) AS len_{bit}"
+        for bit in FIELD_BITS.values()
+    )
+    # the sum over fields in a fixed order, so that every build computes the same float
+    tfw = " + ".join(
+        f"CASE WHEN tf.fields & {FIELD_BITS[f]} <> 0 THEN {FIELD_WEIGHTS[f]} / "
+        f"(1 - {BM25_B} + {BM25_B} * wl.len_{FIELD_BITS[f]} / {FIELD_PIVOTS[f]}) ELSE 0 END"
+        for f in FIELD_BITS
+    )
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE new_postings AS
+        WITH work_lens AS (
+            SELECT work_id, {lengths}
+            FROM (SELECT work_id, field, count(*) AS len FROM wf GROUP BY ALL)
+            GROUP BY work_id
+        ),
+        tf AS (SELECT work_id, term, bit_or(field)::UTINYINT AS fields FROM wf GROUP BY ALL),
+        weighted AS (
+            SELECT tf.work_id, tf.term, tf.fields, ({tfw}) AS tfw
+            FROM tf JOIN work_lens wl USING (work_id)
+        )
+        SELECT work_id, term, fields,
+               (tfw * ({BM25_K1} + 1) / (tfw + {BM25_K1}))::FLOAT AS weight
+        FROM weighted
+        """
+    )
+    con.execute("DROP TABLE wf")

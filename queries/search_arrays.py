@@ -1,0 +1,243 @@
+"""What searches need of one index file, as numpy arrays, kept with the file
+(queries.index_store): the works' ids and filter columns, the postings by term with their
+impacts, the deletion keys of the vocabulary, and the works' display rows.
+
+A posting's impact is its stored weight (the work's part of BM25F) times the term's idf,
+Lucene's ln(1 + (N - df + 0.5) / (df + 0.5)) over the N works of the index: always
+positive, so that tiny collections still rank. The idf is applied here, not stored, so
+that an update which changes the collection need not rewrite every posting.
+
+A process's first search reads only the postings of its terms (the CLI runs one search per
+process); from the second on, all postings and display rows are held in memory.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from queries.fuzzy import KeyTable, one_edit, query_hashes
+from queries.index_store import IndexFile
+from queries.querylang import KINDS
+from queries.work_values import load_pairs, works_with_sql
+
+RESULT_COLUMNS = (
+    "work_id, kind, artist, title, album, year, series, season, episode, copies, hosts, "
+    "online_copies, online_hosts, best_host, best_share, best_path, best_format, "
+    "best_bitrate_kbps, best_size, best_online, best_resolution"
+)
+_FILTER_COLUMNS = f"""
+    SELECT coalesce(list_position({list(KINDS)!r}, kind), 0)::TINYINT AS kind,
+           year::DOUBLE AS year, season::DOUBLE AS season, episode::DOUBLE AS episode,
+           copies
+    FROM works ORDER BY work_id
+"""  # KINDS are our constants, not query text
+_FILTERS = ("kind", "year", "season", "episode", "copies")
+
+
+def dense(values: np.ndarray) -> np.ndarray:
+    """A plain array from fetchnumpy's output (masked where NULL: NaN for floats)."""
+    if isinstance(values, np.ma.MaskedArray):
+        fill = np.nan if values.dtype.kind == "f" else 0
+        return values.filled(fill)
+    return np.asarray(values)
+
+
+def idf(df: np.ndarray, n_works: int) -> np.ndarray:
+    return np.log1p((n_works - df + 0.5) / (df + 0.5))
+
+
+@dataclass
+class Postings:
+    """Every posting, sorted by term id: a term's postings are one slice."""
+
+    term_ids: dict[str, int]
+    terms: np.ndarray  # object: term of each id (None where no term has it)
+    starts: np.ndarray  # postings of term id t: starts[t] to starts[t + 1]
+    rows: np.ndarray  # int32 row of the work in the works' arrays
+    impacts: np.ndarray  # float32: weight * idf
+    fields: np.ndarray  # uint8 mask of FIELD_BITS
+    keys: KeyTable
+
+
+@dataclass
+class SearchArrays:
+    file: IndexFile
+    work_ids: np.ndarray  # int64, ascending
+    online: np.ndarray  # bool per work: a copy on a host online now
+    prior: np.ndarray  # float64 per work
+    host_urls: dict[str, str]
+    columns: dict[str, np.ndarray] = field(default_factory=dict)  # filters, on first use
+    postings: Postings | None = None
+    display: pa.Table | None = None  # the result columns of every work
+    searches: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def rows_of(self, work_ids: np.ndarray) -> np.ndarray:
+        """Rows in the works' arrays of the given (present) work ids."""
+        return np.searchsorted(self.work_ids, work_ids).astype(np.int32)
+
+    def column(self, name: str) -> np.ndarray:
+        if name not in self.columns and name in _FILTERS:
+            with self.lock:
+                if name not in self.columns:
+                    loaded = _query(self.file, _FILTER_COLUMNS)
+                    self.columns |= {n: dense(v) for n, v in loaded.items()}
+        return self.columns[name]
+
+    def works_with(self, field: str, value: str, offline: bool) -> np.ndarray:
+        """Rows of the works with a copy of that value (query fields host:, format:)."""
+        if self.postings is None:  # a first search: ask the index
+            cursor = self.file.cursor()
+            try:
+                ids = works_with_sql(cursor, field, value, offline)
+            finally:
+                cursor.close()
+        else:
+            ids = pairs(self.file, field).works_with(value, offline)
+        return self.rows_of(ids)
+
+    def term_postings(self, terms: set[str]) -> dict[str, tuple[np.ndarray, ...]]:
+        """term -> (rows, impacts, fields) of its postings, for the terms in the index."""
+        p = self.postings
+        if p is not None:
+            found = {t: p.term_ids[t] for t in terms if t in p.term_ids}
+            slices = {t: slice(int(p.starts[i]), int(p.starts[i + 1])) for t, i in found.items()}
+            return {t: (p.rows[w], p.impacts[w], p.fields[w]) for t, w in slices.items()}
+        if not terms:
+            return {}
+        cursor = self.file.cursor()
+        try:  # the terms travel as a parameter list, never as SQL text
+            found = {t: (i, df) for t, i, df in cursor.execute(
+                "SELECT term, term_id, df FROM terms WHERE term = ANY(?)", [sorted(terms)]
+            ).fetchall()}  # fmt: skip
+            if not found:
+                return {}
+            hits = cursor.execute(
+                "SELECT term_id, work_id, weight, fields FROM postings WHERE term_id = ANY(?)",
+                [sorted(i for i, _ in found.values())],
+            ).fetchnumpy()
+        finally:
+            cursor.close()
+        term_of = dense(hits["term_id"])
+        rows = self.rows_of(dense(hits["work_id"]))
+        weights, fields = dense(hits["weight"]), dense(hits["fields"])
+        result = {}
+        for term, (term_id, df) in found.items():
+            mine = term_of == term_id
+            impacts = (weights[mine] * idf(np.float64(df), len(self.work_ids))).astype(np.float32)
+            result[term] = (rows[mine], impacts, fields[mine])
+        return result
+
+    def near_terms(self, surface: str) -> list[str]:
+        """The index terms one edit away from a query word (queries.fuzzy)."""
+        p = self.postings
+        if p is not None:
+            found = [p.terms[i] for i in p.keys.candidates(surface)]
+        else:
+            cursor = self.file.cursor()
+            try:  # the hashes travel as a parameter list
+                found = [t for (t,) in cursor.execute(
+                    "SELECT DISTINCT t.term FROM term_keys k JOIN terms t USING (term_id) "
+                    "WHERE k.key = ANY(?::UINTEGER[])", [query_hashes(surface)]
+                ).fetchall()]  # fmt: skip
+            finally:
+                cursor.close()
+        return sorted(t for t in found if t is not None and one_edit(surface, t))
+
+    def note_search(self) -> None:
+        """Count a search; on the second, load all postings and display rows."""
+        with self.lock:
+            self.searches += 1
+            if self.searches == 2:
+                self.postings = _load_postings(self)
+                cursor = self.file.cursor()
+                try:
+                    table = cursor.sql(f"SELECT {RESULT_COLUMNS} FROM works ORDER BY work_id")
+                    self.display = table.to_arrow_table().combine_chunks()
+                finally:
+                    cursor.close()
+
+
+def _query(file: IndexFile, sql: str) -> dict[str, np.ndarray]:
+    cursor = file.cursor()
+    try:
+        return cursor.execute(sql).fetchnumpy()
+    finally:
+        cursor.close()
+
+
+def pairs(file: IndexFile, field: str):
+    """The file's (work, value) pairs of copy field `field`, loaded once per file."""
+
+    def load(f: IndexFile):
+        cursor = f.cursor()
+        try:
+            return load_pairs(cursor, field)
+        finally:
+            cursor.close()
+
+    return file.cached(f"pairs:{field}", load)
+
+
+def search_arrays(file: IndexFile) -> SearchArrays:
+    """The file's search arrays, made on first use."""
+    return file.cached("search", _load)
+
+
+def _load(file: IndexFile) -> SearchArrays:
+    cursor = file.cursor()
+    try:
+        urls = dict(cursor.execute("SELECT host, url FROM hosts").fetchall())
+        works = cursor.execute(
+            "SELECT work_id, online_copies > 0 AS online, prior::DOUBLE AS prior "
+            "FROM works ORDER BY work_id"
+        ).fetchnumpy()
+    finally:
+        cursor.close()
+    return SearchArrays(
+        file=file,
+        work_ids=dense(works["work_id"]).astype(np.int64),
+        online=dense(works["online"]).astype(bool),
+        prior=dense(works["prior"]).astype(np.float64),
+        host_urls=urls,
+    )
+
+
+def _load_postings(arrays: SearchArrays) -> Postings:
+    cursor = arrays.file.cursor()
+    try:
+        terms = cursor.execute("SELECT term_id, term, df FROM terms").fetchnumpy()
+        postings = cursor.execute(
+            "SELECT term_id, work_id, weight, fields FROM postings"
+        ).fetchnumpy()
+        keys = cursor.execute("SELECT key, term_id FROM term_keys").fetchnumpy()
+    finally:
+        cursor.close()
+    ids = dense(terms["term_id"]).astype(np.int64)
+    size = int(ids.max()) + 2 if len(ids) else 1
+    by_id = np.empty(size, dtype=object)
+    by_id[ids] = dense(terms["term"])
+    term_idf = np.zeros(size)
+    term_idf[ids] = idf(dense(terms["df"]).astype(np.float64), len(arrays.work_ids))
+    arrays_ = {name: dense(values) for name, values in postings.items()}
+    term_of = arrays_["term_id"].astype(np.int64)
+    if not np.all(term_of[1:] >= term_of[:-1]):  # an update appended: sort here
+        order = np.argsort(term_of, kind="stable")
+        arrays_ = {name: values[order] for name, values in arrays_.items()}
+        term_of = term_of[order]
+    weights = arrays_["weight"].astype(np.float64)
+    return Postings(
+        term_ids={t: int(i) for t, i in zip(by_id[ids], ids, strict=True)},
+        terms=by_id,
+        starts=np.searchsorted(term_of, np.arange(size + 1)),
+        rows=arrays.rows_of(arrays_["work_id"]),
+        impacts=(weights * term_idf[term_of]).astype(np.float32),
+        fields=arrays_["fields"].astype(np.uint8),
+        keys=KeyTable(
+            dense(keys["key"]).astype(np.uint32), dense(keys["term_id"]).astype(np.int32)
+        ),
+    )

@@ -1,0 +1,89 @@
+"""Search results as `sharecrawl search --json` prints them (docs/DESIGN.md, CLI), and as
+lines for the terminal."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from crawl_io.readable import human_bytes, plural, readable_text, readable_url
+
+
+def copy_url(host_url: str | None, host: str, share: str, path: str) -> str:
+    """The URL of a copy: the host's URL plus share and path (percent-encoded for smb://)."""
+    base = (host_url or f"smb://{host}").rstrip("/")
+    if base.startswith("smb://"):  # hosts.url may name a share: keep the host's part
+        return f"smb://{base[6:].split('/')[0]}/{quote(share, safe='')}/{quote(path, safe='/')}"
+    return f"{base}/{share}/{path}"
+
+
+def result_record(rank: int, row: dict, urls: dict[str, str]) -> dict:
+    """One result: a work's display row (the works table's columns and its score)."""
+    url = copy_url(urls.get(row["best_host"]), row["best_host"], row["best_share"],
+                   row["best_path"])  # fmt: skip
+    best = {
+        "url": url,
+        "iri": readable_url(url),  # the same URL as people read it
+        "host": row["best_host"],
+        "share": row["best_share"],
+        "path": row["best_path"],
+        "format": row["best_format"],
+        "bitrate_kbps": row["best_bitrate_kbps"],
+        "size": row["best_size"],
+        "online": bool(row["best_online"]),
+        "resolution": row["best_resolution"],
+    }  # fmt: skip
+    return {
+        "rank": rank,
+        "score": round(float(row["score"]), 4),
+        "kind": row["kind"],
+        "artist": row["artist"],
+        "title": row["title"],
+        "album": row["album"],
+        "year": row["year"],
+        "series": row["series"],
+        "season": row["season"],
+        "episode": row["episode"],
+        "copies": row["copies"],
+        "hosts": row["hosts"],
+        "online_copies": row["online_copies"],
+        "online_hosts": row["online_hosts"],
+        "work_id": row["work_id"],
+        "best": best,
+    }
+
+
+def _headline(result: dict) -> str:
+    if result["series"]:
+        head = result["series"]
+        if result["episode"] is not None:
+            head += f" S{result['season'] or 0:02d}E{result['episode']:02d}"
+        if result["title"]:
+            head += f" — {result['title']}"
+        return head
+    head = " — ".join(x for x in (result["artist"], result["title"]) if x) or "?"
+    extra = ", ".join(str(x) for x in (result["album"], result["year"]) if x)
+    return f"{head} ({extra})" if extra else head
+
+
+def format_results(results: list[dict]) -> str:
+    """Lines for people, two per result; URLs as IRIs (crawl_io.readable)."""
+    if not results:
+        return "no results"
+    lines = []
+    for result in results:
+        best = result["best"]
+        copies = plural(result["copies"], "copy", "copies")
+        where = f"on {plural(result['hosts'], 'host')}"
+        state = f"{result['online_copies']} online" if result["online_copies"] else "all offline"
+        head = h if (h := _headline(result)) != "?" else best["path"].rpartition("/")[2]
+        lines.append(f"{result['rank']:3d}. {readable_text(head)}  [{result['kind']}]  "
+                     f"{copies} {where}, {state}")  # fmt: skip
+        quality = [best["format"] or "?"]
+        if best["bitrate_kbps"]:
+            quality.append(f"{best['bitrate_kbps']} kbps")
+        if best.get("resolution"):
+            quality.append(f"{best['resolution']}p")
+        quality.append(human_bytes(best["size"]))
+        marker = "" if best["online"] else "  (offline)"
+        lines.append(f"     best: {' '.join(quality)}  {readable_url(best['url'])}{marker}")
+    return "\n".join(lines)
