@@ -45,10 +45,8 @@ MAX_LINES = 400
 # Modules over MAX_LINES today, with their line counts: it may only shrink. An entry goes
 # when its module is split under the limit, and its number follows the module down.
 OVERSIZED: dict[str, int] = {
-    "crawl_io/smb.py": 645,
     "demolan/lan.py": 517,
     "jobs/bstar_split.py": 436,
-    "jobs/crawl_rules.py": 548,
     "queries/index.py": 585,
     "queries/search.py": 467,
 }
