@@ -59,6 +59,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         hosts_file=args.hosts_file, rules_file=args.rules_file, crawl_dir=args.crawl_dir,
         crawlers=args.crawlers,
         round_seconds=args.round_seconds, policy=args.policy, runner=args.runner,
+        hinted_only=args.hinted_only or None,
     )  # fmt: skip
     flags = {"crawlers": "--crawlers", "round_seconds": "--round-seconds"}  # settings' checks
     settings = load_settings({k: v for k, v in flags.items() if getattr(args, k) is not None})
@@ -226,10 +227,19 @@ def cmd_watch(args: argparse.Namespace) -> int:
     crawl = CrawlDir(settings.crawl_dir)
     crawl.check(create=True)
     crawl.crawldb.mkdir(parents=True, exist_ok=True)  # what a first round would make
+    if args.settle <= 0:
+        raise UsageError("--settle must be positive")
+    crawl_args = None
+    if args.crawl:  # a round for the hints: `sharecrawl crawl --hinted-only` on the same files
+        crawl_args = ["--hosts-file", str(Path(settings.hosts_file).resolve()),
+                      "--crawl-dir", str(crawl.root.resolve())]  # fmt: skip
+        if args.rules_file:
+            crawl_args += ["--rules-file", str(Path(args.rules_file).resolve())]
     return run_watch(WatchOptions(
         crawl.root, hosts, settings.rules_file or None, args.seconds,
         timeout_s=settings.host_timeout_s, liveness_timeout_s=settings.liveness_timeout_s,
         max_backoff_s=args.max_backoff, keep_days=args.keep_days,
+        crawl_args=crawl_args, settle_s=args.settle,
     ))  # fmt: skip
 
 
@@ -261,6 +271,9 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--round-seconds", type=float)
     sp.add_argument("--policy")
     sp.add_argument("--runner", choices=config.RUNNERS)
+    sp.add_argument("--hinted-only", action="store_true",
+                    help="scan only the partitions that change notifications (`sharecrawl "
+                         "watch`) point at, as `watch --crawl` does")  # fmt: skip
     sp.set_defaults(func=cmd_crawl)
 
     sp = sub.add_parser("search", help="search the media index")
@@ -310,6 +323,11 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--max-backoff", type=float, default=300.0,
                     help="longest wait before trying a lost host again, seconds")  # fmt: skip
     sp.add_argument("--keep-days", type=float, default=7.0, help="how long hints are kept")
+    sp.add_argument("--crawl", action="store_true",
+                    help="when hints have come and gone quiet, run a round of the hinted "
+                         "partitions (crawl --hinted-only) unless a crawl is running")
+    sp.add_argument("--settle", type=float, default=5.0, metavar="S",
+                    help="with --crawl: seconds without a new hint before that round starts")
     sp.set_defaults(func=cmd_watch)
 
     sp = sub.add_parser("demo", help="crawl a demo LAN of real tagged media in three rounds")

@@ -47,6 +47,8 @@ class sharecrawl(luigi.Config):  # lower case: Luigi names a Config by its secti
     stats_depth = luigi.IntParameter()
     stats_every = luigi.IntParameter()
     stats_min_entries = luigi.IntParameter()
+    safety_interval_s = luigi.FloatParameter()  # watched partitions: scanned at least this often
+    hinted_only = luigi.BoolParameter()  # a round of hinted partitions alone (watch --crawl)
 
 
 load_defaults()

@@ -12,6 +12,7 @@ from crawl_io.crawldir import CrawlDir, read_parquet
 from crawl_io.duck import cursor
 from crawl_io.schema import FETCHLOG
 from crawl_io.sources import CONFIG_STATUSES, HOST_OK, UNREACHABLE_STATUSES
+from jobs.hint_counts import hints_report
 
 MAX_LINES = 20  # per list in the text report; --json lists everything
 
@@ -55,6 +56,10 @@ def round_report(crawl: CrawlDir) -> dict:
     with_denied = con.execute(
         "SELECT count(*) FROM log WHERE coalesce(n_denied, 0) > 0 AND partition_id IS NOT NULL"
     ).fetchone()[0]
+    by_reason = dict(con.execute(
+        "SELECT reason, count(*) FROM log WHERE partition_id IS NOT NULL AND reason IS NOT NULL "
+        "GROUP BY reason ORDER BY reason"
+    ).fetchall())  # fmt: skip
     con.close()
     partitions = crawl.read(last, "partitions")
     hosts = crawl.read(last, "hosts")
@@ -99,6 +104,8 @@ def round_report(crawl: CrawlDir) -> dict:
         "denied_list": [{"host": h, "share": s, "path": p} for h, s, p in denied],
         "config_failure": config_failure(statuses),
         "change_share": round(changes / scans, 4) if scans else None,
+        "scan_reasons": by_reason,
+        "hints": hints_report(crawl.root, partitions, by_reason),
     }
 
 
@@ -115,6 +122,9 @@ def format_report(report: dict) -> str:
     ]
     if report["change_share"] is not None:
         lines.append(f"  scans that found a change, all rounds: {report['change_share']:.1%}")
+    if (h := report.get("hints")) is not None:
+        lines.append(f"  hints: {h['waiting']} waiting, {h['consumed']} consumed; "
+                     f"{h['scanned_for_hints']} partitions scanned for hints")  # fmt: skip
     lines += _not_crawled_lines(report)
     lines += _capped(
         f"  access denied to {report['denied_folders']} folder(s) below a share's root; "
