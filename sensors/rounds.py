@@ -122,8 +122,10 @@ class HintRounds:
         args = list(self.crawl_args)
         if "--rules-file" in args and not Path(args[args.index("--rules-file") + 1]).exists():
             del args[args.index("--rules-file") : args.index("--rules-file") + 2]
+        # A round for hints lists a few folders: the inline runner runs its jobs in the round's
+        # own process, where the local runner would start a process per job step.
         command = [sys.executable, "-m", "cli.main", "crawl", "--rounds", "1",
-                   "--hinted-only", *args]  # fmt: skip
+                   "--hinted-only", "--runner", "inline", *args]  # fmt: skip
         self.child = subprocess.Popen(command, stdin=subprocess.DEVNULL)
         self.child_started = now
         self.rounds_started += 1

@@ -65,6 +65,11 @@ class HintBook:
             until = np.full(idx.size, np.inf)
         self.trust_until[idx] = np.where(self.notify[idx], until, -np.inf)
 
+    def hinted_scan(self, idx: np.ndarray, t: np.ndarray | float) -> np.ndarray:
+        """Whether scans of partitions idx at t may list only around their hints: their
+        watch has had no break since their last scan (so no overflow either)."""
+        return self.trust_until[idx] > t
+
     def complete(self, idx: np.ndarray, start: np.ndarray) -> np.ndarray:
         """Whether every change of partitions idx since their last scan, up to `start`, was
         notified (the watch had no break), so the count of changes is known."""
@@ -85,8 +90,9 @@ class HintBook:
 class HintPath:
     """Scans of single-change notifications, planned one window (a round) at a time."""
 
-    def __init__(self, lan: Lan, crawlers: int) -> None:
+    def __init__(self, lan: Lan, crawlers: int, book: HintBook) -> None:
         self.lan = lan
+        self.book = book
         w = _watch(lan)
         self.part = w.hint_part.tolist()
         self.arrival = w.hint_arrival.tolist()
@@ -94,8 +100,11 @@ class HintPath:
         self.next = 0  # the first notification not served yet
         self.free = [-np.inf] * crawlers  # when each hint crawler is free, a heap
 
-    def plan(self, until: float, latest_start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Partitions and start times of the hint scans that start before `until`.
+    def plan(
+        self, until: float, latest_start: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Partitions, start times and listing costs of the hint scans that start before
+        `until` (a hinted scan's when the watch had no break since the last scan).
 
         A notification is served unless a scan that started at or after its change (a round's,
         or an earlier hint's) covers it; one whose scan cannot start before `until` waits for
@@ -106,6 +115,7 @@ class HintPath:
         tag_s = lan.params.tag_s_per_file
         parts: list[int] = []
         starts: list[float] = []
+        listing: list[float] = []
         while self.next < len(self.part) and self.arrival[self.next] < until:
             i, arrived, changed_at = (
                 self.part[self.next],
@@ -123,13 +133,16 @@ class HintPath:
                 self.next += 1  # gone off: its reconnect brings an overflow hint
                 continue
             new_media = lan.cum_media[lan.changes_upto(np.array([i, i]), np.array([start, prev]))]
-            cost = lan.list_cost[i] + tag_s * float(new_media[0] - new_media[1])
+            one = np.array([i])
+            list_s = float(lan.listing_cost(one, self.book.hinted_scan(one, start))[0])
+            cost = list_s + tag_s * float(new_media[0] - new_media[1])
             heapq.heapreplace(self.free, start + cost)
             latest_start[i] = start
             parts.append(i)
             starts.append(start)
+            listing.append(list_s)
             self.next += 1
-        return np.array(parts, dtype=int), np.array(starts)
+        return np.array(parts, dtype=int), np.array(starts), np.array(listing)
 
 
 def _next_after(keys: np.ndarray, owner: np.ndarray, t: np.ndarray) -> np.ndarray:

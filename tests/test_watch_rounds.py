@@ -109,3 +109,46 @@ def test_silence_lists_nothing_and_a_restart_or_a_kill_ends_the_trust(server, la
     assert {(r["reason"], r["watched"]) for r in by_host(fetchlog(lan))[key]} == {
         ("scheduled", False)
     }
+
+
+def test_lock_held_reads_the_lock_without_taking_it(tmp_path: Path) -> None:
+    from crawl_io.lock import LOCK_NAME, CrawlLock
+    from sensors.rounds import lock_held
+
+    assert not lock_held(tmp_path / LOCK_NAME)  # no file yet
+    lock = CrawlLock(tmp_path).acquire()
+    try:
+        assert lock_held(tmp_path / LOCK_NAME)
+        assert lock_held(tmp_path / LOCK_NAME)  # looking did not take or drop it
+    finally:
+        lock.release()
+    assert not lock_held(tmp_path / LOCK_NAME)
+    again = CrawlLock(tmp_path).acquire()  # nobody else holds it after a look
+    again.release()
+
+
+def test_watch_crawl_waits_for_a_running_crawl(server, lan, watches, run_json) -> None:
+    from crawl_io.lock import CrawlLock
+
+    url = f"{server.url}/media?notify=trusted"
+    lan.hosts_file.write_text(url + "\n")
+    lan.crawl()
+    watch = watches([url], "--crawl", "--settle", "1", crawl_dir=lan.crawl_dir,
+                    config="runner = inline\n")  # fmt: skip
+    watch.wait_watching(host_key(server), ["media"])
+    watch.prime(server.root_dir / "media")
+    wait_for(lambda: "the round for the hints took" in watch.stderr(), 120, "probe round", watch)
+    started = watch.stderr().count("a round for the hints started")  # the probe's round
+    lock = CrawlLock(lan.crawl_dir).acquire()  # a scheduled crawl, as it were
+    try:
+        (server.root_dir / "media" / "while locked.txt").write_text("x")  # top folder: hinted
+        wait_for(lambda: "a crawl is running" in watch.stderr(), 60, "waiting said", watch)
+        time.sleep(3)
+        assert watch.stderr().count("a round for the hints started") == started
+    finally:
+        lock.release()
+    wait_for(lambda: watch.stderr().count("the round for the hints took") >= 2, 120,
+             "the round after the crawl", watch)  # fmt: skip
+    paths = {r["path"] for r in run_json(lan, "sql", "SELECT path FROM files")}
+    assert "while locked.txt" in paths
+    assert watch.stop() == 0
