@@ -250,8 +250,10 @@ class Watch:
     host is off or rebooting, and when the connection drops while the host stays on
     (`watch_drops_per_day`, lasting `watch_drop_s`); changes made during a break are lost, and
     when the watcher has reconnected (`reconnect_s` after the host is back: its backoff) it
-    posts an overflow hint for the share, so every partition there is hinted and rescanned in
-    the next round, before anything the schedule chose. A partition hinted by single changes
+    posts an overflow hint for the share, so every partition there is hinted: listed whole by
+    the hint crawlers when no single change waits for them (as `watch --crawl`'s rounds for
+    the hints take overflows too), or by the next round first, whichever comes first. A
+    partition hinted by single changes
     whose watch had no break since its last scan gets a hinted scan: only the folders around
     the change are listed (`hinted_scan_folders`); after a break it is listed whole. A host's
     partitions count as one share. Not modelled: a server that drops a single notification

@@ -282,3 +282,34 @@ def test_a_hinted_scan_costs_the_folders_around_the_change() -> None:
     np.testing.assert_allclose(whole, lan.list_cost)
     per_folder = lan.list_cost / lan.n_folders
     np.testing.assert_allclose(hinted, np.minimum(lan.list_cost, 2 * per_folder))
+
+
+def test_hint_crawlers_list_overflowed_shares_whole_after_single_changes() -> None:
+    from simulator.hints import HintBook, HintPath
+    from simulator.lan import KEY_OFFSET, KEY_SPAN
+
+    lan = build_lan(SimParams(hosts=30, days=1.0, seed=2, watch_drops_per_day=4.0))
+    n = lan.host_of.size
+    assert lan.watch is not None and lan.watch.overflow_key.size > 0
+
+    def plan(overflows: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        book = HintBook(lan, np.zeros(n))
+        return HintPath(lan, 2, book, overflows=overflows).plan(lan.end, np.full(n, -1.0))
+
+    parts, starts, listing = plan(True)
+    o_host = (lan.watch.overflow_key // KEY_SPAN).astype(int)
+    o_t = lan.watch.overflow_key - o_host * KEY_SPAN - KEY_OFFSET
+    checked = 0
+    for h, a in zip(o_host.tolist(), o_t.tolist(), strict=True):
+        on = lan.host_online(np.array([h, h]), np.array([a, a + 600]))
+        if not (0 < a < lan.end - 600 and on.all()):
+            continue
+        for i in np.flatnonzero(lan.host_of == h).tolist():
+            after = (parts == i) & (starts >= a) & (starts <= a + 600)
+            assert after.any(), f"partition {i} not listed after the overflow at {a:.0f}"
+            assert np.isclose(listing[after], lan.list_cost[i]).any()  # listed whole
+        checked += 1
+    assert checked > 0
+    singles_only, _, single_listing = plan(False)
+    assert singles_only.size < parts.size
+    assert (single_listing <= lan.list_cost[singles_only] + 1e-9).all()
