@@ -70,7 +70,7 @@ def _crawl(args: argparse.Namespace) -> int:
     config.override(
         hosts_file=args.hosts_file, rules_file=args.rules_file, crawl_dir=args.crawl_dir,
         crawlers=args.crawlers, round_seconds=args.round_seconds, policy=args.policy,
-        runner=args.runner,
+        runner=args.runner, hinted_only=args.hinted_only or None,
     )  # fmt: skip
     flags = {"crawlers": "--crawlers", "round_seconds": "--round-seconds"}  # settings' checks
     settings = load_settings({k: v for k, v in flags.items() if getattr(args, k) is not None})

@@ -36,6 +36,7 @@ NUMERIC_SETTINGS: dict[str, tuple[float, bool, float]] = {
     "stats_depth": (0, False, math.inf),
     "stats_every": (1, False, math.inf),
     "stats_min_entries": (0, False, math.inf),
+    "safety_interval_s": (0, True, 365 * DAY_S),
 }
 
 

@@ -178,6 +178,9 @@ def _crawl(sub: argparse._SubParsersAction) -> None:
             help="which partitions to scan first")
     _option(sp, "--runner", choices=tuple(RUNNER_HELP), setting="runner", metavar="R",
             more_help=lambda: _choices(RUNNER_HELP), help="where the update's mrjob jobs run")
+    _option(sp, "--hinted-only", action="store_true",
+            help="scan only the partitions that change notifications (`sharecrawl watch`) "
+                 "point at, as `watch --crawl` does")  # fmt: skip
 
 
 def _search(sub: argparse._SubParsersAction) -> None:
@@ -263,6 +266,11 @@ def _watch(sub: argparse._SubParsersAction) -> None:
             help="longest wait, in seconds, before a lost host is tried again")
     _option(sp, "--keep-days", type=float, default=7.0, metavar="D",
             help="hints older than D days are removed")
+    _option(sp, "--crawl", action="store_true",
+            help="when hints have come and gone quiet, run a round of the hinted partitions "
+                 "(crawl --hinted-only) unless a crawl is running")  # fmt: skip
+    _option(sp, "--settle", type=float, default=5.0, metavar="S",
+            help="with --crawl: seconds without a new hint before that round starts")
 
 
 def _demo(sub: argparse._SubParsersAction) -> None:

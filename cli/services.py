@@ -4,6 +4,7 @@ change notifications) and `simulate` (the scheduling policies on a synthetic LAN
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from cli.inputs import SIMULATE_OPTIONS, UsageError, check_number, check_output_file
 
@@ -33,7 +34,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from sensors.watch import WatchOptions, run_watch
 
     for flag, value in (("--seconds", args.seconds), ("--max-backoff", args.max_backoff),
-                        ("--keep-days", args.keep_days)):  # fmt: skip
+                        ("--keep-days", args.keep_days), ("--settle", args.settle)):  # fmt: skip
         if value is not None:
             check_number(flag, value, 0, True, 1e9)
     config.override(hosts_file=args.hosts_file, rules_file=args.rules_file,
@@ -43,10 +44,17 @@ def cmd_watch(args: argparse.Namespace) -> int:
     crawl = CrawlDir(settings.crawl_dir)
     crawl.check(create=True)
     crawl.crawldb.mkdir(parents=True, exist_ok=True)  # what a first round would make
+    crawl_args = None
+    if args.crawl:  # a round for the hints: `sharecrawl crawl --hinted-only` on the same files
+        crawl_args = ["--hosts-file", str(Path(settings.hosts_file).resolve()),
+                      "--crawl-dir", str(crawl.root.resolve())]  # fmt: skip
+        if args.rules_file:
+            crawl_args += ["--rules-file", str(Path(args.rules_file).resolve())]
     return run_watch(WatchOptions(
         crawl.root, hosts, settings.rules_file or None, args.seconds,
         timeout_s=settings.host_timeout_s, liveness_timeout_s=settings.liveness_timeout_s,
         max_backoff_s=args.max_backoff, keep_days=args.keep_days,
+        crawl_args=crawl_args, settle_s=args.settle,
     ))  # fmt: skip
 
 

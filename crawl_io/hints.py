@@ -226,11 +226,16 @@ class HintsSnapshot:
                     overflow = True
                 else:
                     paths.add(hint.path)
+        unbroken, as_of = self.watched_since(host, share, t)
+        return ShareSignal(frozenset(paths), overflow, unbroken, as_of)
+
+    def watched_since(
+        self, host: str, share: str, t: datetime | None
+    ) -> tuple[bool, datetime | None]:
+        """`since`'s (unbroken, as_of) alone, without going through the share's hints."""
         row = self._watches.get((host, share))
         watching = row is not None and row["state"] == WATCHING and row["since"] is not None
         alive = watching and timestamp_us(row["alive_at"]) >= self._live_after_us
         complete = self.complete_since is None or (t is not None and t >= self.complete_since)
-        armed = alive and t_us is not None and timestamp_us(row["since"]) <= t_us
-        unbroken = bool(armed and complete)
-        as_of = row["alive_at"] if alive else None
-        return ShareSignal(frozenset(paths), overflow, unbroken, as_of)
+        armed = alive and t is not None and timestamp_us(row["since"]) <= timestamp_us(t)
+        return bool(armed and complete), (row["alive_at"] if alive else None)

@@ -30,13 +30,9 @@ import time
 from typing import NamedTuple
 
 from crawl_io import smb_wire
-from crawl_io.smb import (
-    DENIED_STATUSES,
-    FILE_DIRECTORY_FILE,
-    FROM_SFM,
-    READ_ACCESS,
-    SMBSource,
-)
+from crawl_io.smb import SMBSource
+from crawl_io.smb_names import FROM_SFM
+from crawl_io.smb_session import DENIED_STATUSES, FILE_DIRECTORY_FILE, READ_ACCESS
 from crawl_io.smb_wire import STATUS_SUCCESS
 from crawl_io.sources import Credentials, HostUnreachable, HostURL, SourceError
 

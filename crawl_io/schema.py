@@ -27,7 +27,15 @@ HOSTS = pa.schema(
     ]
 )
 
-SCAN_EVENT = pa.struct([("t", TS), ("changed", pa.bool_())])
+SCAN_EVENT = pa.struct(
+    [
+        ("t", TS),
+        ("changed", pa.bool_()),
+        # every change since the previous scan was notified (a watched, trusted share): a
+        # complete signal for the rate estimate; null in histories written before it existed
+        ("complete", pa.bool_()),
+    ]
+)
 
 PARTITIONS = pa.schema(
     [
@@ -154,8 +162,17 @@ FETCHLOG = pa.schema(
         ("host_status", pa.string()),  # a failed scan's hosts.status code: refused, auth_failed...
         ("n_denied", pa.int64()),  # folders whose listing was refused (their rows are kept)
         ("denied", pa.list_(pa.string())),  # those folders' share-relative paths
+        ("reason", pa.string()),  # why it was scanned: one of SCAN_REASONS
+        # its share was watched without a break since its previous scan on a host whose
+        # notifications are trusted: every change since was notified (a complete signal)
+        ("watched", pa.bool_()),
     ]
 )
+
+# Why a partition is in a round's fetch list (fetchlist.reason, fetchlog.reason): never listed
+# or its rows lost; a change notification for a path in it; an overflow hint for its share;
+# the scheduling policy; the policy again after its host failed.
+SCAN_REASONS = ("new", "hint", "overflow", "scheduled", "retry")
 
 # What Generate hands to Fetch: the partitions to scan this round, with what is stored.
 FETCHLIST = pa.schema(
@@ -170,6 +187,10 @@ FETCHLIST = pa.schema(
         ("hash", pa.string()),
         ("score", pa.float64()),
         ("reason", pa.string()),
+        ("watched", pa.bool_()),  # as fetchlog.watched
+        # a hinted scan: only these paths' folders are listed (the rest is known unchanged)
+        ("hinted_paths", pa.list_(pa.string())),
+        ("hints_as_of", TS),  # the hints are known up to here: the hinted scan counts from it
     ]
 )
 

@@ -91,6 +91,9 @@ class HostURL:
     port: int | None
     user: str | None
     share: str | None  # None: every share of the host
+    # `?notify=trusted`: the operator says every change on this host reaches its change
+    # notifications, so a watch that stayed silent means nothing changed (NOTIFY_OPTION)
+    notify_trusted: bool = False
 
     @property
     def url(self) -> str:
@@ -149,6 +152,34 @@ def check_hostname(name: str) -> str | None:
     return None
 
 
+# The one option a host URL takes, as its query: `smb://nas/music?notify=trusted`. Windows
+# servers report every change below a watched folder; Samba reports disk-side changes (a program
+# on the server writing there) only in the watched folder itself, and nothing in the SMB2
+# negotiate or session answers says reliably which server this is. So silence is trusted only
+# where the operator says every change reaches the watch (DESIGN.md, Scheduling).
+NOTIFY_OPTION = "notify"
+NOTIFY_VALUES = {"hints": False, "trusted": True}  # hints: the default
+
+
+def _notify_trusted(text: str, query: str) -> bool:
+    """The host URL's `?notify=...` option; ConfigError for anything else in its query."""
+    trusted = False
+    for item in query.split("&") if query else ():
+        key, sep, value = item.partition("=")
+        if key != NOTIFY_OPTION or not sep:
+            raise ConfigError(
+                f"malformed host URL {short_repr(text)}: unknown option {short_repr(item)} "
+                f"(the one option is {NOTIFY_OPTION}={'|'.join(NOTIFY_VALUES)})"
+            )
+        if value not in NOTIFY_VALUES:
+            raise ConfigError(
+                f"malformed host URL {short_repr(text)}: {NOTIFY_OPTION}= is "
+                f"{' or '.join(NOTIFY_VALUES)}, not {short_repr(value)}"
+            )
+        trusted = NOTIFY_VALUES[value]
+    return trusted
+
+
 def parse_host_url(text: str) -> HostURL:
     text = text.strip()
     try:
@@ -156,6 +187,7 @@ def parse_host_url(text: str) -> HostURL:
         port = parts.port
     except ValueError as e:
         raise ConfigError(f"malformed host URL {short_repr(text)}: {e}") from None
+    trusted = _notify_trusted(text, parts.query)
     if parts.scheme == "file":
         if parts.netloc not in ("", "localhost"):
             raise ConfigError(f"malformed host URL {short_repr(text)}: file URLs are file:///abs/dir")
@@ -164,7 +196,7 @@ def parse_host_url(text: str) -> HostURL:
             raise ConfigError(f"malformed host URL {short_repr(text)}: needs an absolute folder")
         if "\0" in folder:
             raise ConfigError(f"malformed host URL {short_repr(text)}: the folder holds a NUL")
-        return HostURL("file", os.path.basename(folder), folder, None, None, None)
+        return HostURL("file", os.path.basename(folder), folder, None, None, None, trusted)
     if parts.scheme == "smb":
         if parts.password is not None:
             raise ConfigError(
@@ -185,7 +217,7 @@ def parse_host_url(text: str) -> HostURL:
             raise ConfigError(f"malformed host URL {short_repr(text)}: the share name holds a NUL")
         key = parts.hostname if port in (None, 445) else f"{parts.hostname}:{port}"
         share = segments[0] if segments else None
-        return HostURL("smb", key, parts.hostname, port, parts.username, share)
+        return HostURL("smb", key, parts.hostname, port, parts.username, share, trusted)
     raise ConfigError(f"malformed host URL {short_repr(text)}: scheme must be smb:// or file://")
 
 
@@ -218,6 +250,9 @@ def _check_unique(hosts: Iterable[HostURL]) -> None:
         other = seen.setdefault(h.host, h)
         if other.hostname != h.hostname or other.scheme != h.scheme:
             raise ConfigError(f"two hosts are named {h.host!r}: {other.url} and {h.url}")
+        if other.notify_trusted != h.notify_trusted:  # the option is the host's, not a line's
+            raise ConfigError(f"host {h.host!r}: {NOTIFY_OPTION}=trusted on some of its lines "
+                              "and not on others; give it on every line of the host or none")
 
 
 @dataclass(frozen=True)

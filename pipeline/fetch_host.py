@@ -34,6 +34,7 @@ from crawl_io.sources import (
 )
 from crawl_io.stored_hosts import StoredHost, TagsByFile
 from jobs.crawl_rules import filtered, load_rules
+from jobs.hinted_walk import WholeScan, hinted_walk
 from jobs.membership import PartitionKey, Ranges, share_root
 from jobs.subtree_hash import walk_hash
 from jobs.walk import WalkStats, walk_partition
@@ -102,6 +103,8 @@ class _HostFetch:
         self.media: list[dict] = []
         self.log: list[dict] = []
         self._stored: StoredHost | None = None
+        # why each due partition is scanned, and how (fetchlist rows by partition_id)
+        self.plans = {r["partition_id"]: r for r in job.due if r["partition_id"]}
 
     # -- stored state of the host, read only for the partitions that changed ---------------
     @property
@@ -122,6 +125,29 @@ class _HostFetch:
         """Stored tags by (name, size, mtime_us): a file moved within the host keeps them."""
         return self.stored.tags_by_file()
 
+    def stored_entries(self, partition_id: str) -> list[tuple[str, Entry]]:
+        """The partition's stored rows as (path, entry), for a hinted scan."""
+        rows = self.stored.rows("files", {partition_id})
+        columns = [rows[c].to_pylist() for c in ("path", "name", "is_dir", "size")]
+        mtimes = rows["mtime"].cast(pa.int64()).to_pylist()
+        return [(path, Entry(name, is_dir, size, mtime))
+                for path, name, is_dir, size, mtime in zip(*columns, mtimes, strict=True)]
+
+    def _walk(
+        self, source: Source, key: PartitionKey, stored_hash: str | None, ranges: Ranges,
+        stats: WalkStats,
+    ) -> list[tuple[str, Entry]]:  # fmt: skip
+        """The partition's entries: around its hinted paths when the fetch list allows
+        (jobs.hinted_walk), else walked whole."""
+        hinted = self.plans.get(key.id, {}).get("hinted_paths")
+        if hinted:
+            try:
+                stored = self.stored_entries(key.id)
+                return hinted_walk(source, key, ranges, stored, stored_hash, hinted, stats)
+            except WholeScan:
+                stats.folders_listed = 0  # what it listed is listed again
+        return list(walk_partition(source, key, ranges, stats))
+
     # -- one partition ----------------------------------------------------------------------
     def scan(
         self, source: Source, key: PartitionKey, stored_hash: str | None, ranges: Ranges
@@ -129,15 +155,19 @@ class _HostFetch:
         started = time.time()
         stats = WalkStats()
         entries: list[tuple[str, Entry]] = []
+        plan = self.plans.get(key.id, {})
+        counted = started  # a hinted scan counts from when its hints were read (later ones wait)
+        if plan.get("hinted_paths") and plan.get("hints_as_of") is not None:
+            counted = min(started, plan["hints_as_of"].timestamp())
         log = {
             "round": self.job.round, "partition_id": key.id, "host": key.host,
-            "share": key.share, "started": _ts(int(started * 1e6)), "hash": None,
+            "share": key.share, "started": _ts(int(counted * 1e6)), "hash": None,
             "n_entries": 0, "n_tags_read": 0, "bytes_read": 0, "error": None,
             "listing_s": 0.0, "tags_s": 0.0, "n_folders": 0, "host_status": None, "n_denied": 0,
-            "denied": [],
+            "denied": [], "reason": plan.get("reason", "new"), "watched": plan.get("watched"),
         }  # fmt: skip
         try:
-            entries.extend(walk_partition(source, key, ranges, stats))
+            entries.extend(self._walk(source, key, stored_hash, ranges, stats))
         except NotFound:
             log.update(status="gone", error=f"{key.share}/{key.root}: no longer there")
         except SourceError as e:
@@ -266,6 +296,7 @@ class _HostFetch:
             self._failed(key.id, key.share, error)
 
     def _failed(self, partition_id: str | None, share: str | None, error: SourceError) -> None:
+        plan = self.plans.get(partition_id, {}) if partition_id else {}
         self.log.append(
             {
                 "round": self.job.round, "partition_id": partition_id, "host": self.host.host,
@@ -273,6 +304,8 @@ class _HostFetch:
                 "status": _status(error), "hash": None, "n_entries": 0, "n_tags_read": 0,
                 "bytes_read": 0, "error": str(error), "listing_s": 0.0, "tags_s": 0.0,
                 "n_folders": 0, "host_status": error.host_status, "n_denied": 0, "denied": [],
+                "reason": plan.get("reason", "new") if partition_id else None,
+                "watched": plan.get("watched"),
             }
         )  # fmt: skip
 

@@ -1,13 +1,20 @@
 """Generate: score every partition with the scheduling policy and choose the round's fetch list.
 
-Output: the round's `fetchlist.parquet`: the partitions to scan, with their stored hashes, and
-one 'discover' row for each online host that has no partition yet. Partitions without a stored
-hash (never listed, or their rows lost to a damaged part: crawl_io.crawldir.CrawlDir.read)
-come first, whatever the policy says: until listed again they have no rows in the crawldb.
+Output: the round's `fetchlist.parquet`: the partitions to scan, with their stored hashes, why
+(`reason`) and how, and one row (partition_id null, reason 'new') for each online host that has
+no partition yet. Partitions without a stored hash (never listed, or their rows lost to a
+damaged part: crawl_io.crawldir.CrawlDir.read) come first, whatever the policy says: until
+listed again they have no rows in the crawldb.
+
+What `sharecrawl watch` wrote to crawl/hints is read once (pipeline.scheduling.signals):
+hinted partitions come next, silent watched ones on trusted hosts are skipped until their
+safety interval has passed, and a round run with `hinted_only` (`watch --crawl`,
+`crawl --hinted-only`) takes the hinted partitions alone.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -16,13 +23,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from crawl_io.crawldir import CrawlDir, write_parquet
+from crawl_io.hints import HintsStore
 from crawl_io.schema import FETCHLIST
+from jobs.crawl_rules import load_rules
+from jobs.hint_counts import partition_signals
 from jobs.scan_cost import scheduled_seconds
 from pipeline.inject import Inject
 from pipeline.scheduling.choice import Budget, PartitionState
 from pipeline.scheduling.history import Histories
 from pipeline.scheduling.policies import get_policy
+from pipeline.scheduling.signals import ScanPlan, apply_signals
 from pipeline.settings import sharecrawl
+
+log = logging.getLogger("sharecrawl")
+KEYS = ("host", "partition_id", "share", "root", "lo", "hi", "hash")
 
 
 def partition_states(
@@ -49,6 +63,15 @@ def partition_states(
     return states
 
 
+def rules_changed(crawl: CrawlDir, round_: int) -> bool:
+    """Do this round's crawl rules differ from the last round's (so a hinted scan, which
+    keeps stored rows, could keep rows the new rules exclude or miss what they include)?"""
+    if round_ <= 1:
+        return True
+    now = load_rules(crawl.segment_dir(round_) / "rules.txt")
+    return now.digest != load_rules(crawl.segment_dir(round_ - 1) / "rules.txt").digest
+
+
 class Generate(luigi.Task):
     crawl_dir = luigi.Parameter()
     round = luigi.IntParameter()
@@ -66,33 +89,47 @@ class Generate(luigi.Task):
         hosts = pq.read_table(self.input().path).to_pylist()
         online = {h["host"]: h["online"] for h in hosts}
         urls = {h["host"]: h["url"] for h in hosts}
+        trusted = {h["host"]: bool(h.get("notify_trusted")) for h in hosts}
         partitions = crawl.read(self.round - 1, "partitions")
         rows = partitions.drop_columns(["history"]).to_pylist()
-        states = partition_states(partitions, rows, online, settings.partition_max_seconds)
-        policy = get_policy(settings.policy)
-        budget = Budget(crawlers=settings.crawlers, round_seconds=settings.round_seconds)
-        refetch = [p["partition_id"] for p in rows if p["hash"] is None and online.get(p["host"])]
-        first = set(refetch)
-        chosen = refetch + [pid for pid in policy.choose(states, time.time(), budget)
-                            if pid not in first]  # fmt: skip
         by_id = {p["partition_id"]: p for p in rows}
+        now = time.time()
+        states = partition_states(partitions, rows, online, settings.partition_max_seconds)
+        seen = apply_signals(
+            states, by_id, partition_signals(HintsStore(crawl.root).snapshot(), partitions),
+            trusted, now, settings.safety_interval_s, rules_changed(crawl, self.round),
+        )  # fmt: skip
+        if seen.hinted or seen.silent:
+            log.info("sharecrawl: round %d: %d partitions hinted, %d watched and silent "
+                     "(skipped)", self.round, seen.hinted, seen.silent)  # fmt: skip
+        states = seen.states
+        if settings.hinted_only:
+            states = [s for s in states if s.hinted]
+        name = settings.policy
+        policy = get_policy(name, **({"safety_s": settings.safety_interval_s}
+                                     if name == "sensors" else {}))  # fmt: skip
+        budget = Budget(crawlers=settings.crawlers, round_seconds=settings.round_seconds)
+        refetch = [] if settings.hinted_only else [
+            p["partition_id"] for p in rows if p["hash"] is None and online.get(p["host"])
+        ]  # fmt: skip
+        first = set(refetch)
+        chosen = refetch + [pid for pid in policy.choose(states, now, budget)
+                            if pid not in first]  # fmt: skip
         score = {pid: float(len(chosen) - i) for i, pid in enumerate(chosen)}
-        fetchlist = [
-            {
-                **{
-                    k: by_id[pid][k]
-                    for k in ("host", "partition_id", "share", "root", "lo", "hi", "hash")
-                },
-                "url": urls[by_id[pid]["host"]],
-                "score": score[pid],
-                "reason": "refetch" if pid in first else policy.name,
-            }
-            for pid in chosen
-        ]
-        with_partitions = {p["host"] for p in by_id.values()}
-        fetchlist += [
-            {"host": h["host"], "url": h["url"], "reason": "discover", "score": 0.0}
-            for h in hosts
-            if h["online"] and h["host"] not in with_partitions
-        ]
+        fetchlist = []
+        for pid in chosen:
+            row = by_id[pid]
+            plan = seen.plans.get(pid) or ScanPlan("new", False)
+            fetchlist.append({
+                **{k: row[k] for k in KEYS}, "url": urls[row["host"]], "score": score[pid],
+                "reason": plan.reason, "watched": plan.watched,
+                "hinted_paths": plan.hinted_paths, "hints_as_of": plan.hints_as_of,
+            })  # fmt: skip
+        with_partitions = {p["host"] for p in rows}
+        if not settings.hinted_only:
+            fetchlist += [
+                {"host": h["host"], "url": h["url"], "reason": "new", "score": 0.0}
+                for h in hosts
+                if h["online"] and h["host"] not in with_partitions
+            ]
         write_parquet(pa.Table.from_pylist(fetchlist, FETCHLIST), Path(self.output().path))

@@ -34,6 +34,7 @@ INJECT = pa.schema(
         ("error", pa.string()),
         ("checked_at", pa.timestamp("us", tz="UTC")),
         ("status", pa.string()),  # the liveness check's hosts.status: ok, refused, ...
+        ("notify_trusted", pa.bool_()),  # the hosts file's ?notify=trusted: silence is trusted
     ]
 )
 
@@ -59,6 +60,7 @@ def host_rows(hosts: list[HostURL], timeout_s: float) -> list[dict]:
                 "error": check.error,
                 "checked_at": now,
                 "status": check.status,
+                "notify_trusted": lines[0].notify_trusted,  # the same on every line of a host
             }
         )
     return rows

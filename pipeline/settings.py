@@ -60,6 +60,8 @@ class sharecrawl(luigi.Config):  # lower case: Luigi names a Config by its secti
     spark_master = luigi.Parameter()
     cluster_crawl_dir = luigi.Parameter()
     cluster_python = luigi.Parameter()
+    safety_interval_s = luigi.FloatParameter()  # watched partitions: scanned at least this often
+    hinted_only = luigi.BoolParameter()  # a round of hinted partitions alone (watch --crawl)
 
 
 def scheduler_url() -> str:

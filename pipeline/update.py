@@ -99,7 +99,7 @@ def updated_partitions(
         if status in LOST or status == "error":
             continue
         if part["n_scans"]:  # the first scan found the partition, not a change
-            scans[pid] = (round(t.timestamp() * 1e6), status == "changed")
+            scans[pid] = (round(t.timestamp() * 1e6), status == "changed", bool(row.get("watched")))
         part["n_scans"] += 1
         part["last_scan"] = t
         if status in REPLACED:

@@ -13,6 +13,7 @@ from crawl_io.duck import cursor
 from crawl_io.readable import human_bytes, plural, readable_path, readable_text
 from crawl_io.schema import FETCHLOG
 from crawl_io.sources import CONFIG_STATUSES, HOST_OK, UNREACHABLE_STATUSES
+from jobs.hint_counts import hints_report
 
 MAX_LINES = 20  # per list in the text report; --json lists everything
 
@@ -56,6 +57,10 @@ def round_report(crawl: CrawlDir) -> dict:
     with_denied = con.execute(
         "SELECT count(*) FROM log WHERE coalesce(n_denied, 0) > 0 AND partition_id IS NOT NULL"
     ).fetchone()[0]
+    by_reason = dict(con.execute(
+        "SELECT reason, count(*) FROM log WHERE partition_id IS NOT NULL AND reason IS NOT NULL "
+        "GROUP BY reason ORDER BY reason"
+    ).fetchall())  # fmt: skip
     con.close()
     partitions = crawl.read(last, "partitions")
     hosts = crawl.read(last, "hosts")
@@ -100,6 +105,8 @@ def round_report(crawl: CrawlDir) -> dict:
         "denied_list": [{"host": h, "share": s, "path": p} for h, s, p in denied],
         "config_failure": config_failure(statuses),
         "change_share": round(changes / scans, 4) if scans else None,
+        "scan_reasons": by_reason,
+        "hints": hints_report(crawl.root, partitions, by_reason),
     }
 
 
@@ -120,6 +127,9 @@ def format_report(report: dict) -> str:
     )
     if report["change_share"] is not None:
         lines.append(f"  scans that found a change, over all rounds: {report['change_share']:.1%}")
+    if (h := report.get("hints")) is not None:
+        lines.append(f"  hints: {h['waiting']} waiting, {h['consumed']} consumed; "
+                     f"{plural(h['scanned_for_hints'], 'partition')} scanned for hints")  # fmt: skip
     lines += _not_crawled_lines(report)
     n_denied = report["denied_folders"]
     lines += _capped(

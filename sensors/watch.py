@@ -32,6 +32,7 @@ from crawl_io.hints_writer import HintsWriter
 from crawl_io.notify import Change, Refusal
 from crawl_io.sources import ConfigError, HostURL, SourceError
 from sensors.hosts import Connected, Connector, HostWatch, open_watches, watched_hosts
+from sensors.rounds import HintRounds
 from sensors.rules import HintRules
 
 log = logging.getLogger("sharecrawl")
@@ -54,6 +55,8 @@ class WatchOptions:
     flush_s: float = 0.25  # a hint waits at most this long before it is written
     heartbeat_s: float = 5.0
     connectors: int = 8
+    crawl_args: list[str] | None = None  # --crawl: `crawl --hinted-only` with these arguments
+    settle_s: float = 5.0  # --crawl: quiet this long after a hint before its round starts
 
 
 class Watcher:
@@ -68,6 +71,9 @@ class Watcher:
         os.set_blocking(self._wake_w, False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._connector = Connector(options.connectors, self._wake)
+        self.rounds = None
+        if options.crawl_args is not None:
+            self.rounds = HintRounds(options.crawl_dir, options.crawl_args, options.settle_s)
         self._stopping = False
         self._buffer: dict[tuple[str, str, str, str, bool], datetime] = {}
         self._states: dict[tuple[str, str], dict] = {}
@@ -125,6 +131,8 @@ class Watcher:
 
     def _next_due(self, now: float) -> float:
         retries = [h.next_try for h in self.hosts if self._needs_connect(h)]
+        if self.rounds is not None:
+            retries.append(self.rounds.next_due())
         due = min([self._next_flush, self._next_beat, self._next_rules, *retries])
         return max(0.0, due - now)
 
@@ -150,6 +158,8 @@ class Watcher:
         if now >= self._next_beat or self._states_dirty:
             self._heartbeat()
             self._next_beat = now + options.heartbeat_s
+        if self.rounds is not None and not self._buffer:  # its hints are written first
+            self.rounds.tick()
 
     # -- hosts -----------------------------------------------------------------------------
 
@@ -260,6 +270,8 @@ class Watcher:
         if not self._buffer:  # the first hint of the next part
             self._next_flush = min(self._next_flush, time.monotonic() + self.options.flush_s)
         self._buffer[(host, share, path, action, overflow)] = now  # the latest sighting
+        if self.rounds is not None:
+            self.rounds.hinted()
         if len(self._buffer) > MAX_BUFFERED:  # cannot write: keep the meaning, not the detail
             shares = {(h, s) for h, s, *_ in self._buffer}
             self._buffer = {(h, s, "", "overflow", True): now for h, s in shares}
@@ -307,6 +319,8 @@ class Watcher:
 
     def _shutdown(self) -> None:
         self._stopping = True
+        if self.rounds is not None:
+            self.rounds.stop()
         self._connector.stop()
         self._collect()
         sessions = [h for h in self.hosts if h.session is not None]

@@ -141,6 +141,12 @@ def _parser() -> argparse.ArgumentParser:
         default=d.hint_crawlers,
         help="of the crawlers, kept by sensors for notified changes (0: they wait for a round)",
     )
+    ap.add_argument(
+        "--hinted-scan-folders",
+        type=int,
+        default=d.hinted_scan_folders,
+        help="folders a hinted scan lists around a notified change (0: the whole partition)",
+    )
     ap.add_argument("--plot", metavar="FILE.png", help="draw freshness over time")
     ap.add_argument(
         "--workers", type=int, default=os.cpu_count() or 1, help="policies replayed at once"
@@ -172,6 +178,7 @@ def run_cli(argv: list[str] | None) -> int:
             workers=args.workers,
             notify_share=args.notify_share,
             hint_crawlers=args.hint_crawlers,
+            hinted_scan_folders=args.hinted_scan_folders,
         )
         if args.plot:
             plot(result, args.plot)

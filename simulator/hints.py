@@ -6,8 +6,9 @@ when no crawlers are kept for single changes), and watched
 while its share's watch has had no break since then. Both are kept as one time per partition,
 computed when it is scanned, so a round costs two comparisons per partition.
 
-`HintPath`: the notifications of single changes, which the fetchers serve as they arrive, on
-the crawlers kept for them, first come first served.
+`HintPath`: the notifications, which the fetchers serve as they arrive, on the crawlers kept
+for them: single changes first come first served, overflows (every partition of the share)
+when no single change waits.
 """
 
 from __future__ import annotations
@@ -65,6 +66,11 @@ class HintBook:
             until = np.full(idx.size, np.inf)
         self.trust_until[idx] = np.where(self.notify[idx], until, -np.inf)
 
+    def hinted_scan(self, idx: np.ndarray, t: np.ndarray | float) -> np.ndarray:
+        """Whether scans of partitions idx at t may list only around their hints: their
+        watch has had no break since their last scan (so no overflow either)."""
+        return self.trust_until[idx] > t
+
     def complete(self, idx: np.ndarray, start: np.ndarray) -> np.ndarray:
         """Whether every change of partitions idx since their last scan, up to `start`, was
         notified (the watch had no break), so the count of changes is known."""
@@ -83,19 +89,35 @@ class HintBook:
 
 
 class HintPath:
-    """Scans of single-change notifications, planned one window (a round) at a time."""
+    """Scans of notifications on the crawlers kept for them, planned one window (a round) at
+    a time: a single change's partition, and (`overflows`) every partition of an overflowed
+    share, listed whole, as `watch --crawl`'s rounds for the hints take both. A waiting single
+    change goes before a waiting overflow (it is one cheap scan; an overflow is a share's)."""
 
-    def __init__(self, lan: Lan, crawlers: int) -> None:
+    def __init__(self, lan: Lan, crawlers: int, book: HintBook, overflows: bool = True) -> None:
         self.lan = lan
+        self.book = book
         w = _watch(lan)
-        self.part = w.hint_part.tolist()
-        self.arrival = w.hint_arrival.tolist()
-        self.change = w.hint_change.tolist()
-        self.next = 0  # the first notification not served yet
+        self.single = _Queue(w.hint_part, w.hint_arrival, w.hint_change, whole=False)
+        o_part = o_arrival = np.empty(0, dtype=int)
+        if overflows and w.overflow_key.size:
+            # An overflow is served as a change at its arrival in each partition of its host:
+            # a scan started after it sees whatever the server lost count of.
+            o_host = (w.overflow_key // KEY_SPAN).astype(int)
+            o_t = w.overflow_key - o_host * KEY_SPAN - KEY_OFFSET
+            per_host = np.bincount(lan.host_of, minlength=lan.params.hosts)
+            first = np.r_[0, np.cumsum(per_host)[:-1]]  # partitions are numbered host by host
+            n = per_host[o_host]
+            o_part = np.repeat(first[o_host], n) + _slices_of(n)
+            o_arrival = np.repeat(o_t, n)
+        self.overflow = _Queue(o_part, o_arrival, o_arrival, whole=True)
         self.free = [-np.inf] * crawlers  # when each hint crawler is free, a heap
 
-    def plan(self, until: float, latest_start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Partitions and start times of the hint scans that start before `until`.
+    def plan(
+        self, until: float, latest_start: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Partitions, start times and listing costs of the hint scans that start before
+        `until` (a hinted scan's when the watch had no break since the last scan).
 
         A notification is served unless a scan that started at or after its change (a round's,
         or an earlier hint's) covers it; one whose scan cannot start before `until` waits for
@@ -106,30 +128,68 @@ class HintPath:
         tag_s = lan.params.tag_s_per_file
         parts: list[int] = []
         starts: list[float] = []
-        while self.next < len(self.part) and self.arrival[self.next] < until:
-            i, arrived, changed_at = (
-                self.part[self.next],
-                self.arrival[self.next],
-                self.change[self.next],
+        listing: list[float] = []
+        single, overflow = self.single, self.overflow
+        while True:
+            s_ok, o_ok = single.waiting(until), overflow.waiting(until)
+            if not (s_ok or o_ok):
+                break
+            free = self.free[0]
+            take_single = s_ok and (
+                not o_ok or single.arrival_now() <= max(free, overflow.arrival_now())
             )
+            queue = single if take_single else overflow
+            i, arrived, changed_at = queue.now()
             prev = float(latest_start[i])
             if prev >= changed_at:
-                self.next += 1
+                queue.next += 1
                 continue
-            start = max(arrived, self.free[0])
+            start = max(arrived, free)
             if start >= until:
                 break
             if not lan.host_online(lan.host_of[i : i + 1], start)[0]:
-                self.next += 1  # gone off: its reconnect brings an overflow hint
+                queue.next += 1  # gone off: its reconnect brings an overflow hint
                 continue
             new_media = lan.cum_media[lan.changes_upto(np.array([i, i]), np.array([start, prev]))]
-            cost = lan.list_cost[i] + tag_s * float(new_media[0] - new_media[1])
+            one = np.array([i])
+            hinted_scan = self.book.hinted_scan(one, start) & (not queue.whole)
+            list_s = float(lan.listing_cost(one, hinted_scan)[0])
+            cost = list_s + tag_s * float(new_media[0] - new_media[1])
             heapq.heapreplace(self.free, start + cost)
             latest_start[i] = start
             parts.append(i)
             starts.append(start)
-            self.next += 1
-        return np.array(parts, dtype=int), np.array(starts)
+            listing.append(list_s)
+            queue.next += 1
+        return np.array(parts, dtype=int), np.array(starts), np.array(listing)
+
+
+class _Queue:
+    """Notifications in order of arrival, served from `next` on."""
+
+    def __init__(self, part: np.ndarray, arrival: np.ndarray, change: np.ndarray, whole: bool):
+        order = np.argsort(arrival, kind="stable")
+        self.part = part[order].tolist()
+        self.arrival = arrival[order].tolist()
+        self.change = change[order].tolist()
+        self.whole = whole  # listed whole, never a hinted scan
+        self.next = 0
+
+    def waiting(self, until: float) -> bool:
+        return self.next < len(self.part) and self.arrival[self.next] < until
+
+    def arrival_now(self) -> float:
+        return float(self.arrival[self.next])
+
+    def now(self) -> tuple[int, float, float]:
+        k = self.next
+        return int(self.part[k]), float(self.arrival[k]), float(self.change[k])
+
+
+def _slices_of(n: np.ndarray) -> np.ndarray:
+    """0..n[0]-1, 0..n[1]-1, ... concatenated."""
+    starts = np.r_[0, np.cumsum(n)[:-1]]
+    return np.arange(int(n.sum())) - np.repeat(starts, n)
 
 
 def _next_after(keys: np.ndarray, owner: np.ndarray, t: np.ndarray) -> np.ndarray:

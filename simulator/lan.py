@@ -59,6 +59,9 @@ class SimParams:
     watch_drop_s: tuple[float, float] = (10.0, 300.0)  # how long such a drop lasts
     overflow_share: float = 0.01  # changes that come as bursts overflowing the notify buffer
     hint_crawlers: int = 2  # of `crawlers`, kept for scans of single-change notifications
+    # Folders a hinted scan lists (the changed folder and the one above; jobs.hinted_walk) when
+    # the watch was unbroken since the partition's last scan; 0: hinted partitions listed whole.
+    hinted_scan_folders: int = 2
 
 
 @dataclass
@@ -93,6 +96,16 @@ class Lan:
 
     def host_online(self, host: np.ndarray, t: np.ndarray | float) -> np.ndarray:
         return overlapping(self.off_start_key, self.off_end_key, self.key(host, t)) == 0
+
+    def listing_cost(self, part: np.ndarray, hinted_scan: np.ndarray | bool = False) -> np.ndarray:
+        """Seconds to list partitions: whole, or for a hinted scan the folders around the
+        change only (`hinted_scan_folders` of them, at the partition's cost per folder)."""
+        whole = self.list_cost[part]
+        k = self.params.hinted_scan_folders
+        if not k:
+            return whole
+        share = np.minimum(1.0, k / np.maximum(self.n_folders[part], 1.0))
+        return np.where(hinted_scan, whole * share, whole)
 
 
 def overlapping(
@@ -237,8 +250,12 @@ class Watch:
     host is off or rebooting, and when the connection drops while the host stays on
     (`watch_drops_per_day`, lasting `watch_drop_s`); changes made during a break are lost, and
     when the watcher has reconnected (`reconnect_s` after the host is back: its backoff) it
-    posts an overflow hint for the share, so every partition there is hinted and rescanned in
-    the next round, before anything the schedule chose. A host's
+    posts an overflow hint for the share, so every partition there is hinted: listed whole by
+    the hint crawlers when no single change waits for them (as `watch --crawl`'s rounds for
+    the hints take overflows too), or by the next round first, whichever comes first. A
+    partition hinted by single changes
+    whose watch had no break since its last scan gets a hinted scan: only the folders around
+    the change are listed (`hinted_scan_folders`); after a break it is listed whole. A host's
     partitions count as one share. Not modelled: a server that drops a single notification
     silently (the policy's safety interval covers it) and Samba's disk-side changes below the
     watched folder, which it does not report (such hosts count as hosts without notify).

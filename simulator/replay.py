@@ -97,15 +97,18 @@ class _Run:
         self.stale_time = np.zeros(n)  # seconds stale inside the measured period
         self.scans = self.empty = self.tags = 0
 
-    def apply(self, table: PartitionTable, chosen: np.ndarray, start: np.ndarray) -> np.ndarray:
-        """Scans of the distinct partitions `chosen` from `start` on; their finish times."""
+    def apply(
+        self, table: PartitionTable, chosen: np.ndarray, start: np.ndarray, listing: np.ndarray
+    ) -> np.ndarray:
+        """Scans of the distinct partitions `chosen` from `start` on, each listing for
+        `listing` seconds; their finish times."""
         lan, p = self.lan, self.lan.params
         upto = lan.changes_upto(chosen, start)
         lo = self.seen[chosen]
         found = upto - lo
         changed = found > 0
         media = lan.cum_media[upto] - lan.cum_media[lo]
-        finish = start + lan.list_cost[chosen] + p.tag_s_per_file * media
+        finish = start + listing + p.tag_s_per_file * media
         measured = start >= lan.measure_from
         self.scans += int(measured.sum())
         self.empty += int((measured & ~changed).sum())
@@ -179,7 +182,7 @@ def replay(
     # Before the start, a full crawl at staggered times over the previous day.
     last_scan = -rng.uniform(0, DAY, n)
     hints = HintBook(lan, last_scan, single_changes=hint_crawlers == 0) if told else None
-    path = HintPath(lan, hint_crawlers) if hint_crawlers else None
+    path = HintPath(lan, hint_crawlers, hints) if hint_crawlers and hints else None
     run = _Run(lan, last_scan, hints)
     host_names = [f"h{h:04d}" for h in range(p.hosts)]
     ids = [f"p{i:05d}" for i in range(n)]
@@ -240,20 +243,24 @@ def replay(
         chosen = np.array([index_of[pid] for pid in policy.choose(table, t, budget)], dtype=int)
         # Rounds run back to back: as long as their fetch list takes, at least min_round_s.
         round_end = t + min(p.min_round_s, p.round_seconds)
-        start = np.empty(0)
+        start = listing = np.empty(0)
         if chosen.size:
-            start, cost = _queue(lan, chosen, run.seen, t, crawlers)
+            hinted_scan = False if hints is None else table.hinted[chosen] & hints.hinted_scan(
+                chosen, t)  # fmt: skip
+            listing = lan.listing_cost(chosen, hinted_scan)
+            start, cost = _queue(lan, chosen, listing, run.seen, t, crawlers)
             ok = lan.host_online(lan.host_of[chosen], start)
             failed += int((~ok & (start >= lan.measure_from)).sum())
             round_end = max(round_end, float((start + cost).max()))
-            chosen, start = chosen[ok], start[ok]
+            chosen, start, listing = chosen[ok], start[ok], listing[ok]
         if path is None:
             if chosen.size:
-                run.apply(table, chosen, start)
+                run.apply(table, chosen, start, listing)
         else:
             latest_start[chosen] = np.maximum(latest_start[chosen], start)
-            h_parts, h_start = path.plan(round_end, latest_start)
-            _apply_in_order(run, table, np.r_[chosen, h_parts], np.r_[start, h_start])
+            h_parts, h_start, h_listing = path.plan(round_end, latest_start)
+            _apply_in_order(run, table, np.r_[chosen, h_parts], np.r_[start, h_start],
+                            np.r_[listing, h_listing])  # fmt: skip
         t = round_end
 
     fresh, staleness = run.finish()
@@ -274,19 +281,21 @@ def replay(
     )
 
 
-def _apply_in_order(run: _Run, table: PartitionTable, parts: np.ndarray, start: np.ndarray) -> None:
+def _apply_in_order(
+    run: _Run, table: PartitionTable, parts: np.ndarray, start: np.ndarray, listing: np.ndarray
+) -> None:
     """Scans where a partition may occur more than once: each partition's first scans, then
     its second ones, and so on, so that its scans are applied in order of start."""
     if parts.size == 0:
         return
     order = np.lexsort((start, parts))
-    parts, start = parts[order], start[order]
+    parts, start, listing = parts[order], start[order], listing[order]
     group_start = np.r_[0, np.flatnonzero(np.diff(parts)) + 1]
     sizes = np.diff(np.r_[group_start, parts.size])
     occurrence = np.arange(parts.size) - np.repeat(group_start, sizes)
     for k in range(int(occurrence.max()) + 1):
         layer = occurrence == k
-        run.apply(table, parts[layer], start[layer])
+        run.apply(table, parts[layer], start[layer], listing[layer])
 
 
 def _slices(start: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -296,13 +305,14 @@ def _slices(start: np.ndarray, count: np.ndarray) -> np.ndarray:
 
 
 def _queue(
-    lan: Lan, chosen: np.ndarray, seen: np.ndarray, t: float, crawlers: int
+    lan: Lan, chosen: np.ndarray, listing: np.ndarray, seen: np.ndarray, t: float, crawlers: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Start times and costs of the chosen scans on the crawlers: hosts in the order the
-    policy first named them, each to the crawler free first, its partitions back to back."""
+    """Start times and costs of the chosen scans (listing for `listing` seconds each) on the
+    crawlers: hosts in the order the policy first named them, each to the crawler free first,
+    its partitions back to back."""
     p = lan.params
     pending_media = lan.cum_media[lan.changes_upto(chosen, t)] - lan.cum_media[seen[chosen]]
-    cost = lan.list_cost[chosen] + p.tag_s_per_file * pending_media
+    cost = listing + p.tag_s_per_file * pending_media
     hosts = lan.host_of[chosen]
     uniq, first_pos, inverse = np.unique(hosts, return_index=True, return_inverse=True)
     host_order = np.argsort(first_pos, kind="stable")  # position of each host in the queue

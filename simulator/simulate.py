@@ -179,3 +179,5 @@ def check(params: SimParams) -> None:
         raise ValueError("simulate: --notify-share must be between 0 and 1")
     if params.hint_crawlers < 0:
         raise ValueError("simulate: --hint-crawlers must not be negative")
+    if params.hinted_scan_folders < 0:
+        raise ValueError("simulate: --hinted-scan-folders must not be negative")

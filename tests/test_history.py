@@ -25,7 +25,8 @@ def table(histories: list[list[tuple[float, bool]] | None]) -> pa.Table:
             "root": "",
             "history": None
             if h is None
-            else [{"t": datetime.fromtimestamp(t, UTC), "changed": c} for t, c in h],
+            else [{"t": datetime.fromtimestamp(t, UTC), "changed": c, "complete": False}
+                  for t, c in h],
         }
         for i, h in enumerate(histories)
     ]
@@ -71,3 +72,34 @@ def test_rates_equal_the_per_partition_estimate(seed: int) -> None:
     # Update keeps only the window's scans, so an interval reaching back before it is gone.
     expected = [estimate_rate([e for e in h if e[0] >= NOW - 30 * DAY], NOW) for h in given]
     np.testing.assert_allclose(rates, expected, rtol=1e-6)
+
+
+def test_complete_events_count_as_notified_changes_over_watched_time() -> None:
+    """Scans made because a change was notified end each interval at a change: as scan
+    outcomes they read as 'always changed' and the rate comes out far too high; as complete
+    signals (the watch saw every change) the estimate is changes / watched time."""
+    rng = np.random.default_rng(3)
+    gaps = rng.exponential(3600.0, 200)  # one change an hour, each scanned right after it
+    times = NOW - np.cumsum(gaps[::-1])[::-1]
+    events = [(float(t), True) for t in times]
+    hist = Histories.of(table([events, events]))
+    t_us = hist.t_us.copy()
+    hist = Histories(hist.ids, hist.offsets, t_us, hist.changed,
+                     np.r_[np.ones(200, bool), np.zeros(200, bool)])  # fmt: skip
+    complete, incomplete = hist.rates_per_s(NOW)
+    truth = 199 / float(times[-1] - times[0])
+    assert complete == pytest.approx(truth, rel=0.02)
+    assert incomplete > 3 * truth  # what scan outcomes alone make of it
+    # complete survives the column, and a new event may say it
+    column = hist.updated(["p0"], {"p0": (round(NOW * 1e6), False, True)}).column()
+    again = Histories.of(pa.table({"partition_id": ["p0"], "history": column}))
+    assert again.complete.all() and again.events()[0][-1] == (NOW, False)
+
+
+def test_histories_written_before_complete_existed_read_as_incomplete() -> None:
+    old_event = pa.struct([("t", pa.timestamp("us", tz="UTC")), ("changed", pa.bool_())])
+    column = pa.array([[{"t": datetime.fromtimestamp(NOW, UTC), "changed": True}]],
+                      pa.list_(old_event))  # fmt: skip
+    legacy = pa.table({"partition_id": ["p0"], "history": column})
+    hist = Histories.of(legacy)
+    assert hist.complete.tolist() == [False] and hist.events() == [[(NOW, True)]]

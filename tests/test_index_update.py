@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+import zlib
 from pathlib import Path
 
 import duckdb
@@ -14,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from crawl_io import schema
-from crawl_io.host_parts import changed_parts
+from crawl_io.host_parts import changed_parts, part_file
 from crawl_io.version_manifest import read_manifest, write_manifest
 from queries.index import build_index, index_meta, update_index
 from queries.search import search
@@ -111,10 +112,12 @@ class Lan:
             self.rng.choice(changes)()
 
     def parts(self) -> dict[str, list[dict]]:
-        """Part name -> its rows, as a round stores them: per host and top folder."""
+        """Part name -> its rows, as a round stores them: per host and group of partitions
+        (here a top folder's group, fixed by its name)."""
         out: dict[str, list[dict]] = {}
         for (host, path), row in sorted(self.rows.items()):
-            out.setdefault(f"{host}/{path.split('/')[0]}.parquet", []).append(row)
+            group = zlib.crc32(path.split("/")[0].encode()) % 5
+            out.setdefault(part_file(host, group), []).append(row)
         return out
 
 

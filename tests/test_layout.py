@@ -45,8 +45,6 @@ MAX_LINES = 400
 # Modules over MAX_LINES today, with their line counts: it may only shrink. An entry goes
 # when its module is split under the limit, and its number follows the module down.
 OVERSIZED: dict[str, int] = {
-    "crawl_io/smb.py": 645,
-    "jobs/crawl_rules.py": 548,
 }
 
 # Words from outside the project (case-insensitive): the names and numbers of the source

@@ -256,3 +256,60 @@ def test_cli_lists_policies_and_checks_notify_share(capsys: pytest.CaptureFixtur
     assert "sensors:" in text and "--notify-share" in text
     assert run_cli(["--notify-share", "1.5"]) == 2
     assert "--notify-share" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("hint_crawlers", [1, 2])
+def test_hinted_scans_cut_the_staleness_of_notified_changes(hint_crawlers: int) -> None:
+    """A hinted scan lists the folders around a notified change, not the whole partition: the
+    crawlers kept for notifications serve them sooner than with hinted partitions listed whole.
+    (With none kept, hints wait for a round, whose length the budget sets, not the listing.)"""
+    runs = {
+        folders: simulate(hosts=60, days=1.0, crawlers=3, seed=5, policies=["sensors"],
+                          notify_share=0.9, hint_crawlers=hint_crawlers,
+                          hinted_scan_folders=folders)["policies"]["sensors"]
+        for folders in (0, 2)
+    }  # fmt: skip
+    assert runs[2]["changes"] == runs[0]["changes"]
+    assert runs[2]["staleness_mean_s"] < runs[0]["staleness_mean_s"]
+    assert runs[2]["freshness"] >= runs[0]["freshness"]
+
+
+def test_a_hinted_scan_costs_the_folders_around_the_change() -> None:
+    lan = build_lan(SimParams(hosts=20, days=0.5, seed=1))
+    parts = np.arange(lan.host_of.size)
+    whole = lan.listing_cost(parts)
+    hinted = lan.listing_cost(parts, np.ones(parts.size, dtype=bool))
+    np.testing.assert_allclose(whole, lan.list_cost)
+    per_folder = lan.list_cost / lan.n_folders
+    np.testing.assert_allclose(hinted, np.minimum(lan.list_cost, 2 * per_folder))
+
+
+def test_hint_crawlers_list_overflowed_shares_whole_after_single_changes() -> None:
+    from simulator.hints import HintBook, HintPath
+    from simulator.lan import KEY_OFFSET, KEY_SPAN
+
+    lan = build_lan(SimParams(hosts=30, days=1.0, seed=2, watch_drops_per_day=4.0))
+    n = lan.host_of.size
+    assert lan.watch is not None and lan.watch.overflow_key.size > 0
+
+    def plan(overflows: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        book = HintBook(lan, np.zeros(n))
+        return HintPath(lan, 2, book, overflows=overflows).plan(lan.end, np.full(n, -1.0))
+
+    parts, starts, listing = plan(True)
+    o_host = (lan.watch.overflow_key // KEY_SPAN).astype(int)
+    o_t = lan.watch.overflow_key - o_host * KEY_SPAN - KEY_OFFSET
+    checked = 0
+    for h, a in zip(o_host.tolist(), o_t.tolist(), strict=True):
+        on = lan.host_online(np.array([h, h]), np.array([a, a + 600]))
+        if not (0 < a < lan.end - 600 and on.all()):
+            continue
+        for i in np.flatnonzero(lan.host_of == h).tolist():
+            after = (parts == i) & (starts >= a) & (starts <= a + 600)
+            assert after.any(), f"partition {i} not listed after the overflow at {a:.0f}"
+            assert np.isclose(listing[after], lan.list_cost[i]).any()  # listed whole
+        checked += 1
+    assert checked > 0
+    singles_only, _, single_listing = plan(False)
+    assert singles_only.size < parts.size
+    assert (single_listing <= lan.list_cost[singles_only] + 1e-9).all()

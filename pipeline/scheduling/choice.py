@@ -3,7 +3,8 @@ state, the round's budget, and the one way a choice is made.
 
 Every policy scores the partitions at time `now` and hands the order to one packer, so all of
 them obey the same rules: partitions with untagged media first, then hinted ones (a change
-notification arrived), then never-scanned ones, then by the policy's score; offline hosts are
+notification arrived), then never-scanned ones, then those that must be scanned (a watched one
+whose safety interval has passed), then by the policy's score; offline hosts are
 skipped; the round's total cost fits `crawlers * round_seconds` and no host is busier than
 `round_seconds` (a partition costlier than that may still go alone to its host, so that
 nothing starves). Policies are pure selection logic over `PartitionState`; the only state they
@@ -39,6 +40,9 @@ class PartitionState:
     watched: bool = False
     untagged: int = 0  # media files known but not yet tagged: due first
     online: bool = True  # host reachable at the last liveness check
+    # Must be scanned this round whatever the policy says: a watched partition whose safety
+    # interval has passed (a server may have dropped a notification).
+    due: bool = False
 
 
 @dataclass
@@ -59,7 +63,7 @@ class Policy(Protocol):
 
 
 # Priority classes, lowest first.
-_UNTAGGED, _HINTED, _NEW, _SCORED = 0, 1, 2, 3
+_UNTAGGED, _HINTED, _NEW, _DUE, _SCORED = 0, 1, 2, 3, 4
 
 
 def _column(parts: list[PartitionState], name: str) -> np.ndarray:
@@ -121,6 +125,7 @@ class Candidates:
                 parts.cost_s[idx],
                 parts.watched[idx],
             )
+            forced: list[int] = []  # the simulator never forces a scan (sensors scores it)
         else:
             online = [p for p in parts if p.online]
             cols = (
@@ -134,6 +139,7 @@ class Candidates:
                 _column(online, "cost_s"),
                 np.fromiter(map(attrgetter("watched"), online), dtype=bool, count=len(online)),
             )
+            forced = [i for i, p in enumerate(online) if p.due]
         last_a, rate_per_h, untagged, hinted, hosts, cost, watched = cols
         age = np.where(np.isnan(last_a), math.inf, np.maximum(now - last_a, 0.0))
         rates = rate_per_h / 3600.0
@@ -145,6 +151,7 @@ class Candidates:
             _UNTAGGED,
             np.where(hinted, _HINTED, np.where(np.isinf(age), _NEW, _SCORED)),
         )
+        priority[forced] = np.minimum(priority[forced], _DUE)
         return cls(
             parts=online,
             cost=np.maximum(cost, 0.0),

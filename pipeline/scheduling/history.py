@@ -4,6 +4,13 @@ The `history` column of `partitions` keeps a month of (scan time, found a change
 partition: at hourly rounds and ten thousand partitions that is millions of events, and
 turning them into Python datetimes every round would cost minutes. Here they stay numpy
 arrays with per-partition offsets; the rate estimate solves all partitions at once.
+
+An event is `complete` when every change since the previous scan was notified (the scan's
+share was watched without a break on a host whose notifications are trusted): its interval
+then counts as watched time and its change as a notified one, a complete signal, not as the
+outcome of a scan (`pipeline.scheduling.rates`). Scans made because a notification came are
+not independent of the changes, so counting them as scan outcomes would take every interval
+for one with a change and the rate for much higher than it is.
 """
 
 from __future__ import annotations
@@ -27,6 +34,11 @@ class Histories:
     offsets: np.ndarray  # int64, len(ids) + 1
     t_us: np.ndarray  # int64 microseconds since the epoch
     changed: np.ndarray  # bool
+    complete: np.ndarray | None = None  # bool; None: no event is
+
+    def __post_init__(self) -> None:
+        if self.complete is None:
+            self.complete = np.zeros(self.t_us.size, dtype=bool)
 
     @classmethod
     def of(cls, partitions: pa.Table) -> Histories:
@@ -35,8 +47,12 @@ class Histories:
         events = column.flatten()
         t_us = pc.cast(events.field("t"), pa.int64()).to_numpy(zero_copy_only=False)
         changed = events.field("changed").to_numpy(zero_copy_only=False).astype(bool)
+        complete = None
+        if events.type.get_field_index("complete") >= 0:  # older tables: every event incomplete
+            field = pc.fill_null(events.field("complete"), False)
+            complete = field.to_numpy(zero_copy_only=False).astype(bool)
         offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
-        return cls(partitions["partition_id"].to_pylist(), offsets, t_us, changed)
+        return cls(partitions["partition_id"].to_pylist(), offsets, t_us, changed, complete)
 
     def events(self) -> list[list[tuple[float, bool]]]:
         """Every partition's events as (epoch seconds, changed), for the policies."""
@@ -47,11 +63,12 @@ class Histories:
     def updated(
         self,
         ids: list[str],
-        new: dict[str, tuple[int, bool]] | None = None,
+        new: dict[str, tuple[int, bool] | tuple[int, bool, bool]] | None = None,
         since_us: int | None = None,
     ) -> Histories:
         """The histories of `ids` (unknown ones empty): stored events from `since_us` on,
-        then each id's new event from `new` (time in microseconds, changed)."""
+        then each id's new event from `new` (time in microseconds, changed, and complete
+        when given)."""
         row = {pid: i for i, pid in enumerate(self.ids)}
         where = np.array([row.get(pid, -1) for pid in ids], dtype=np.int64)
         starts = np.where(where >= 0, self.offsets[where], 0)
@@ -60,38 +77,48 @@ class Histories:
         first = np.cumsum(lengths) - lengths  # where each id's events go in the result
         take = np.repeat(starts - first, lengths) + np.arange(int(lengths.sum()))
         t_us, changed = self.t_us[take], self.changed[take]
+        complete = self.complete[take]
         if since_us is not None:
             keep = t_us >= since_us
             owner, t_us, changed = owner[keep], t_us[keep], changed[keep]
+            complete = complete[keep]
         new = new or {}
-        added = [(j, *new[pid]) for j, pid in enumerate(ids) if pid in new]
+        added = [(j, *new[pid][:3], False)[:4] for j, pid in enumerate(ids) if pid in new]
         if added:
-            j, t, c = (np.array(col) for col in zip(*added, strict=True))
+            j, t, c, w = (np.array(col) for col in zip(*added, strict=True))
             order = np.argsort(np.concatenate([owner, j]), kind="stable")  # stored first
             owner = np.concatenate([owner, j])[order]
             t_us = np.concatenate([t_us, t.astype(np.int64)])[order]
             changed = np.concatenate([changed, c.astype(bool)])[order]
+            complete = np.concatenate([complete, w.astype(bool)])[order]
         counts = np.bincount(owner, minlength=len(ids))
         offsets = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
-        return Histories(list(ids), offsets, t_us, changed)
+        return Histories(list(ids), offsets, t_us, changed, complete)
 
     def rates_per_s(self, now: float, window_s: float = DEFAULT_WINDOW_S) -> np.ndarray:
         """Every partition's change rate from its scans inside the window (the prior for a
-        partition with none): `rates.estimate_rate` for all of them at once."""
+        partition with none): `rates.estimate_rate` for all of them at once, a complete
+        event's interval counted as watched time with its change notified."""
         n = len(self.ids)
         owner = np.repeat(np.arange(n), np.diff(self.offsets))
         t = self.t_us / 1e6
         inside = (t >= now - window_s) & (t <= now)
         owner, t, changed = owner[inside], t[inside], self.changed[inside]
+        complete = self.complete[inside]
         follows = owner[1:] == owner[:-1]  # an interval needs the previous scan
         dt = np.diff(t)
         keep = follows & (dt > 0)
         dt, group, changed = dt[keep], owner[1:][keep], changed[1:][keep]
+        complete = complete[1:][keep]
+        scan = ~complete  # incomplete signals: whether a scan found a change
+        found, quiet = scan & changed, scan & ~changed
         return estimate_rates(
-            changed_dt=dt[changed],
-            changed_weight=np.ones(int(changed.sum())),
-            changed_group=group[changed],
-            unchanged_s=np.bincount(group[~changed], weights=dt[~changed], minlength=n),
+            changed_dt=dt[found],
+            changed_weight=np.ones(int(found.sum())),
+            changed_group=group[found],
+            unchanged_s=np.bincount(group[quiet], weights=dt[quiet], minlength=n),
+            notified_changes=np.bincount(group[complete], weights=changed[complete], minlength=n),
+            watched_s=np.bincount(group[complete], weights=dt[complete], minlength=n),
         )
 
     def column(self) -> pa.ListArray:
@@ -99,6 +126,7 @@ class Histories:
             [
                 pa.array(self.t_us, pa.int64()).cast(SCAN_EVENT.field("t").type),
                 pa.array(self.changed, pa.bool_()),
+                pa.array(self.complete, pa.bool_()),
             ],
             fields=list(SCAN_EVENT),
         )

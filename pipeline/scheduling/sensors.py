@@ -20,8 +20,7 @@ import numpy as np
 
 from pipeline.scheduling.choice import Budget, Candidates
 from pipeline.scheduling.optimal import OptimalPolicy
-
-DEFAULT_SAFETY_S = 86400.0  # every partition is scanned at least once a day
+from pipeline.scheduling.signals import DEFAULT_SAFETY_S
 
 
 class SensorsPolicy(OptimalPolicy):

@@ -1,0 +1,138 @@
+"""A hinted scan: list only the folders that change notifications point at, and keep the rest
+of a partition's stored rows.
+
+When every change on a share is notified (a trusted host whose watch has been unbroken since
+the partition's last scan), a partition with hinted paths differs from its stored rows only
+there. For each hinted path the folder that lists it is listed again, and the folder above
+(whose listing holds the first one's new mtime); in each folder listed again, entries that went
+are dropped with everything below them, and a folder that is new or was hinted itself (a folder
+moved in is one notification, not one per file) is walked whole. The result is the whole
+partition, in canonical order, as a full walk would see it: its hash is computed as usual, and
+Update replaces the partition's rows with it, whose subtree-hash job finds the same hash.
+
+Anything unexpected sends the caller back to a full walk (`WholeScan`): stored rows whose hash
+is not the stored hash (rows kept below a folder refused to us), a folder that is gone or
+refused, a new folder refused below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from crawl_io.sources import AccessDenied, Entry, NotFound, Source
+from jobs.membership import PartitionKey, Ranges, parent_path, share_root
+from jobs.subtree_hash import canonical_key, walk_hash
+from jobs.walk import WalkStats
+
+
+class WholeScan(Exception):
+    """The hinted scan cannot stand for a full one: walk the partition whole."""
+
+
+def _under(path: str, folder: str) -> bool:
+    return path.startswith(folder + "/") if folder else True
+
+
+class _Partition:
+    """One partition's view of a share: which folders' listings it holds, and which of their
+    entries are its own (the walk's rule, jobs.walk)."""
+
+    def __init__(self, key: PartitionKey, ranges: Ranges) -> None:
+        self.key, self.ranges = key, ranges
+        self.root_key = share_root(key.host, key.share)
+
+    def holds_listing(self, folder: str) -> bool:
+        """Are (some of) the entries of `folder` this partition's?"""
+        if folder == self.key.root and not self.key.is_share_root:
+            return True  # a range partition's root: the subfolders in its range
+        if folder and not _under(folder, self.key.root) and folder != self.key.root:
+            return False
+        return self.ranges.owner(folder, True, self.root_key) == self.key
+
+    def own(self, folder: str, entries: list[Entry]) -> list[Entry]:
+        if folder == self.key.root and not self.key.is_share_root:
+            return [e for e in entries if e.is_dir and self.key.covers(e.name)]
+        return [e for e in entries if not (e.is_dir and self.ranges.claiming(folder, e.name))]
+
+
+def hinted_walk(
+    source: Source,
+    key: PartitionKey,
+    ranges: Ranges,
+    stored: Iterable[tuple[str, Entry]],
+    stored_hash: str | None,
+    hinted: Iterable[str],
+    stats: WalkStats,
+) -> list[tuple[str, Entry]]:
+    """The partition's entries now, in canonical order, listing only around `hinted` paths.
+    Raises WholeScan when a full walk is needed, and SourceError when the host is lost."""
+    rows = dict(stored)
+    if stored_hash is None or walk_hash(_canonical(rows)) != stored_hash:
+        raise WholeScan("stored rows do not match the stored hash")
+    part = _Partition(key, ranges)
+    hinted = set(hinted)
+    folders: set[str] = set()
+    for path in hinted:
+        folder = parent_path(path)
+        folders.add(folder)
+        if folder:
+            folders.add(parent_path(folder))  # holds the folder's own entry (its mtime)
+    replaced: list[str] = []  # folders whose subtree was read afresh (or is gone)
+    for folder in sorted((f for f in folders if part.holds_listing(f)), key=canonical_key):
+        if any(_under(folder, done) for done in replaced):
+            continue  # read afresh already (a new folder walked whole, or gone)
+        try:
+            now = part.own(folder, source.listdir(key.share, folder))
+        except (NotFound, AccessDenied) as e:
+            raise WholeScan(f"{folder!r}: {type(e).__name__}") from None
+        stats.folders_listed += 1
+        prefix = f"{folder}/" if folder else ""
+        before = {p: e for p, e in rows.items() if parent_path(p) == folder}
+        names = {prefix + e.name: e for e in now}
+        for path, entry in before.items():
+            if path not in names:
+                _drop(rows, path, entry.is_dir)
+                replaced.append(path)
+        for path, entry in names.items():
+            old = rows.get(path)
+            fresh = entry.is_dir and (old is None or not old.is_dir or path in hinted)
+            if old is not None and old.is_dir and (fresh or not entry.is_dir):
+                _drop(rows, path, True)  # what was below it is read again, or gone
+            rows[path] = entry
+            if fresh:
+                rows.update(_walk(source, key.share, path, part, stats))
+            if fresh or (old is not None and old.is_dir and not entry.is_dir):
+                replaced.append(path)
+    return _canonical(rows)
+
+
+def _drop(rows: dict[str, Entry], path: str, is_dir: bool) -> None:
+    rows.pop(path, None)
+    if is_dir:
+        for below in [p for p in rows if p.startswith(path + "/")]:
+            del rows[below]
+
+
+def _walk(
+    source: Source, share: str, top: str, part: _Partition, stats: WalkStats
+) -> list[tuple[str, Entry]]:
+    """Everything below folder `top` that is the partition's, depth first."""
+    found: list[tuple[str, Entry]] = []
+    stack = [top]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = part.own(folder, source.listdir(share, folder))
+        except (NotFound, AccessDenied) as e:
+            raise WholeScan(f"{folder!r}: {type(e).__name__}") from None
+        stats.folders_listed += 1
+        for entry in entries:
+            path = f"{folder}/{entry.name}"
+            found.append((path, entry))
+            if entry.is_dir:
+                stack.append(path)
+    return found
+
+
+def _canonical(rows: dict[str, Entry]) -> list[tuple[str, Entry]]:
+    return sorted(rows.items(), key=lambda item: canonical_key(item[0]))
