@@ -128,8 +128,9 @@ def format_report(report: dict) -> str:
     if report["change_share"] is not None:
         lines.append(f"  scans that found a change, over all rounds: {report['change_share']:.1%}")
     if (h := report.get("hints")) is not None:
+        scanned = plural(h["scanned_for_hints"], "partition")
         lines.append(f"  hints: {h['waiting']} waiting, {h['consumed']} consumed; "
-                     f"{plural(h['scanned_for_hints'], 'partition')} scanned for hints")  # fmt: skip
+                     f"{scanned} scanned for hints")  # fmt: skip
     lines += _not_crawled_lines(report)
     n_denied = report["denied_folders"]
     lines += _capped(

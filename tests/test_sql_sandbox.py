@@ -78,6 +78,8 @@ def run(
     cwd.mkdir()
     monkeypatch.chdir(cwd)
     monkeypatch.setenv("SHARECRAWL_SMB_PASSWORD", SECRET)  # must never reach a result
+    (tmp_path / "tmp").mkdir()  # this test's own temp folder: other runs share /tmp
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     before = snapshot(crawled.root, cwd)
     temps = sql_temp_dirs()
 
