@@ -21,6 +21,7 @@ _RULES = [
     (re.compile(r"^v\d{6}$"), "vNNNNNN"),
     (re.compile(r"^\.v\d{6}\.tmp$"), ".vNNNNNN.tmp"),
     (re.compile(r"^r\d{6}$"), "rNNNNNN"),
+    (re.compile(r"^shard-\d{3}-of-\d{3}$"), "shard-<i>-of-<n>"),
     (re.compile(r"^h\d+-\d+\.parquet(?P<rest>.*)$"), "h<first>-<last>.parquet{rest}"),
     (re.compile(r"^\..+\.tmp-\d+(?:\.wal)?$"), ".<name>.tmp-<pid>"),
     (re.compile(r"^\..+\.tmp\d+$"), ".<name>.tmp<pid>"),
