@@ -52,13 +52,18 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     if args.hosts_file is not None:
         read_hosts_file(args.hosts_file)
     check_credentials()
-    refuse_if_locked(Path(args.crawl_dir or setting("crawl_dir") or "."))
+    if args.scheduler_url is not None and not args.scheduler_url.startswith(
+            ("http://", "https://")):  # fmt: skip
+        raise UsageError(f"--scheduler-url must be an http:// or https:// URL, not "
+                         f"{args.scheduler_url!r}")  # fmt: skip
+    if not args.join:  # a worker of another process's round: that lock is meant to be held
+        refuse_if_locked(Path(args.crawl_dir or setting("crawl_dir") or "."))
     import_native()
 
     from pipeline.interrupt import interruptible
 
     with interruptible(watchdog=True):  # from here on a signal stops the crawl cleanly
-        return _crawl(args)
+        return _join(args) if args.join else _crawl(args)
 
 
 def _crawl(args: argparse.Namespace) -> int:
@@ -71,7 +76,10 @@ def _crawl(args: argparse.Namespace) -> int:
         hosts_file=args.hosts_file, rules_file=args.rules_file, crawl_dir=args.crawl_dir,
         crawlers=args.crawlers, round_seconds=args.round_seconds, policy=args.policy,
         runner=args.runner, hinted_only=args.hinted_only or None,
+        spark_master=args.spark_master,
     )  # fmt: skip
+    if args.scheduler_url:
+        config.set_scheduler_url(args.scheduler_url)
     flags = {"crawlers": "--crawlers", "round_seconds": "--round-seconds"}  # settings' checks
     settings = load_settings({k: v for k, v in flags.items() if getattr(args, k) is not None})
     if args.hosts_file is None:
@@ -102,6 +110,23 @@ def _crawl(args: argparse.Namespace) -> int:
     for line in refused:  # switched-off hosts never fail a round; refusing every one does
         print(f"sharecrawl: {line}", file=sys.stderr)
     return 1 if refused else 0
+
+
+def _join(args: argparse.Namespace) -> int:
+    """`crawl --join`: fetch shards of the round a crawl on a central scheduler runs."""
+    from pipeline import settings as config
+    from pipeline.rounds import main as join_main
+
+    config.override(crawl_dir=args.crawl_dir, hosts_file=args.hosts_file,
+                    rules_file=args.rules_file, crawlers=args.crawlers)  # fmt: skip
+    if args.scheduler_url:
+        config.set_scheduler_url(args.scheduler_url)
+    if not config.scheduler_url():
+        raise UsageError("--join needs a central scheduler: --scheduler-url http://HOST:8082 "
+                         "or luigi.cfg's [core] default_scheduler_url")  # fmt: skip
+    settings = config.sharecrawl()  # a worker waits up to a round's budget for the round
+    wait_s = str(settings.round_seconds)
+    return join_main(["--join", str(Path(settings.crawl_dir)), "--wait-s", wait_s])
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -181,6 +181,16 @@ def _crawl(sub: argparse._SubParsersAction) -> None:
     _option(sp, "--hinted-only", action="store_true",
             help="scan only the partitions that change notifications (`sharecrawl watch`) "
                  "point at, as `watch --crawl` does")  # fmt: skip
+    _option(sp, "--spark-master", metavar="URL", setting="spark_master",
+            help="with --runner spark: the Spark master, e.g. spark://HOST:7077")
+    _option(sp, "--scheduler-url", metavar="URL",
+            help="a central Luigi scheduler (luigid), e.g. http://HOST:8082, that crawl "
+                 "processes on several machines share (luigi.cfg [core] "
+                 "default_scheduler_url; default: none, one process runs the round)")  # fmt: skip
+    _option(sp, "--join", action="store_true",
+            help="with a central scheduler: fetch shards of the round another crawl process "
+                 "runs on this crawl directory (named by the same path), without its lock; "
+                 "see docs/scale.md")  # fmt: skip
 
 
 def _search(sub: argparse._SubParsersAction) -> None:

@@ -37,6 +37,14 @@ def override(**values: object) -> None:
             config.set("sharecrawl", name, str(value))
 
 
+def set_scheduler_url(url: str) -> None:
+    """Use the central scheduler at `url` in this process (what `crawl --scheduler-url` does)."""
+    config = luigi.configuration.get_config()
+    if not config.has_section("core"):
+        config.add_section("core")
+    config.set("core", "default_scheduler_url", url)
+
+
 class sharecrawl(luigi.Config):  # lower case: Luigi names a Config by its section
     crawl_dir = luigi.Parameter()
     hosts_file = luigi.Parameter()

@@ -162,8 +162,9 @@ def test_a_round_under_luigid_runs_each_shard_once_and_matches_a_local_round(
 
 
 def test_two_crawl_processes_share_a_round_through_luigid(lan: LAN, tmp_path: Path) -> None:
-    """The round's driver (`sharecrawl crawl`, holding the crawl lock) and a fetch worker
-    that joins it share the shards; a second, independent crawl is still refused."""
+    """The round's driver (`sharecrawl crawl --scheduler-url`, holding the crawl lock) and a
+    fetch worker that joins it (`sharecrawl crawl --join`) share the shards; a second,
+    independent crawl is still refused."""
     with running_luigid(tmp_path / "luigid", "[resources]\nsmb_connections = 4\n") as port:
         two_processes_share_a_round(lan, port, tmp_path)
 
@@ -171,10 +172,8 @@ def test_two_crawl_processes_share_a_round_through_luigid(lan: LAN, tmp_path: Pa
 def two_processes_share_a_round(lan: LAN, luigid: int, tmp_path: Path) -> None:
     hosts = build(lan, 8)
     cfg = tmp_path / "central.cfg"
-    cfg.write_text(
-        f"[core]\ndefault_scheduler_host = 127.0.0.1\ndefault_scheduler_port = {luigid}\n"
-        "[sharecrawl]\nfetch_shards = 4\ncrawlers = 1\n"
-    )
+    cfg.write_text("[sharecrawl]\nfetch_shards = 4\ncrawlers = 1\nround_seconds = 300\n")
+    scheduler = ["--scheduler-url", f"http://127.0.0.1:{luigid}"]  # the CLI's flag
     central = tmp_path / "central-crawl"
     central.mkdir()
     env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg)}
@@ -183,14 +182,16 @@ def two_processes_share_a_round(lan: LAN, luigid: int, tmp_path: Path) -> None:
     worker_cfg.write_text(cfg.read_text().replace("fetch_shards = 4", "fetch_shards = 3"))
     repo = Path(__file__).resolve().parents[1]
     worker = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.rounds", "--join", str(central), "--wait-s", "120"],
+        [sys.executable, "-m", "cli.main", "crawl", "--join", "--crawl-dir", str(central),
+         *scheduler],
         cwd=repo, env={**env, "LUIGI_CONFIG_PATH": str(worker_cfg)}, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     try:
         driver = subprocess.Popen(
             [sys.executable, "-m", "cli.main", "crawl", "--crawl-dir", str(central),
-             "--hosts-file", str(lan.hosts_file), "--rounds", "1", "--runner", "inline"],
+             "--hosts-file", str(lan.hosts_file), "--rounds", "1", "--runner", "inline",
+             *scheduler],
             cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             start_new_session=True,
         )  # fmt: skip
