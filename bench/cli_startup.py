@@ -37,8 +37,9 @@ def timed(command: list[str], cwd: Path, expect: int) -> float:
     done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=120)
     elapsed = time.perf_counter() - started
     if done.returncode != expect:
-        raise SystemExit(f"{' '.join(command)}: exit {done.returncode}, expected {expect}:\n"
-                         f"{done.stderr}")  # fmt: skip
+        raise SystemExit(
+            f"{' '.join(command)}: exit {done.returncode}, expected {expect}:\n{done.stderr}"
+        )
     return elapsed
 
 
@@ -55,12 +56,21 @@ def main() -> int:
         hosts.write_text(f"file://{base / 'lan' / 'alpha'}\n")
         crawl = base / "crawl"
         (crawl / "crawldb").mkdir(parents=True)
-        holder = subprocess.Popen([sys.executable, "-c", HOLD, str(crawl)], cwd=REPO,
-                                  stdout=subprocess.PIPE, text=True)  # fmt: skip
+        holder = subprocess.Popen(
+            [sys.executable, "-c", HOLD, str(crawl)], cwd=REPO, stdout=subprocess.PIPE, text=True
+        )
         try:
             assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-            refused = [sys.executable, "-m", "cli.main", "crawl", "--hosts-file", str(hosts),
-                       "--crawl-dir", str(crawl)]  # fmt: skip
+            refused = [
+                sys.executable,
+                "-m",
+                "cli.main",
+                "crawl",
+                "--hosts-file",
+                str(hosts),
+                "--crawl-dir",
+                str(crawl),
+            ]
             bare = [sys.executable, "-c", "pass"]
             timed(refused, tree, 75)  # warm the file cache for both
             timed(bare, tree, 0)

@@ -76,16 +76,17 @@ QUERIES = {
                hosts, copies
         FROM duplicate_folders ORDER BY redundant_bytes DESC, n_files DESC LIMIT 20""",
     "files per share": "SELECT host, share, count(*) AS n, sum(size) AS bytes FROM files "
-                       "GROUP BY ALL ORDER BY n DESC",
-}  # fmt: skip
+    "GROUP BY ALL ORDER BY n DESC",
+}
 
 
 def build(crawl: CrawlDir, files: int, small_hosts: int, t: datetime) -> list:
     """Version 1 in the previous release's form; the NAS's range partition keys."""
     crawl.crawldb.mkdir(parents=True)
     tables, partitions = {}, []
-    listing, nas_keys = share_listing(NAS, "share", files // 100, t, media_every=10,
-                                      range_folders=RANGE_FOLDERS)  # fmt: skip
+    listing, nas_keys = share_listing(
+        NAS, "share", files // 100, t, media_every=10, range_folders=RANGE_FOLDERS
+    )
     tables[NAS] = (as_files(listing, t), tags_of(listing, t))
     partitions += partition_rows(nas_keys, summarize(listing), t)
     for h in range(small_hosts):
@@ -105,9 +106,17 @@ def change_round(crawl: CrawlDir, round_: int, key, t: datetime) -> tuple[float,
     listing = changed_listing(crawl, round_ - 1, key, t, name=f"added{round_}.mp3")
     log = [log_row(round_, key, "changed", summarize(listing)[key.id], t)]
     hosts = [h for h in crawl.read(round_ - 1, "hosts")["host"].to_pylist()]
-    write_segment(crawl, round_, {h: (listing, tags_of(listing.slice(listing.num_rows - 1), t),
-                                      log) if h == NAS else (None, None, []) for h in hosts},
-                  t)  # fmt: skip
+    write_segment(
+        crawl,
+        round_,
+        {
+            h: (listing, tags_of(listing.slice(listing.num_rows - 1), t), log)
+            if h == NAS
+            else (None, None, [])
+            for h in hosts
+        },
+        t,
+    )
     started = time.perf_counter()
     Update(crawl_dir=str(crawl.root), round=round_).run()
     elapsed = time.perf_counter() - started
@@ -120,8 +129,11 @@ def written_files(crawl: CrawlDir, version: int) -> dict[str, int]:
     previous version's: what the round wrote."""
     vdir = crawl.version_dir(version)
     old = {p.stat().st_ino for p in crawl.version_dir(version - 1).rglob("*") if p.is_file()}
-    return {str(p.relative_to(vdir)): p.stat().st_size for p in vdir.rglob("*")
-            if p.is_file() and p.stat().st_ino not in old}  # fmt: skip
+    return {
+        str(p.relative_to(vdir)): p.stat().st_size
+        for p in vdir.rglob("*")
+        if p.is_file() and p.stat().st_ino not in old
+    }
 
 
 def written_bytes(crawl: CrawlDir, version: int) -> int:
@@ -131,14 +143,21 @@ def written_bytes(crawl: CrawlDir, version: int) -> int:
 def nas_parts_written(crawl: CrawlDir, version: int) -> int:
     """Of what the round wrote, the bytes of the NAS's own parts (the rest: the state
     tables every round writes whole, and the manifest)."""
-    return sum(size for rel, size in written_files(crawl, version).items()
-               if rel.split("/")[-1].startswith(NAS))  # fmt: skip
+    return sum(
+        size
+        for rel, size in written_files(crawl, version).items()
+        if rel.split("/")[-1].startswith(NAS)
+    )
 
 
 def nas_bytes(crawl: CrawlDir, version: int) -> int:
     hosts = crawl.hosts(version)
-    return sum(hosts.path(t, NAS, g).stat().st_size for t in ("files", "media", "folders")
-               for g in hosts.groups(NAS) if hosts.path(t, NAS, g).exists())  # fmt: skip
+    return sum(
+        hosts.path(t, NAS, g).stat().st_size
+        for t in ("files", "media", "folders")
+        for g in hosts.groups(NAS)
+        if hosts.path(t, NAS, g).exists()
+    )
 
 
 def sql_times(crawl: CrawlDir, versions: tuple[int, int], passes: int) -> dict[str, list]:
@@ -171,30 +190,42 @@ def main() -> int:
         with step("building the crawldb"):
             keys = build(crawl, args.files, args.small_hosts, t)
         total = sum(p.stat().st_size for p in crawl.version_dir(1).rglob("*") if p.is_file())
-        print(f"version 1: a NAS of {args.files:,} files in {len(keys)} range partitions and "
-              f"{args.small_hosts} hosts of 20,000 files, one part per host: {total:,} bytes")
+        print(
+            f"version 1: a NAS of {args.files:,} files in {len(keys)} range partitions and "
+            f"{args.small_hosts} hosts of 20,000 files, one part per host: {total:,} bytes"
+        )
         ratio, times = 0.0, {}
-        for round_, key, what in ((2, keys[len(keys) // 3], "converts the NAS to groups"),
-                                  (3, keys[2 * len(keys) // 3], "groups"),
-                                  (4, keys[-1], "groups")):  # fmt: skip
+        for round_, key, what in (
+            (2, keys[len(keys) // 3], "converts the NAS to groups"),
+            (3, keys[2 * len(keys) // 3], "groups"),
+            (4, keys[-1], "groups"),
+        ):
             seconds, wrote, nas = change_round(crawl, round_, key, t + timedelta(hours=round_))
             ratio, times[round_] = wrote / nas, seconds
             own = nas_parts_written(crawl, round_)
             n_parts = len(crawl.hosts(round_).groups(NAS))
-            print(f"round {round_} ({what}): wrote {wrote:,} bytes ({own:,} of them the NAS's "
-                  f"parts, {own / nas:.4f} of its bytes), the NAS holds {nas:,} in {n_parts} "
-                  f"groups; ratio {ratio:.4f}; Update {seconds:.1f} s")  # fmt: skip
+            print(
+                f"round {round_} ({what}): wrote {wrote:,} bytes ({own:,} of them the NAS's "
+                f"parts, {own / nas:.4f} of its bytes), the NAS holds {nas:,} in {n_parts} "
+                f"groups; ratio {ratio:.4f}; Update {seconds:.1f} s"
+            )
         with step("analysts' queries on both storages"):
             timed = sql_times(crawl, (1, 4), args.passes)
         for name, (old, new) in timed.items():
-            print(f"sql {name:<22} one part per host {old:6.3f} s, groups {new:6.3f} s "
-                  f"({new / old:.2f}x)")
+            print(
+                f"sql {name:<22} one part per host {old:6.3f} s, groups {new:6.3f} s "
+                f"({new / old:.2f}x)"
+            )
         old_sum, new_sum = (sum(v[i] for v in timed.values()) for i in (0, 1))
-        print(f"sql all queries: {old_sum:.3f} s one part per host, {new_sum:.3f} s groups "
-              f"({new_sum / old_sum:.2f}x); load average {os.getloadavg()[0]:.1f}")
+        print(
+            f"sql all queries: {old_sum:.3f} s one part per host, {new_sum:.3f} s groups "
+            f"({new_sum / old_sum:.2f}x); load average {os.getloadavg()[0]:.1f}"
+        )
         changed = statistics.mean((times[3], times[4]))
-        print(f"Update with one partition changed: {changed:.1f} s, rewriting the whole NAS "
-              f"(round 2): {times[2]:.1f} s")  # fmt: skip
+        print(
+            f"Update with one partition changed: {changed:.1f} s, rewriting the whole NAS "
+            f"(round 2): {times[2]:.1f} s"
+        )
         print(f"ratio time changed round/full rewrite: {changed / times[2]:.2f}")
         print(f"ratio bytes written/host bytes: {ratio:.4f}")
     finally:

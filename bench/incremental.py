@@ -70,8 +70,9 @@ def build_lan(root: Path, files: int) -> tuple[Path, list[Path]]:
                 else:
                     (folder / f"file{f:05d}.dat").touch()
     hosts_file = root / "hosts.txt"
-    hosts_file.write_text("".join(f"file://{root / 'hosts' / f'host{h:03d}'}\n"
-                                  for h in range(hosts)))  # fmt: skip
+    hosts_file.write_text(
+        "".join(f"file://{root / 'hosts' / f'host{h:03d}'}\n" for h in range(hosts))
+    )
     return hosts_file, shares
 
 
@@ -102,8 +103,15 @@ def _names(values: np.ndarray, fmt: str) -> pa.Array:
     return pa.array(np.char.mod(fmt, values).astype(object), pa.string())
 
 
-def share_listing(host: str, share: str, folders: int, t: datetime, *, media_every: int = 100,
-                  range_folders: int = 0) -> tuple[pa.Table, list[PartitionKey]]:  # fmt: skip
+def share_listing(
+    host: str,
+    share: str,
+    folders: int,
+    t: datetime,
+    *,
+    media_every: int = 100,
+    range_folders: int = 0,
+) -> tuple[pa.Table, list[PartitionKey]]:
     """LISTING rows of one share as a fetch writes them: `folders` folders d00000... under the
     share root, FILES_PER_FOLDER files each, one in `media_every` an mp3. With
     `range_folders`, range partitions of that many folders under the share root (what the
@@ -114,8 +122,11 @@ def share_listing(host: str, share: str, folders: int, t: datetime, *, media_eve
     file_folder = np.repeat(folder, FILES_PER_FOLDER)
     number = np.tile(np.arange(FILES_PER_FOLDER), folders)
     is_media = number % media_every == 0
-    f_names = pa.array(np.where(is_media, np.char.mod("f%03d.mp3", number),
-                                np.char.mod("f%03d.dat", number)).astype(object))  # fmt: skip
+    f_names = pa.array(
+        np.where(
+            is_media, np.char.mod("f%03d.mp3", number), np.char.mod("f%03d.dat", number)
+        ).astype(object)
+    )
     f_paths = pc.binary_join_element_wise(d_names.take(pa.array(file_folder)), f_names, "/")
     n = folders + len(f_names)
     root = share_root(host, share)
@@ -130,14 +141,18 @@ def share_listing(host: str, share: str, folders: int, t: datetime, *, media_eve
     else:
         owner = np.zeros(n, np.int64)
     ids = pa.array([k.id for k in keys]).take(pa.array(owner))
-    table = pa.table({
-        "host": pa.array([host] * n), "share": pa.array([share] * n),
-        "path": pa.concat_arrays([d_names, f_paths]), "name": pa.concat_arrays([d_names, f_names]),
-        "is_dir": np.arange(n) < folders,
-        "size": np.where(np.arange(n) < folders, 0, 1000 + np.arange(n) % 5_000_000),
-        "mtime": pa.array(np.full(n, int(t.timestamp() * 1e6)), pa.timestamp("us", tz="UTC")),
-        "partition_id": ids,
-    }).cast(LISTING)  # fmt: skip
+    table = pa.table(
+        {
+            "host": pa.array([host] * n),
+            "share": pa.array([share] * n),
+            "path": pa.concat_arrays([d_names, f_paths]),
+            "name": pa.concat_arrays([d_names, f_names]),
+            "is_dir": np.arange(n) < folders,
+            "size": np.where(np.arange(n) < folders, 0, 1000 + np.arange(n) % 5_000_000),
+            "mtime": pa.array(np.full(n, int(t.timestamp() * 1e6)), pa.timestamp("us", tz="UTC")),
+            "partition_id": ids,
+        }
+    ).cast(LISTING)
     return table, keys
 
 
@@ -154,27 +169,51 @@ def tags_of(listing: pa.Table, t: datetime) -> pa.Table:
     stem = pc.utf8_slice_codeunits(mp3["name"], 0, -4)
     columns = {name: pa.nulls(n, MEDIA.field(name).type) for name in MEDIA.names}
     columns.update({c: mp3[c] for c in ("host", "share", "path", "size", "mtime", "partition_id")})
-    columns.update({
-        "kind": pa.array(["audio"] * n), "format": pa.array(["mp3"] * n),
-        "artist": pc.binary_join_element_wise("Artist", mp3["host"], folder, " "),
-        "title": pc.binary_join_element_wise("Song", stem, folder, " "),
-        "album": folder, "bitrate_kbps": pa.array([192] * n, pa.int32()),
-        "duration_s": pa.array([200.0] * n), "tagged_at": pa.array([t] * n, TS),
-    })  # fmt: skip
+    columns.update(
+        {
+            "kind": pa.array(["audio"] * n),
+            "format": pa.array(["mp3"] * n),
+            "artist": pc.binary_join_element_wise("Artist", mp3["host"], folder, " "),
+            "title": pc.binary_join_element_wise("Song", stem, folder, " "),
+            "album": folder,
+            "bitrate_kbps": pa.array([192] * n, pa.int32()),
+            "duration_s": pa.array([200.0] * n),
+            "tagged_at": pa.array([t] * n, TS),
+        }
+    )
     return pa.table(columns).cast(MEDIA)
 
 
 def log_row(round_: int, key: PartitionKey, status: str, summary: dict, t: datetime) -> dict:
     """A fetchlog row of one partition scan (`summary`: jobs.subtree_hash.summarize's)."""
-    return {"round": round_, "partition_id": key.id, "host": key.host, "share": key.share,
-            "started": t, "duration_s": 1.0, "status": status, "hash": summary["hash"],
-            "n_entries": summary["n_folders"] + summary["n_files"], "n_tags_read": 0,
-            "bytes_read": 0, "listing_s": LIST_S * summary["n_folders"], "tags_s": 0.0,
-            "n_folders": summary["n_folders"], "n_denied": 0, "denied": []}  # fmt: skip
+    return {
+        "round": round_,
+        "partition_id": key.id,
+        "host": key.host,
+        "share": key.share,
+        "started": t,
+        "duration_s": 1.0,
+        "status": status,
+        "hash": summary["hash"],
+        "n_entries": summary["n_folders"] + summary["n_files"],
+        "n_tags_read": 0,
+        "bytes_read": 0,
+        "listing_s": LIST_S * summary["n_folders"],
+        "tags_s": 0.0,
+        "n_folders": summary["n_folders"],
+        "n_denied": 0,
+        "denied": [],
+    }
 
 
-def write_fetched_host(crawl: CrawlDir, round_: int, host: str, listing: pa.Table | None,
-                       media: pa.Table | None, log: list[dict]) -> None:  # fmt: skip
+def write_fetched_host(
+    crawl: CrawlDir,
+    round_: int,
+    host: str,
+    listing: pa.Table | None,
+    media: pa.Table | None,
+    log: list[dict],
+) -> None:
     """One host's segment parts as its fetch worker leaves them: listing and media when it
     has rows, and its fetchlog part."""
     seg = crawl.segment_dir(round_)
@@ -188,27 +227,49 @@ def finish_segment(crawl: CrawlDir, round_: int, hosts: list[str], t: datetime) 
     """What Inject and Fetch leave besides the hosts' parts: every host alive, the fetch
     list, the round's fetchlog."""
     seg = crawl.segment_dir(round_)
-    inject = [{"host": h, "url": f"file:///nowhere/{h}", "shares": [], "online": True,
-               "checked_at": t, "status": "ok"} for h in hosts]  # fmt: skip
+    inject = [
+        {
+            "host": h,
+            "url": f"file:///nowhere/{h}",
+            "shares": [],
+            "online": True,
+            "checked_at": t,
+            "status": "ok",
+        }
+        for h in hosts
+    ]
     write_parquet(pa.Table.from_pylist(inject, INJECT), seg / "inject.parquet")
-    write_parquet(pa.concat_tables(
-        pq.read_table(seg / "fetchlog" / host_file(h), schema=FETCHLOG) for h in hosts
-    ), seg / "fetchlog.parquet")  # fmt: skip
-    write_parquet(pa.Table.from_pylist([], pa.schema([("host", pa.string())])),
-                  seg / "fetchlist.parquet")  # fmt: skip
+    write_parquet(
+        pa.concat_tables(
+            pq.read_table(seg / "fetchlog" / host_file(h), schema=FETCHLOG) for h in hosts
+        ),
+        seg / "fetchlog.parquet",
+    )
+    write_parquet(
+        pa.Table.from_pylist([], pa.schema([("host", pa.string())])), seg / "fetchlist.parquet"
+    )
 
 
-def write_segment(crawl: CrawlDir, round_: int, hosts: dict[str, tuple[pa.Table | None,
-                  pa.Table | None, list[dict]]], t: datetime) -> None:  # fmt: skip
+def write_segment(
+    crawl: CrawlDir,
+    round_: int,
+    hosts: dict[str, tuple[pa.Table | None, pa.Table | None, list[dict]]],
+    t: datetime,
+) -> None:
     """A round's segment: host -> (listing, media, fetchlog rows)."""
     for host, (listing, media, log) in hosts.items():
         write_fetched_host(crawl, round_, host, listing, media, log)
     finish_segment(crawl, round_, list(hosts), t)
 
 
-def write_version(crawl: CrawlDir, version: int, tables: dict[str, tuple[pa.Table, pa.Table]],
-                  partitions: list[dict], t: datetime, tag_s: dict[str, float] | None = None
-                  ) -> None:  # fmt: skip
+def write_version(
+    crawl: CrawlDir,
+    version: int,
+    tables: dict[str, tuple[pa.Table, pa.Table]],
+    partitions: list[dict],
+    t: datetime,
+    tag_s: dict[str, float] | None = None,
+) -> None:
     """Publish a version as the previous release wrote it: one part per host of files,
     media and folders, hosts (costs: LIST_S, and TAG_S unless `tag_s` says), partitions, no
     prefix statistics, a manifest."""
@@ -217,10 +278,20 @@ def write_version(crawl: CrawlDir, version: int, tables: dict[str, tuple[pa.Tabl
         write_parquet(files, vdir / "files" / host_file(host))
         write_parquet(media, vdir / "media" / host_file(host))
         write_parquet(folder_summaries(files), vdir / "folders" / host_file(host))
-    hosts = [{"host": h, "url": f"file:///nowhere/{h}", "online": True, "status": "ok",
-              "list_s_per_folder": LIST_S, "tag_s_per_file": (tag_s or {}).get(h, TAG_S),
-              "first_seen": t,
-              "last_seen": t, "last_check": t} for h in tables]  # fmt: skip
+    hosts = [
+        {
+            "host": h,
+            "url": f"file:///nowhere/{h}",
+            "online": True,
+            "status": "ok",
+            "list_s_per_folder": LIST_S,
+            "tag_s_per_file": (tag_s or {}).get(h, TAG_S),
+            "first_seen": t,
+            "last_seen": t,
+            "last_check": t,
+        }
+        for h in tables
+    ]
     write_parquet(pa.Table.from_pylist(hosts, HOSTS), vdir / "hosts.parquet")
     write_parquet(pa.Table.from_pylist(partitions, PARTITIONS), vdir / "partitions.parquet")
     write_parquet(PREFIX_STATS.empty_table(), vdir / "prefix_stats.parquet")
@@ -229,26 +300,48 @@ def write_version(crawl: CrawlDir, version: int, tables: dict[str, tuple[pa.Tabl
     crawl.publish(version)
 
 
-def partition_rows(keys: list[PartitionKey], summaries: dict[str, dict], t: datetime
-                   ) -> list[dict]:  # fmt: skip
+def partition_rows(keys: list[PartitionKey], summaries: dict[str, dict], t: datetime) -> list[dict]:
     """Stored partitions (the first key is the others' parent), scanned once at `t`."""
     empty = {"hash": "", "n_folders": 0, "n_files": 0, "n_media": 0, "bytes": 0}
-    return [{**dict.fromkeys(PARTITIONS.names), "partition_id": k.id, "host": k.host,
-             "share": k.share, "root": k.root, "lo": k.lo, "hi": k.hi,
-             "parent_id": None if i == 0 else keys[0].id, "status": "ok", "n_scans": 1,
-             "n_changes": 0, "history": [], "first_seen": t, "last_scan": t,
-             **summaries.get(k.id, empty)}
-            for i, k in enumerate(keys)]  # fmt: skip
+    return [
+        {
+            **dict.fromkeys(PARTITIONS.names),
+            "partition_id": k.id,
+            "host": k.host,
+            "share": k.share,
+            "root": k.root,
+            "lo": k.lo,
+            "hi": k.hi,
+            "parent_id": None if i == 0 else keys[0].id,
+            "status": "ok",
+            "n_scans": 1,
+            "n_changes": 0,
+            "history": [],
+            "first_seen": t,
+            "last_scan": t,
+            **summaries.get(k.id, empty),
+        }
+        for i, k in enumerate(keys)
+    ]
 
 
-def changed_listing(crawl: CrawlDir, version: int, key: PartitionKey, t: datetime,
-                    name: str = "added.mp3") -> pa.Table:  # fmt: skip
+def changed_listing(
+    crawl: CrawlDir, version: int, key: PartitionKey, t: datetime, name: str = "added.mp3"
+) -> pa.Table:
     """A partition's listing after a new media file appeared in its first folder."""
     stored = StoredHost(crawl.hosts(version), key.host).rows("files", {key.id})
     stored = stored.select(LISTING.names).cast(LISTING)
     folder = pc.min(pc.if_else(stored["is_dir"], stored["path"], None)).as_py()
-    new = {"host": key.host, "share": key.share, "path": f"{folder}/{name}", "name": name,
-           "is_dir": False, "size": 4242, "mtime": t, "partition_id": key.id}  # fmt: skip
+    new = {
+        "host": key.host,
+        "share": key.share,
+        "path": f"{folder}/{name}",
+        "name": name,
+        "is_dir": False,
+        "size": 4242,
+        "mtime": t,
+        "partition_id": key.id,
+    }
     return pa.concat_tables([stored, pa.Table.from_pylist([new], LISTING)])
 
 
@@ -270,8 +363,9 @@ def synthetic_crawldb(crawl: CrawlDir, hosts: int, files_per_host: int) -> None:
     summary = summarize(listing)[changed.id]
     logs = {h: [] for h in tables}
     logs["h0000"] = [log_row(2, changed, "changed", summary, t)]
-    write_segment(crawl, 2, {h: (listing if h == "h0000" else None, None, log)
-                             for h, log in logs.items()}, t)  # fmt: skip
+    write_segment(
+        crawl, 2, {h: (listing if h == "h0000" else None, None, log) for h, log in logs.items()}, t
+    )
 
 
 def publish_time(root: Path, hosts: int, files_per_host: int) -> float:
@@ -306,9 +400,11 @@ def rounds_on_a_lan(root: Path, files: int) -> float:
     changed = timed_round(crawl, 3)
     for name, r in (("full", full), ("unchanged", unchanged), ("1% changed", changed)):
         p = r["partitions"]
-        print(f"round {name:>10}: {r['wall_s']:7.2f} s, {r['entries_listed']:>7} entries "
-              f"listed, {r['tags_read']:>6} tags read, {p['changed'] + p['new']} "
-              f"partitions changed/new of {p['scanned']}")  # fmt: skip
+        print(
+            f"round {name:>10}: {r['wall_s']:7.2f} s, {r['entries_listed']:>7} entries "
+            f"listed, {r['tags_read']:>6} tags read, {p['changed'] + p['new']} "
+            f"partitions changed/new of {p['scanned']}"
+        )
     print(f"unchanged round tags read: {unchanged['tags_read']} (goal 0)")
     return unchanged["wall_s"] / list_s
 
@@ -326,8 +422,10 @@ def main() -> int:
         with step("publish, 100 k and 1 M files"):
             small = publish_time(root / "pub-small", 5, 20_000)
             large = publish_time(root / "pub-large", 50, 20_000)
-        print(f"publish with 100 k files: {small:.2f} s; with 1 M files: {large:.2f} s "
-              f"(same change: one partition of one host)")  # fmt: skip
+        print(
+            f"publish with 100 k files: {small:.2f} s; with 1 M files: {large:.2f} s "
+            f"(same change: one partition of one host)"
+        )
         print(f"publish ratio 1 M / 100 k: {large / small:.2f} (goal <= 1.2)")
         if ratio is not None:
             print(f"unchanged round / listing alone: {ratio:.2f} (goal <= 1.0)")

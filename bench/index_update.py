@@ -62,8 +62,9 @@ def part_tables(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, pa.Tabl
     return out
 
 
-def make_versions(workdir: Path, rows: int, changed: float, parts_per_host: int,
-                  spread: bool) -> tuple[Path, Path, dict[str, int]]:  # fmt: skip
+def make_versions(
+    workdir: Path, rows: int, changed: float, parts_per_host: int, spread: bool
+) -> tuple[Path, Path, dict[str, int]]:
     """Versions v000001 and v000002 of a crawldb under `workdir` (see the module's text)."""
     base = write_version(workdir / "base", rows)
     con = duckdb.connect()
@@ -88,8 +89,10 @@ def make_versions(workdir: Path, rows: int, changed: float, parts_per_host: int,
     n_change = int(rows * changed)
     rng = random.Random(5)
     if spread:
-        con.execute(f"CREATE TABLE pick AS SELECT path, host FROM v1 USING SAMPLE {n_change} ROWS "
-                    "(reservoir, 3)")  # fmt: skip
+        con.execute(
+            f"CREATE TABLE pick AS SELECT path, host FROM v1 USING SAMPLE {n_change} ROWS "
+            "(reservoir, 3)"
+        )
     else:
         chosen = rng.sample(parts, len(parts))
         con.execute("CREATE TABLE pick (path VARCHAR, host VARCHAR)")
@@ -131,9 +134,12 @@ def make_versions(workdir: Path, rows: int, changed: float, parts_per_host: int,
         FROM v1 v JOIN ops o ON o.host = v.host AND o.path = v.path WHERE o.op = 'move'
         """
     )
-    touched = {p for (p,) in con.execute(
-        "SELECT DISTINCT v.part FROM v1 v JOIN ops o ON o.host = v.host AND o.path = v.path"
-    ).fetchall()}  # fmt: skip
+    touched = {
+        p
+        for (p,) in con.execute(
+            "SELECT DISTINCT v.part FROM v1 v JOIN ops o ON o.host = v.host AND o.path = v.path"
+        ).fetchall()
+    }
     # hosts: one goes off line, one comes back
     hosts = pq.read_table(base / "hosts.parquet").to_pylist()
     offline = [h for h in hosts if not h["online"]]
@@ -141,8 +147,9 @@ def make_versions(workdir: Path, rows: int, changed: float, parts_per_host: int,
     online[0]["online"], offline[0]["online"] = False, True
     (v2 / "media").mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(hosts, schema.HOSTS), v2 / "hosts.parquet")
-    con.execute("CREATE TABLE v2_changed AS SELECT * FROM v2 WHERE part = ANY(?)",
-                [sorted(touched)])  # fmt: skip
+    con.execute(
+        "CREATE TABLE v2_changed AS SELECT * FROM v2 WHERE part = ANY(?)", [sorted(touched)]
+    )
     new_parts = part_tables(con, "v2_changed")
     for part in parts:
         target = v2 / "media" / f"{part}.parquet"
@@ -161,10 +168,13 @@ def make_versions(workdir: Path, rows: int, changed: float, parts_per_host: int,
 def more_queries(index: Path, n: int, rng: random.Random) -> list[str]:
     """Words drawn from the index's vocabulary, alone, in pairs, misspelt, with fields."""
     with duckdb.connect(str(index), read_only=True) as con:
-        terms = [t for (t,) in con.execute(
-            "SELECT term FROM terms WHERE df > 1 AND length(term) > 3 "
-            "ORDER BY hash(term) LIMIT 2000"
-        ).fetchall()]  # fmt: skip
+        terms = [
+            t
+            for (t,) in con.execute(
+                "SELECT term FROM terms WHERE df > 1 AND length(term) > 3 "
+                "ORDER BY hash(term) LIMIT 2000"
+            ).fetchall()
+        ]
         hosts = [h for (h,) in con.execute("SELECT host FROM hosts ORDER BY host").fetchall()]
     queries = []
     for i in range(n):
@@ -200,8 +210,9 @@ def main() -> None:
             print(f"data: reusing {workdir}")
         else:
             with step(f"writing two versions of {args.rows:,} media rows"):
-                v1, v2, counts = make_versions(workdir, args.rows, args.changed,
-                                               args.parts_per_host, args.spread)  # fmt: skip
+                v1, v2, counts = make_versions(
+                    workdir, args.rows, args.changed, args.parts_per_host, args.spread
+                )
             print("data: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
         index = workdir / "index" / "search.duckdb"
         full = workdir / "full.duckdb"
@@ -213,32 +224,42 @@ def main() -> None:
         with step("updating it to the second version"):
             update = update_index(index, v1, v2)
         update_s = time.perf_counter() - started
-        print(f"update: {update_s:.2f} s ({load_average()}); {update}; file "
-              f"{size_before / 2**20:.0f} -> {index.stat().st_size / 2**20:.0f} MiB")  # fmt: skip
+        print(
+            f"update: {update_s:.2f} s ({load_average()}); {update}; file "
+            f"{size_before / 2**20:.0f} -> {index.stat().st_size / 2**20:.0f} MiB"
+        )
 
         started = time.perf_counter()
         with step("building the second version's index in full"):
             build_index(v2, full)
         full_s = time.perf_counter() - started
-        print(f"full build: {full_s:.2f} s ({load_average()}), "
-              f"{full.stat().st_size / 2**20:.0f} MiB")  # fmt: skip
+        print(
+            f"full build: {full_s:.2f} s ({load_average()}), {full.stat().st_size / 2**20:.0f} MiB"
+        )
 
         rng = random.Random(11)
         queries = mixed_queries(v2, rng) + more_queries(full, 300, rng)
-        differ = [q for q in queries
-                  for all_hosts in (False, True)
-                  if search(index, q, limit=30, all_hosts=all_hosts)
-                  != search(full, q, limit=30, all_hosts=all_hosts)]  # fmt: skip
-        print(f"same results as the full build: {2 * len(queries) - len(differ)} of "
-              f"{2 * len(queries)} searches" + (f"; differ: {differ[:5]}" if differ else ""))
+        differ = [
+            q
+            for q in queries
+            for all_hosts in (False, True)
+            if search(index, q, limit=30, all_hosts=all_hosts)
+            != search(full, q, limit=30, all_hosts=all_hosts)
+        ]
+        print(
+            f"same results as the full build: {2 * len(queries) - len(differ)} of "
+            f"{2 * len(queries)} searches" + (f"; differ: {differ[:5]}" if differ else "")
+        )
         timings = []
         for query in queries[:100] * 3:
             started = time.perf_counter()
             search(index, query)
             timings.append(time.perf_counter() - started)
-        print(f"search on the updated index: p50 {percentile(timings, 50) * 1000:.1f}/10 ms, "
-              f"p95 {percentile(timings, 95) * 1000:.1f}/30 ms, "
-              f"mean {statistics.mean(timings) * 1000:.1f} ms")  # fmt: skip
+        print(
+            f"search on the updated index: p50 {percentile(timings, 50) * 1000:.1f}/10 ms, "
+            f"p95 {percentile(timings, 95) * 1000:.1f}/30 ms, "
+            f"mean {statistics.mean(timings) * 1000:.1f} ms"
+        )
         print(f"ratio incremental/full: {update_s / full_s:.3f}")
     finally:
         if args.workdir is None:

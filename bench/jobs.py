@@ -62,8 +62,9 @@ def host_listing(host: str, n_rows: int) -> tuple[pa.Table, list[PartitionKey]]:
     a_names = _s(artist, "artist%06d")
     album_artist = np.repeat(artist, ALBUMS)
     album = np.tile(np.arange(ALBUMS), artists)
-    album_paths = pc.binary_join_element_wise(_s(album_artist, "artist%06d"),
-                                              _s(album, "album%02d"), "/")  # fmt: skip
+    album_paths = pc.binary_join_element_wise(
+        _s(album_artist, "artist%06d"), _s(album, "album%02d"), "/"
+    )
     track_album = np.repeat(np.arange(len(album_paths)), TRACKS)
     track = np.tile(np.arange(TRACKS), len(album_paths))
     ext = np.where(track < 8, "mp3", np.where(track == 8, "jpg", "txt"))
@@ -85,13 +86,18 @@ def host_listing(host: str, n_rows: int) -> tuple[pa.Table, list[PartitionKey]]:
     ids = pa.array([k.id for k in keys]).take(pa.array(block))
     table = pa.table(
         {
-            "host": pa.array([host] * n), "share": pa.array(["s"] * n), "path": paths,
-            "name": names, "is_dir": is_dir, "size": sizes,
-            "mtime": pa.array(1_700_000_000_000_000 + np.arange(n) % 86_400_000_000,
-                              pa.timestamp("us", tz="UTC")),
+            "host": pa.array([host] * n),
+            "share": pa.array(["s"] * n),
+            "path": paths,
+            "name": names,
+            "is_dir": is_dir,
+            "size": sizes,
+            "mtime": pa.array(
+                1_700_000_000_000_000 + np.arange(n) % 86_400_000_000, pa.timestamp("us", tz="UTC")
+            ),
             "partition_id": ids,
         }
-    ).cast(LISTING)  # fmt: skip
+    ).cast(LISTING)
     return in_partition_order(table), keys
 
 
@@ -104,13 +110,29 @@ def generate(folder: Path, n_rows: int, hosts: int) -> tuple[list[Path], list[di
         write_parquet(table, folder / f"{host}.parquet")
         parts.append(folder / f"{host}.parquet")
         root = share_root(host, "s")
-        partitions.append({"partition_id": root.id, "host": host, "share": "s", "root": "",
-                           "lo": None, "hi": None, "parent_id": None})  # fmt: skip
+        partitions.append(
+            {
+                "partition_id": root.id,
+                "host": host,
+                "share": "s",
+                "root": "",
+                "lo": None,
+                "hi": None,
+                "parent_id": None,
+            }
+        )
         partitions += [
-            {"partition_id": k.id, "host": host, "share": "s", "root": "", "lo": k.lo,
-             "hi": k.hi, "parent_id": root.id}
+            {
+                "partition_id": k.id,
+                "host": host,
+                "share": "s",
+                "root": "",
+                "lo": k.lo,
+                "hi": k.hi,
+                "parent_id": root.id,
+            }
             for k in keys
-        ]  # fmt: skip
+        ]
     return parts, partitions, total
 
 
@@ -158,8 +180,9 @@ def bench_size(n_rows: int, hosts: int, repeat: int) -> dict[str, float]:
         folder = Path(tmp)
         parts, partitions, total = generate(folder, n_rows, hosts)
         costs = {f"host{h}": HostCost(0.015, 0.15) for h in range(hosts)}
-        state = SplitState(partitions, costs, Limits(), rescanned={p["partition_id"] for p in
-                                                                  partitions})  # fmt: skip
+        state = SplitState(
+            partitions, costs, Limits(), rescanned={p["partition_id"] for p in partitions}
+        )
         local = JobRunner("local")
         con = duckdb.connect()
         con.execute("SET threads TO 2")
@@ -169,66 +192,96 @@ def bench_size(n_rows: int, hosts: int, repeat: int) -> dict[str, float]:
             repeat, lambda: con.execute(FOLDER_COST_SQL, params).fetchall()
         )
         con.close()
-        t_hash, _, alone = best_of(repeat, lambda: run_listing_jobs(
-            parts, folder / "hash", None, local, jobs=("hash",)))  # fmt: skip
-        t_round, _, both = best_of(repeat, lambda: run_listing_jobs(
-            parts, folder / "round", state, local))  # fmt: skip
-        t_split, c_split, split_alone = best_of(repeat, lambda: run_listing_jobs(
-            parts, folder / "split", state, local, jobs=("split",)))  # fmt: skip
+        t_hash, _, alone = best_of(
+            repeat, lambda: run_listing_jobs(parts, folder / "hash", None, local, jobs=("hash",))
+        )
+        t_round, _, both = best_of(
+            repeat, lambda: run_listing_jobs(parts, folder / "round", state, local)
+        )
+        t_split, c_split, split_alone = best_of(
+            repeat, lambda: run_listing_jobs(parts, folder / "split", state, local, jobs=("split",))
+        )
     assert split_alone.plan == both.plan, "the split alone plans otherwise"
     for job in (alone, both):
         mismatch = sum(
-            job.summaries.get(pid) != {"hash": h, "n_folders": f, "n_files": n, "n_media": m,
-                                       "bytes": b}
+            job.summaries.get(pid)
+            != {"hash": h, "n_folders": f, "n_files": n, "n_media": m, "bytes": b}
             for pid, h, f, n, m, b in db
-        )  # fmt: skip
+        )
         assert mismatch == 0 and len(job.summaries) == len(db), f"{mismatch} partitions differ"
     creates = len(both.plan["create"])
-    print(f"{total:>10,} rows  subtree-hash job {t_hash:5.1f}s ({total / t_hash:>9,.0f} rows/s)"
-          f"  duckdb {t_hash_db:5.1f}s  ratio {t_hash / t_hash_db:4.1f}")  # fmt: skip
-    print(f"{total:>10,} rows  round's listing job (hash + split, one start) {t_round:5.1f}s "
-          f"({creates} ranges planned)  duckdb hash + folder costs {t_hash_db + t_cost_db:5.1f}s"
-          f"  ratio {t_round / (t_hash_db + t_cost_db):4.1f}")  # fmt: skip
-    print(f"{total:>10,} rows  two runner starts (hash job {t_hash:5.1f}s + split job "
-          f"{t_split:5.1f}s) {t_hash + t_split:5.1f}s  one start {t_round:5.1f}s  ratio "
-          f"{t_round / (t_hash + t_split):4.2f}")  # fmt: skip
-    print(f"{total:>10,} rows  partition-split job alone {c_split:5.1f} CPU s  duckdb folder "
-          f"costs {c_cost_db:5.1f} CPU s  ratio {c_split / c_cost_db:4.1f}")  # fmt: skip
-    return {"rows": total, "hash": t_hash, "hash_db": t_hash_db, "round": t_round,
-            "round_db": t_hash_db + t_cost_db, "split": c_split, "split_db": c_cost_db,
-            "two_starts": t_hash + t_split}  # fmt: skip
+    print(
+        f"{total:>10,} rows  subtree-hash job {t_hash:5.1f}s ({total / t_hash:>9,.0f} rows/s)"
+        f"  duckdb {t_hash_db:5.1f}s  ratio {t_hash / t_hash_db:4.1f}"
+    )
+    print(
+        f"{total:>10,} rows  round's listing job (hash + split, one start) {t_round:5.1f}s "
+        f"({creates} ranges planned)  duckdb hash + folder costs {t_hash_db + t_cost_db:5.1f}s"
+        f"  ratio {t_round / (t_hash_db + t_cost_db):4.1f}"
+    )
+    print(
+        f"{total:>10,} rows  two runner starts (hash job {t_hash:5.1f}s + split job "
+        f"{t_split:5.1f}s) {t_hash + t_split:5.1f}s  one start {t_round:5.1f}s  ratio "
+        f"{t_round / (t_hash + t_split):4.2f}"
+    )
+    print(
+        f"{total:>10,} rows  partition-split job alone {c_split:5.1f} CPU s  duckdb folder "
+        f"costs {c_cost_db:5.1f} CPU s  ratio {c_split / c_cost_db:4.1f}"
+    )
+    return {
+        "rows": total,
+        "hash": t_hash,
+        "hash_db": t_hash_db,
+        "round": t_round,
+        "round_db": t_hash_db + t_cost_db,
+        "split": c_split,
+        "split_db": c_cost_db,
+        "two_starts": t_hash + t_split,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1000000,2000000",
-                        help="listing sizes in rows; the first two should differ 2x")  # fmt: skip
+    parser.add_argument(
+        "--sizes",
+        default="1000000,2000000",
+        help="listing sizes in rows; the first two should differ 2x",
+    )
     parser.add_argument("--hosts", type=int, default=4, help="listing parts (one per host)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each, the best kept")
     args = parser.parse_args()
     sizes = args.sizes.split(",")
     results = [bench_size(int(n), args.hosts, args.repeat) for n in track(sizes, "listing sizes")]
-    names = {"hash": "subtree-hash job", "round": "round's listing job",
-             "split": "partition-split job alone (CPU)"}  # fmt: skip
+    names = {
+        "hash": "subtree-hash job",
+        "round": "round's listing job",
+        "split": "partition-split job alone (CPU)",
+    }
     if len(results) >= 2:
         a, b = results[0], results[1]
         grow = b["rows"] / a["rows"]
         for key, name in names.items():
             cost = b[key] / a[key]
             verdict = "ok" if cost <= 1.1 * grow else "OVER"
-            print(f"{name}: {grow:.1f}x the input costs {cost:.2f}x the time "
-                  f"(limit {1.1 * grow:.1f}x) {verdict}")  # fmt: skip
+            print(
+                f"{name}: {grow:.1f}x the input costs {cost:.2f}x the time "
+                f"(limit {1.1 * grow:.1f}x) {verdict}"
+            )
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak memory: job tasks {children:,.0f} MiB, this process with DuckDB {own:,.0f} MiB")
     for r in results:
-        print(f"ratio job/duckdb at {r['rows']:,} rows: subtree-hash {r['hash'] / r['hash_db']:.1f}"
-              f", partition-split (CPU) {r['split'] / r['split_db']:.1f}, round's job "
-              f"{r['round'] / r['round_db']:.1f} (goal <= {GOAL:g})")  # fmt: skip
+        print(
+            f"ratio job/duckdb at {r['rows']:,} rows: subtree-hash {r['hash'] / r['hash_db']:.1f}"
+            f", partition-split (CPU) {r['split'] / r['split_db']:.1f}, round's job "
+            f"{r['round'] / r['round_db']:.1f} (goal <= {GOAL:g})"
+        )
     last = results[-1]
-    print(f"ratio one runner start/two at {last['rows']:,} rows: "
-          f"{last['round'] / last['two_starts']:.2f}; round's job/duckdb "
-          f"{last['round'] / last['round_db']:.1f} (goal <= {GOAL:g})")  # fmt: skip
+    print(
+        f"ratio one runner start/two at {last['rows']:,} rows: "
+        f"{last['round'] / last['two_starts']:.2f}; round's job/duckdb "
+        f"{last['round'] / last['round_db']:.1f} (goal <= {GOAL:g})"
+    )
 
 
 if __name__ == "__main__":

@@ -35,8 +35,9 @@ def reference(hosts: list[HostURL], resolver: Callable[..., list]) -> int:
 
     def check(host: HostURL) -> bool:
         try:
-            for family, kind, proto, _, addr in resolver(host.hostname, 445,
-                                                         type=socket.SOCK_STREAM):  # fmt: skip
+            for family, kind, proto, _, addr in resolver(
+                host.hostname, 445, type=socket.SOCK_STREAM
+            ):
                 with socket.socket(family, kind, proto) as sock:
                     sock.settimeout(TIMEOUT_S)
                     sock.connect(addr)
@@ -72,8 +73,10 @@ def main() -> int:
         ours = timed(lambda r=resolver: check_hosts(hosts, TIMEOUT_S, r))
         ref = timed(lambda r=resolver: reference(hosts, r))
         statuses = {c.status for c in check_hosts(hosts[:10], TIMEOUT_S, resolver)}
-        print(f"{args.hosts} unresolvable names, {label}: sharecrawl {ours:.2f} s, "
-              f"reference {ref:.2f} s; statuses {sorted(statuses)}")  # fmt: skip
+        print(
+            f"{args.hosts} unresolvable names, {label}: sharecrawl {ours:.2f} s, "
+            f"reference {ref:.2f} s; statuses {sorted(statuses)}"
+        )
         results[label] = (ours, ref)
     ours, ref = list(results.values())[-1]
     print(f"ratio sharecrawl / reference, unresponsive resolver: {ours / ref:.3f}")

@@ -159,8 +159,7 @@ def round_one(crawl: CrawlDir, hosts: int, files: int, t: datetime) -> int:
     for host in names:
         listings, logs = [], []
         for s in range(shares):
-            listing, (key,) = share_listing(host, f"share{s}", FOLDERS_PER_SHARE, t,
-                                            media_every=10)  # fmt: skip
+            listing, (key,) = share_listing(host, f"share{s}", FOLDERS_PER_SHARE, t, media_every=10)
             listings.append(listing)
             logs.append(log_row(1, key, "new", summarize(listing)[key.id], t))
         listing = pa.concat_tables(listings)
@@ -247,9 +246,11 @@ def main() -> int:
         wall2, peak2, stages2 = run_round(crawl, 2)
         report(f"round 2 ({args.changed:.0%} of partitions changed)", wall2, peak2, stages2)
         peak = max(peak1, peak2)
-        print(f"peak RSS {peak / 2**30:.2f} GiB (goal <= {GOAL_RSS / 2**30:.0f} GiB); changed "
-              f"round {wall2:.1f} s (goal <= {GOAL_S:.0f} s); load average "
-              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")  # fmt: skip
+        print(
+            f"peak RSS {peak / 2**30:.2f} GiB (goal <= {GOAL_RSS / 2**30:.0f} GiB); changed "
+            f"round {wall2:.1f} s (goal <= {GOAL_S:.0f} s); load average "
+            f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        )
         print(f"ratio changed round/goal: {wall2 / GOAL_S:.2f}")
     finally:
         if not args.workdir:

@@ -114,11 +114,23 @@ def start_luigid(home: Path, cap: int) -> tuple[subprocess.Popen, int]:
     port = free_port()
     env = {**os.environ, "LUIGI_CONFIG_PATH": str(home / "luigid.cfg")}
     proc = subprocess.Popen(
-        [str(LUIGID), "--address", "127.0.0.1", "--port", str(port),
-         "--state-path", str(home / "state.pickle"), "--logdir", str(home)],
-        cwd=home, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            str(LUIGID),
+            "--address",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--state-path",
+            str(home / "state.pickle"),
+            "--logdir",
+            str(home),
+        ],
+        cwd=home,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,
-    )  # fmt: skip
+    )
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -141,25 +153,46 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 # -- one crawl -------------------------------------------------------------------------------
-def crawl(work: Path, name: str, hosts_file: Path, config: Path, env: dict[str, str],
-          workers: int) -> dict[str, float]:  # fmt: skip
+def crawl(
+    work: Path, name: str, hosts_file: Path, config: Path, env: dict[str, str], workers: int
+) -> dict[str, float]:
     crawl_dir = work / name
     crawl_dir.mkdir()
     env = {**env, "LUIGI_CONFIG_PATH": str(config)}
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "pipeline.rounds", "--join", str(crawl_dir), "--wait-s", "300"],
-            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
             start_new_session=True,
         )
         for _ in range(workers - 1)
-    ]  # fmt: skip
+    ]
     start = time.perf_counter()
     driver = subprocess.run(
-        [sys.executable, "-m", "cli.main", "crawl", "--crawl-dir", str(crawl_dir),
-         "--hosts-file", str(hosts_file), "--rounds", "1", "--runner", "inline"],
-        cwd=REPO, env=env, capture_output=True, text=True, start_new_session=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "crawl",
+            "--crawl-dir",
+            str(crawl_dir),
+            "--hosts-file",
+            str(hosts_file),
+            "--rounds",
+            "1",
+            "--runner",
+            "inline",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        start_new_session=True,
+    )
     round_s = time.perf_counter() - start
     for proc in procs:
         _, err = proc.communicate(timeout=300)
@@ -204,24 +237,34 @@ def main() -> None:
             f"[core]\ndefault_scheduler_host = 127.0.0.1\ndefault_scheduler_port = {port}\n"
             f"[sharecrawl]\nfetch_shards = {counts[-1]}\ncrawlers = {args.crawlers}\n"
         )
-        env = {**os.environ, "SHARECRAWL_SMB_USER": server.user,
-               "SHARECRAWL_SMB_PASSWORD": server.password}  # fmt: skip
-        print(f"{args.hosts} SMB hosts of about {entries} entries, {args.delay_ms:g} ms a "
-              f"request, {args.crawlers} hosts at once a process, {counts[-1]} fetch shards")
+        env = {
+            **os.environ,
+            "SHARECRAWL_SMB_USER": server.user,
+            "SHARECRAWL_SMB_PASSWORD": server.password,
+        }
+        print(
+            f"{args.hosts} SMB hosts of about {entries} entries, {args.delay_ms:g} ms a "
+            f"request, {args.crawlers} hosts at once a process, {counts[-1]} fetch shards"
+        )
         best: dict[int, dict[str, float]] = {}
         for run in range(args.runs):
             for workers in counts:
                 r = crawl(work, f"crawl-{workers}-{run}", hosts_file, config, env, workers)
-                print(f"{workers} worker(s), run {run + 1}: fetch {r['fetch']:6.2f} s, round "
-                      f"{r['round']:6.2f} s, shards run by {r['processes']:.0f} process(es), "
-                      f"{r['files']:.0f} files")  # fmt: skip
+                print(
+                    f"{workers} worker(s), run {run + 1}: fetch {r['fetch']:6.2f} s, round "
+                    f"{r['round']:6.2f} s, shards run by {r['processes']:.0f} process(es), "
+                    f"{r['files']:.0f} files"
+                )
                 if workers not in best or r["fetch"] < best[workers]["fetch"]:
                     best[workers] = r
         assert len({r["files"] for r in best.values()}) == 1, "the crawls found different files"
         print(json.dumps({w: {k: round(v, 3) for k, v in r.items()} for w, r in best.items()}))
         goals = {2: 1.8, 4: 3.2}
-        ups = [f"{w} workers {best[1]['fetch'] / best[w]['fetch']:.2f}x"
-               + (f" (goal >= {goals[w]})" if w in goals else "") for w in counts[1:]]  # fmt: skip
+        ups = [
+            f"{w} workers {best[1]['fetch'] / best[w]['fetch']:.2f}x"
+            + (f" (goal >= {goals[w]})" if w in goals else "")
+            for w in counts[1:]
+        ]
         print(f"speed-up of the fetch over 1 worker (best of {args.runs}): {', '.join(ups)}")
     finally:
         if luigid is not None:

@@ -287,8 +287,10 @@ def cold_cli(workdir: Path, queries: list[str]) -> list[float]:
         started = time.perf_counter()
         subprocess.run(
             [*command, "search", "--json", "--crawl-dir", str(workdir), query],
-            check=True, stdout=subprocess.DEVNULL, cwd=Path(__file__).resolve().parents[1],
-        )  # fmt: skip
+            check=True,
+            stdout=subprocess.DEVNULL,
+            cwd=Path(__file__).resolve().parents[1],
+        )
         walls.append(time.perf_counter() - started)
     return walls
 
@@ -345,8 +347,10 @@ def main() -> None:
         started = time.perf_counter()
         search(index_path, queries[1])
         second_s = time.perf_counter() - started
-        print(f"index search, first in a process {first_s * 1000:.0f} ms (reads its postings), "
-              f"second {second_s * 1000:.0f} ms (loads all postings, display rows)")  # fmt: skip
+        print(
+            f"index search, first in a process {first_s * 1000:.0f} ms (reads its postings), "
+            f"second {second_s * 1000:.0f} ms (loads all postings, display rows)"
+        )
         runs = timed_passes(index_path, queries, args.passes)
         summaries = []
         for n, timings in enumerate(runs, start=1):
@@ -360,8 +364,10 @@ def main() -> None:
         p95 = statistics.median(s[1] for s in summaries)
         empty = sum(not search(index_path, q) for q in queries)
         slowest = sorted(zip(runs[-1], queries, strict=True), reverse=True)[:3]
-        print(f"{empty} queries without results; slowest: "
-              + "; ".join(f"{q!r} {t * 1000:.1f} ms" for t, q in slowest))  # fmt: skip
+        print(
+            f"{empty} queries without results; slowest: "
+            + "; ".join(f"{q!r} {t * 1000:.1f} ms" for t, q in slowest)
+        )
 
         if args.cold:
             walls = cold_cli(workdir, queries[2 : 2 + args.cold])

@@ -46,10 +46,23 @@ from queries.search import search  # noqa: E402
 
 def start_server(workdir: Path, workers: int) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "serve", "--crawl-dir", str(workdir),
-         "--port", "0", "--workers", str(workers)],
-        cwd=REPO, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "serve",
+            "--crawl-dir",
+            str(workdir),
+            "--port",
+            "0",
+            "--workers",
+            str(workers),
+        ],
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     assert process.stderr is not None
     line = process.stderr.readline()
     if " on http://" not in line:
@@ -84,8 +97,9 @@ def fetch(connection: http.client.HTTPConnection, path: str) -> tuple[int, int]:
     return response.status, len(body)
 
 
-def run_clients(url: str, paths: list[str], clients: int, requests: int,
-                think: float) -> tuple[list[float], int]:  # fmt: skip
+def run_clients(
+    url: str, paths: list[str], clients: int, requests: int, think: float
+) -> tuple[list[float], int]:
     """Seconds per request of every client, and how many answers were not 200."""
     address = urlsplit(url)
     timings: list[float] = []
@@ -147,9 +161,11 @@ def direct_search(index: Path, queries: list[str], clients: int, requests: int) 
 
 def summary(name: str, timings: list[float], wall: float, failures: int) -> tuple[float, float]:
     p50, p95 = percentile(timings, 50) * 1000, percentile(timings, 95) * 1000
-    print(f"{name}: {len(timings)} requests in {wall:.1f} s ({len(timings) / wall:.0f}/s), "
-          f"p50 {p50:.1f} ms, p95 {p95:.1f} ms, max {max(timings) * 1000:.0f} ms, "
-          f"{failures} not 200; {load_average()}")  # fmt: skip
+    print(
+        f"{name}: {len(timings)} requests in {wall:.1f} s ({len(timings) / wall:.0f}/s), "
+        f"p50 {p50:.1f} ms, p95 {p95:.1f} ms, max {max(timings) * 1000:.0f} ms, "
+        f"{failures} not 200; {load_average()}"
+    )
     return p50, p95
 
 
@@ -159,8 +175,12 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, help="kept; its data is reused by later runs")
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--requests", type=int, default=40, help="per client and phase")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
-                        help="serve --workers (default: one per core)")  # fmt: skip
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="serve --workers (default: one per core)",
+    )
     parser.add_argument("--think", type=float, default=0.5, help="seconds between requests")
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-serve-"))
@@ -185,17 +205,20 @@ def main() -> None:
         # Every worker loads the version on its first requests (search arrays, copies,
         # facets): warm them all with as many connections, then touch every code path.
         address = urlsplit(url)
-        warm = [http.client.HTTPConnection(address.hostname, address.port, timeout=300)
-                for _ in range(4 * args.workers)]  # fmt: skip
+        warm = [
+            http.client.HTTPConnection(address.hostname, address.port, timeout=300)
+            for _ in range(4 * args.workers)
+        ]
         for _ in range(3):
-            threads = [threading.Thread(target=fetch, args=(c, "/api/search?q=warm"))
-                       for c in warm]  # fmt: skip
+            threads = [threading.Thread(target=fetch, args=(c, "/api/search?q=warm")) for c in warm]
             for thread in threads:
                 thread.start()
             for thread in threads:
                 thread.join()
-        print(f"{args.workers} server processes ready and warm in "
-              f"{time.perf_counter() - started:.1f} s")  # fmt: skip
+        print(
+            f"{args.workers} server processes ready and warm in "
+            f"{time.perf_counter() - started:.1f} s"
+        )
         for i, query in enumerate(queries):
             fetch(warm[i % len(warm)], "/api/search?" + urlencode({"q": query}))
             fetch(warm[i % len(warm)], "/?" + urlencode({"q": query}))
@@ -210,8 +233,7 @@ def main() -> None:
                 began, cpu = time.perf_counter(), cpu_seconds(server.pid)
                 timings, failures = run_clients(url, paths, args.clients, args.requests, think)
                 label = f"{name}, {args.clients} clients, {way} ({think:g} s between requests)"
-                results[way, name] = summary(label, timings, time.perf_counter() - began,
-                                             failures)  # fmt: skip
+                results[way, name] = summary(label, timings, time.perf_counter() - began, failures)
                 cpu_ms[name].append((cpu_seconds(server.pid) - cpu) / len(timings) * 1000)
                 print(f"  server CPU {cpu_ms[name][-1]:.1f} ms per request")
 
@@ -219,8 +241,9 @@ def main() -> None:
         search(index, queries[1])
         began = time.perf_counter()
         direct = direct_search(index, queries, args.clients, args.requests)
-        _, direct_p95 = summary(f"search() in-process, {args.clients} threads", direct,
-                                time.perf_counter() - began, 0)  # fmt: skip
+        _, direct_p95 = summary(
+            f"search() in-process, {args.clients} threads", direct, time.perf_counter() - began, 0
+        )
         (api_p50, api_p95), (page_p50, page_p95) = (
             results["people", "api"],
             results["people", "page"],

@@ -53,8 +53,9 @@ def write_crawl(root: Path, hosts: int, rounds: int, rows_per_part: int = 200) -
         (version / name).mkdir(parents=True)
         for h in range(hosts):
             host = f"pc-{h:04d}"
-            pq.write_table(synthetic(TABLES[name], host, rows_per_part),
-                           version / name / host_file(host))  # fmt: skip
+            pq.write_table(
+                synthetic(TABLES[name], host, rows_per_part), version / name / host_file(host)
+            )
     for name in ("hosts", "partitions", "prefix_stats"):
         pq.write_table(synthetic(TABLES[name], "pc-0000", hosts), version / f"{name}.parquet")
     for r in range(1, rounds + 1):
@@ -135,8 +136,10 @@ def main() -> None:
         )
         assert n_ours == n_every == n_ref, (n_ours, n_every, n_ref)
         print(f"sharecrawl sql {QUERY!r}: {ours:.3f} s ({args.hosts} files parts checked)")
-        print(f"  every one of the {n_parts} parts checked: {every:.3f} s "
-              f"({every / n_parts * 1e3:.3f} ms a part)")  # fmt: skip
+        print(
+            f"  every one of the {n_parts} parts checked: {every:.3f} s "
+            f"({every / n_parts * 1e3:.3f} ms a part)"
+        )
         print(f"reference (DuckDB, unchecked views, the same query): {ref:.3f} s")
         print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         print(f"ratio sharecrawl/reference: {ours / ref:.2f}")

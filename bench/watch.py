@@ -41,8 +41,10 @@ FILTER = 0x1 | 0x2 | 0x8 | 0x10  # the same completion filter as crawl_io.notify
 
 
 def share_config(root: Path, shares: int) -> str:
-    return "".join(f"\n[s{i:03d}]\n  path = {root}/s{i:03d}\n  read only = no\n  guest ok = yes\n"
-                   for i in range(shares))  # fmt: skip
+    return "".join(
+        f"\n[s{i:03d}]\n  path = {root}/s{i:03d}\n  read only = no\n  guest ok = yes\n"
+        for i in range(shares)
+    )
 
 
 def proc_status(pid: int) -> tuple[float, int]:
@@ -84,12 +86,19 @@ def reference_watch(host: str, port: int, shares: list[str], out_path: str) -> N
         tree = TreeConnect(session, rf"\\{host}\{share}")
         tree.connect(require_secure_negotiate=False)  # a guest session has no signing key
         folder = Open(tree, "")
-        share_all = (ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE
-                     | ShareAccess.FILE_SHARE_DELETE)  # fmt: skip
-        folder.create(ImpersonationLevel.Impersonation,
-                      DirectoryAccessMask.FILE_LIST_DIRECTORY,
-                      FileAttributes.FILE_ATTRIBUTE_DIRECTORY, share_all,
-                      CreateDisposition.FILE_OPEN, CreateOptions.FILE_DIRECTORY_FILE)  # fmt: skip
+        share_all = (
+            ShareAccess.FILE_SHARE_READ
+            | ShareAccess.FILE_SHARE_WRITE
+            | ShareAccess.FILE_SHARE_DELETE
+        )
+        folder.create(
+            ImpersonationLevel.Impersonation,
+            DirectoryAccessMask.FILE_LIST_DIRECTORY,
+            FileAttributes.FILE_ATTRIBUTE_DIRECTORY,
+            share_all,
+            CreateDisposition.FILE_OPEN,
+            CreateOptions.FILE_DIRECTORY_FILE,
+        )
         with lock:
             out.write(f"{share}\t\tarmed\n")
         while True:
@@ -115,20 +124,27 @@ class Changer:
         import smbclient
 
         self.smb, self.server, self.cache = smbclient, server, {}
-        smbclient.register_session(server.host, username=server.user, password=server.password,
-                                   port=server.port, connection_cache=self.cache)  # fmt: skip
+        smbclient.register_session(
+            server.host,
+            username=server.user,
+            password=server.password,
+            port=server.port,
+            connection_cache=self.cache,
+        )
 
     def create(self, share: str, name: str) -> float:
         """Create share/bench/name; returns the time just before the create was sent."""
         path = rf"\\{self.server.host}\{share}\bench\{name}"
         started = time.monotonic()
-        with self.smb.open_file(path, mode="w", port=self.server.port,
-                                connection_cache=self.cache) as f:  # fmt: skip
+        with self.smb.open_file(
+            path, mode="w", port=self.server.port, connection_cache=self.cache
+        ) as f:
             f.write("x")
         return started
 
-    def run(self, shares: list[str], changes: int, gap: float, seen: dict[str, float],
-            label: str) -> list[float]:  # fmt: skip
+    def run(
+        self, shares: list[str], changes: int, gap: float, seen: dict[str, float], label: str
+    ) -> list[float]:
         made: dict[str, float] = {}
         for i in range(changes):
             share = shares[i] if i < len(shares) else random.choice(shares)
@@ -175,8 +191,10 @@ def poll_lines(out_path: Path, seen: dict[str, float], stop: threading.Event) ->
 
 def imports_rss() -> float:
     """RSS of a process that only imports what `sharecrawl watch` imports, MiB."""
-    code = ("import resource, cli.main, sensors.watch, impacket.dcerpc.v5.srvs; "
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")  # fmt: skip
+    code = (
+        "import resource, cli.main, sensors.watch, impacket.dcerpc.v5.srvs; "
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    )
     repo = Path(__file__).resolve().parent.parent
     out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
     return int(out.stdout.strip()) / 1024
@@ -187,9 +205,11 @@ def summary(name: str, latencies: list[float], status: list[tuple[float, int]]) 
     p95 = latencies[max(0, round(0.95 * len(latencies)) - 1)]
     rss = max(s[0] for s in status)
     threads = max(s[1] for s in status)
-    print(f"{name}: latency min {latencies[0]:.3f} s, median {statistics.median(latencies):.3f} s, "
-          f"p95 {p95:.3f} s, max {latencies[-1]:.3f} s ({len(latencies)} changes); "
-          f"RSS {rss:.0f} MiB, {threads} threads")  # fmt: skip
+    print(
+        f"{name}: latency min {latencies[0]:.3f} s, median {statistics.median(latencies):.3f} s, "
+        f"p95 {p95:.3f} s, max {latencies[-1]:.3f} s ({len(latencies)} changes); "
+        f"RSS {rss:.0f} MiB, {threads} threads"
+    )
     return {"p95": p95, "rss": rss, "threads": threads}
 
 
@@ -217,10 +237,13 @@ def main() -> int:
         for share in shares:
             (root / share / "bench").mkdir(parents=True)
         chmod_tree(root)
-        server = start_smbd(base / "server", root, audit=False,
-                            extra_config=share_config(root, args.shares))  # fmt: skip
-        print(f"one smbd, {args.shares} shares; {args.changes} changes through SMB, one every "
-              f"{args.gap:g} s; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")  # fmt: skip
+        server = start_smbd(
+            base / "server", root, audit=False, extra_config=share_config(root, args.shares)
+        )
+        print(
+            f"one smbd, {args.shares} shares; {args.changes} changes through SMB, one every "
+            f"{args.gap:g} s; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
+        )
         changer = Changer(server)
         results = {}
 
@@ -229,8 +252,10 @@ def main() -> int:
         host = f"{server.host}:{server.port}"
         started = time.monotonic()
         watch.wait_watching(host, shares, limit_s=300)
-        print(f"sharecrawl watch: {args.shares} shares watched {time.monotonic() - started:.1f} s "
-              "after start")  # fmt: skip
+        print(
+            f"sharecrawl watch: {args.shares} shares watched {time.monotonic() - started:.1f} s "
+            "after start"
+        )
         seen: dict[str, float] = {}
         stop = threading.Event()
         poller = threading.Thread(target=poll_hints, args=(watch.crawl_dir, seen, stop))
@@ -247,9 +272,10 @@ def main() -> int:
         out = base / "reference.out"
         out.write_text("")
         out.chmod(0o666)
-        reference = subprocess.Popen([sys.executable, __file__, "--reference-watch",
-                                      host, ",".join(shares), str(out)],
-                                     start_new_session=True)  # fmt: skip
+        reference = subprocess.Popen(
+            [sys.executable, __file__, "--reference-watch", host, ",".join(shares), str(out)],
+            start_new_session=True,
+        )
         try:
             seen = {}
             stop = threading.Event()
@@ -270,10 +296,17 @@ def main() -> int:
         ours, ref = results["ours"], results["ref"]
         print(f"of sharecrawl's RSS, the imported libraries alone: {imports_rss():.0f} MiB")
         print(f"goals: p95 {ours['p95']:.2f} s <= 2 s, RSS {ours['rss']:.0f} MiB <= 200 MiB")
-        ratios = (ours["p95"] / ref["p95"], ours["rss"] / ref["rss"],
-                  ours["threads"] / ref["threads"], ours["p95"] / 2, ours["rss"] / 200)  # fmt: skip
-        print("ratio sharecrawl / FileSystemWatcher: p95 latency {:.2f}, RSS {:.2f}, threads "
-              "{:.3f}; sharecrawl / goal: p95 {:.2f}, RSS {:.2f}".format(*ratios))  # fmt: skip
+        ratios = (
+            ours["p95"] / ref["p95"],
+            ours["rss"] / ref["rss"],
+            ours["threads"] / ref["threads"],
+            ours["p95"] / 2,
+            ours["rss"] / 200,
+        )
+        print(
+            "ratio sharecrawl / FileSystemWatcher: p95 latency {:.2f}, RSS {:.2f}, threads "
+            "{:.3f}; sharecrawl / goal: p95 {:.2f}, RSS {:.2f}".format(*ratios)
+        )
         return 0
     finally:
         if server is not None:

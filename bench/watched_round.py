@@ -63,8 +63,11 @@ def bare_listing(urls: list[str]) -> tuple[float, int]:
                 folder = stack.pop()
                 entries = source.listdir("media", folder)
                 n += len(entries)
-                stack.extend(f"{folder}/{e.name}" if folder else e.name
-                             for e in reversed(entries) if e.is_dir)  # fmt: skip
+                stack.extend(
+                    f"{folder}/{e.name}" if folder else e.name
+                    for e in reversed(entries)
+                    if e.is_dir
+                )
     return time.perf_counter() - started, n
 
 
@@ -140,12 +143,18 @@ def main() -> int:
         silent = timed_round(crawl, 3)
         again_s, _ = bare_listing(urls)
         listing_s = min(listing_s, again_s)  # the machine is shared: the better of two
-        for name, r in (("full", full), ("unchanged, watch just armed", today),
-                        ("unchanged, watched and silent", silent)):  # fmt: skip
-            print(f"round {name:>30}: {r['wall_s']:7.2f} s, {r['entries_listed']:>8} entries "
-                  f"listed, {r['partitions']['scanned']} partitions scanned")  # fmt: skip
-        print(f"unchanged round, watch just armed / bare listing: "
-              f"{today['wall_s'] / listing_s:.2f}")  # fmt: skip
+        for name, r in (
+            ("full", full),
+            ("unchanged, watch just armed", today),
+            ("unchanged, watched and silent", silent),
+        ):
+            print(
+                f"round {name:>30}: {r['wall_s']:7.2f} s, {r['entries_listed']:>8} entries "
+                f"listed, {r['partitions']['scanned']} partitions scanned"
+            )
+        print(
+            f"unchanged round, watch just armed / bare listing: {today['wall_s'] / listing_s:.2f}"
+        )
         watch.stop()
         crawler = WatchProcess(work / "w2", urls, "--crawl", crawl_dir=crawl.root)
         watchers.append(crawler)
@@ -155,13 +164,16 @@ def main() -> int:
         for i in range(args.copies):
             times.append(copy_to_found(crawl, servers[0], work, i))
             done = i + 1  # its round has ended (and was logged) before the next copy
-            wait_for(lambda n=done: crawler.stderr().count("the round for the hints took") >= n,
-                     120)  # fmt: skip
+            wait_for(
+                lambda n=done: crawler.stderr().count("the round for the hints took") >= n, 120
+            )
         rounds = re.findall(r"the round for the hints took ([0-9.]+) s", crawler.stderr())
-        print("copy -> found by search with watch --crawl (settle 5 s): "
-              + ", ".join(f"{t:.1f} s" for t in times)
-              + f"; median {statistics.median(times):.1f} s (goal <= 15 s on a small LAN); "
-              + f"the rounds themselves: {', '.join(r + ' s' for r in rounds)}")
+        print(
+            "copy -> found by search with watch --crawl (settle 5 s): "
+            + ", ".join(f"{t:.1f} s" for t in times)
+            + f"; median {statistics.median(times):.1f} s (goal <= 15 s on a small LAN); "
+            + f"the rounds themselves: {', '.join(r + ' s' for r in rounds)}"
+        )
         crawler.stop()
         print(f"silent round / bare listing: {silent['wall_s'] / listing_s:.3f} (goal <= 0.1)")
     finally:

@@ -53,9 +53,11 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         read_hosts_file(args.hosts_file)
     check_credentials()
     if args.scheduler_url is not None and not args.scheduler_url.startswith(
-            ("http://", "https://")):  # fmt: skip
-        raise UsageError(f"--scheduler-url must be an http:// or https:// URL, not "
-                         f"{args.scheduler_url!r}")  # fmt: skip
+        ("http://", "https://")
+    ):
+        raise UsageError(
+            f"--scheduler-url must be an http:// or https:// URL, not {args.scheduler_url!r}"
+        )
     if not args.join:  # a worker of another process's round: that lock is meant to be held
         refuse_if_locked(Path(args.crawl_dir or setting("crawl_dir") or "."))
     import_native()
@@ -73,11 +75,16 @@ def _crawl(args: argparse.Namespace) -> int:
     from pipeline.scheduling.policies import get_policy
 
     config.override(
-        hosts_file=args.hosts_file, rules_file=args.rules_file, crawl_dir=args.crawl_dir,
-        crawlers=args.crawlers, round_seconds=args.round_seconds, policy=args.policy,
-        runner=args.runner, hinted_only=args.hinted_only or None,
+        hosts_file=args.hosts_file,
+        rules_file=args.rules_file,
+        crawl_dir=args.crawl_dir,
+        crawlers=args.crawlers,
+        round_seconds=args.round_seconds,
+        policy=args.policy,
+        runner=args.runner,
+        hinted_only=args.hinted_only or None,
         spark_master=args.spark_master,
-    )  # fmt: skip
+    )
     if args.scheduler_url:
         config.set_scheduler_url(args.scheduler_url)
     flags = {"crawlers": "--crawlers", "round_seconds": "--round-seconds"}  # settings' checks
@@ -117,13 +124,19 @@ def _join(args: argparse.Namespace) -> int:
     from pipeline import settings as config
     from pipeline.rounds import main as join_main
 
-    config.override(crawl_dir=args.crawl_dir, hosts_file=args.hosts_file,
-                    rules_file=args.rules_file, crawlers=args.crawlers)  # fmt: skip
+    config.override(
+        crawl_dir=args.crawl_dir,
+        hosts_file=args.hosts_file,
+        rules_file=args.rules_file,
+        crawlers=args.crawlers,
+    )
     if args.scheduler_url:
         config.set_scheduler_url(args.scheduler_url)
     if not config.scheduler_url():
-        raise UsageError("--join needs a central scheduler: --scheduler-url http://HOST:8082 "
-                         "or luigi.cfg's [core] default_scheduler_url")  # fmt: skip
+        raise UsageError(
+            "--join needs a central scheduler: --scheduler-url http://HOST:8082 "
+            "or luigi.cfg's [core] default_scheduler_url"
+        )
     settings = config.sharecrawl()  # a worker waits up to a round's budget for the round
     wait_s = str(settings.round_seconds)
     return join_main(["--join", str(Path(settings.crawl_dir)), "--wait-s", wait_s])

@@ -22,6 +22,7 @@ DAY_S = 86400.0
 class UsageError(ConfigError):
     """Bad input from the user on the command line: one line on stderr, exit status 2."""
 
+
 # [sharecrawl] numeric settings: (lowest allowed, lowest is exclusive, highest)
 NUMERIC_SETTINGS: dict[str, tuple[float, bool, float]] = {
     "crawlers": (1, False, math.inf),

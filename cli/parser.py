@@ -11,296 +11,333 @@ the search fields from the query language. So help never disagrees with them.
 from __future__ import annotations
 
 import argparse
-import re
-import textwrap
-from collections.abc import Callable
 
-# mrjob's runners, as `crawl --runner` offers them; tests check these are
-# pipeline.settings.RUNNERS, the values the setting accepts.
-RUNNER_HELP: dict[str, str] = {
-    "inline": "in this process, one task after another (the simplest to debug)",
-    "local": "in local subprocesses, as Hadoop runs tasks, on this machine",
-    "spark": "on Spark through spark-submit (needs pyspark and Java)",
-    "hadoop": "on a Hadoop cluster, with Hadoop Streaming",
-}
-
-EXIT_STATUSES = """exit status: 0 success; 1 a failed round or query, a damaged crawl directory
-(the message says to run `sharecrawl check --repair`), problems found by `check`; 2 bad
-input, nothing written; 75 another crawl holds the crawl directory's lock; 130 / 143 a crawl
-stopped by SIGINT / SIGTERM (run the same command again to finish its round)."""
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a bad option gets one line on stderr (not usage text), exit status 2;
-    `epilog_from` makes the text after the options when help is shown."""
-
-    def __init__(self, *args: object, epilog_from: Callable[[], str] | None = None,
-                 **kwargs: object) -> None:  # fmt: skip
-        kwargs.setdefault("formatter_class", LazyHelp)
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.epilog_from = epilog_from
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"sharecrawl: error: {self.prog}: {message} (see {self.prog} --help)\n")
-
-    def format_help(self) -> str:
-        if self.epilog_from is not None:
-            self.epilog = self.epilog_from()
-        return super().format_help()
-
-
-def setting_value(name: str) -> str:
-    """The value of [sharecrawl] `name` that a command would use now."""
-    from cli.inputs import setting
-
-    value = setting(name)
-    return "unset" if value is None else value or "none"
-
-
-class LazyHelp(argparse.RawDescriptionHelpFormatter):
-    """Help text with its default (from luigi.cfg for an option with `setting`) and a list
-    made when shown (`more_help`). Lines in a help text stay lines."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        setting = getattr(action, "setting", None)
-        if setting is not None:
-            value = setting_value(setting).replace("%", "%%")
-            text += f" (default: {value}, from [sharecrawl] {setting} in luigi.cfg)"
-        elif "%(default)" not in text and action.default not in (None, False, argparse.SUPPRESS):
-            text += f" (default: %(default){'g' if isinstance(action.default, float) else 's'})"
-        more = getattr(action, "more_help", None)
-        if more is not None:
-            text += more().replace("%", "%%")
-        return text
-
-    def _split_lines(self, text: str, width: int) -> list[str]:
-        lines: list[str] = []
-        for paragraph in text.splitlines():
-            lines += _wrap(paragraph, width)
-        return lines
-
-    def _fill_text(self, text: str, width: int, indent: str) -> str:
-        return "\n".join(indent + line for line in self._split_lines(text, width - len(indent)))
-
-
-def _wrap(paragraph: str, width: int) -> list[str]:
-    """A paragraph wrapped to `width`; an indented one ('  name  text') hangs under its
-    text, so that a list of choices stays a list."""
-    hang = re.match(r" +\S+ +", paragraph)
-    if hang is None:
-        return textwrap.wrap(paragraph, width) or [""]
-    return textwrap.wrap(paragraph, max(width, hang.end() + 20),
-                         subsequent_indent=" " * hang.end())  # fmt: skip
-
-
-def _choices(entries: dict[str, str]) -> str:
-    width = max(map(len, entries)) + 2
-    return ":" + "".join(f"\n  {name:<{width}}{text}" for name, text in entries.items())
-
-
-def policy_help() -> str:
-    from pipeline.scheduling.policies import POLICY_HELP
-
-    return _choices(POLICY_HELP)
-
-
-def query_help() -> str:
-    """`search --help`'s query syntax, with the fields the query language defines."""
-    from queries.querylang import KINDS, NUMERIC_FIELDS, TEXT_FIELDS, field_names
-
-    listed = [f"words in one field: {', '.join(TEXT_FIELDS)}",
-              f"a number or a range: {', '.join(NUMERIC_FIELDS)}",
-              f"kind: {' or '.join(KINDS)}"]  # fmt: skip
-    others = [f for f in field_names() if f not in {*TEXT_FIELDS, *NUMERIC_FIELDS, "kind"}]
-    if others:
-        listed.append(f"also: {', '.join(others)}")
-    fields = "\n".join(f"  {line}" for line in listed)
-    return f"""query syntax (as in beets): every part must match.
-  madonna music                  words, found in tags and in file and folder names
-  artist:madonna title:"frozen"  words in one field; quotes keep words together
-  year:1999  year:1995..2005     a number, or a range (open ends: year:2000..)
-  kind:video                     audio or video
-fields:
-{fields}
-A field name the index does not know (foo:bar) is searched as plain words, with a warning.
-
-examples:
-  sharecrawl search madonna music
-  sharecrawl search --all-hosts --json artist:madonna year:1995..2005
-  sharecrawl search --latest series:lost season:6
-  sharecrawl search мумий тролль           (Cyrillic and Latin spellings meet)"""
-
-
-def _option(
-    parser: argparse.ArgumentParser, *flags: str, setting: str | None = None,
-    more_help: Callable[[], str] | None = None, **kwargs: object,
-) -> argparse.Action:  # fmt: skip
-    action = parser.add_argument(*flags, **kwargs)  # type: ignore[arg-type]
-    action.setting = setting  # type: ignore[attr-defined]
-    action.more_help = more_help  # type: ignore[attr-defined]
-    return action
-
-
-def _crawl_dir(sp: argparse.ArgumentParser) -> None:
-    _option(sp, "--crawl-dir", metavar="DIR", setting="crawl_dir",
-            help="the crawl directory: crawldb versions, segments, the search index")  # fmt: skip
-
-
-def _hosts_file(sp: argparse.ArgumentParser, help: str) -> None:
-    _option(sp, "--hosts-file", metavar="FILE", setting="hosts_file", help=help)
-
-
-def _rules_file(sp: argparse.ArgumentParser, help: str) -> None:
-    _option(sp, "--rules-file", metavar="FILE", setting="rules_file", help=help)
+from cli.options import (
+    EXIT_STATUSES,
+    RUNNER_HELP,
+    OneLineParser,
+    choices_help,
+    crawl_dir_option,
+    hosts_file_option,
+    option,
+    policy_help,
+    query_help,
+    rules_file_option,
+)
 
 
 def _crawl(sub: argparse._SubParsersAction) -> None:
-    sp = sub.add_parser("crawl", help="run more crawl rounds", description=(
-        "Run more rounds on the crawl directory, each continuing from the last one published: "
-        "inject (read the hosts file and the rules, check every host is there), generate "
-        "(choose partitions by the policy, within the budget), fetch, update and publish a "
-        "new crawldb version, index. A round interrupted earlier is finished first. One crawl "
-        "at a time per crawl directory: another one exits 75 at once."))  # fmt: skip
-    _option(sp, "--rounds", type=int, default=1, metavar="N",
-            help="rounds to run now (default: %(default)s; an hourly cron line runs one)")
-    _hosts_file(sp, "one host URL a line, read again every round: "
-                "smb://[user@]host[:port][/share] or file:///folder; '#' starts a comment")
-    _rules_file(sp, "the operator's include/exclude rules, read again every round; one "
-                "named here must exist")
-    _crawl_dir(sp)
-    _option(sp, "--crawlers", type=int, metavar="K", setting="crawlers",
-            help="hosts fetched at once, one worker process and one connection each")
-    _option(sp, "--round-seconds", type=float, metavar="S", setting="round_seconds",
-            help="a round's budget: crawlers x S seconds of estimated scan time, and no "
-                 "host busier than S")  # fmt: skip
-    _option(sp, "--policy", metavar="P", setting="policy", more_help=policy_help,
-            help="which partitions to scan first")
-    _option(sp, "--runner", choices=tuple(RUNNER_HELP), setting="runner", metavar="R",
-            more_help=lambda: _choices(RUNNER_HELP), help="where the update's mrjob jobs run")
-    _option(sp, "--hinted-only", action="store_true",
-            help="scan only the partitions that change notifications (`sharecrawl watch`) "
-                 "point at, as `watch --crawl` does")  # fmt: skip
-    _option(sp, "--spark-master", metavar="URL", setting="spark_master",
-            help="with --runner spark: the Spark master, e.g. spark://HOST:7077")
-    _option(sp, "--scheduler-url", metavar="URL",
-            help="a central Luigi scheduler (luigid), e.g. http://HOST:8082, that crawl "
-                 "processes on several machines share (luigi.cfg [core] "
-                 "default_scheduler_url; default: none, one process runs the round)")  # fmt: skip
-    _option(sp, "--join", action="store_true",
-            help="with a central scheduler: fetch shards of the round another crawl process "
-                 "runs on this crawl directory (named by the same path), without its lock; "
-                 "see docs/scale.md")  # fmt: skip
+    sp = sub.add_parser(
+        "crawl",
+        help="run more crawl rounds",
+        description=(
+            "Run more rounds on the crawl directory, each continuing from the last one published: "
+            "inject (read the hosts file and the rules, check every host is there), generate "
+            "(choose partitions by the policy, within the budget), fetch, update and publish a "
+            "new crawldb version, index. A round interrupted earlier is finished first. One crawl "
+            "at a time per crawl directory: another one exits 75 at once."
+        ),
+    )
+    option(
+        sp,
+        "--rounds",
+        type=int,
+        default=1,
+        metavar="N",
+        help="rounds to run now (default: %(default)s; an hourly cron line runs one)",
+    )
+    hosts_file_option(
+        sp,
+        "one host URL a line, read again every round: "
+        "smb://[user@]host[:port][/share] or file:///folder; '#' starts a comment",
+    )
+    rules_file_option(
+        sp,
+        "the operator's include/exclude rules, read again every round; one named here must exist",
+    )
+    crawl_dir_option(sp)
+    option(
+        sp,
+        "--crawlers",
+        type=int,
+        metavar="K",
+        setting="crawlers",
+        help="hosts fetched at once, one worker process and one connection each",
+    )
+    option(
+        sp,
+        "--round-seconds",
+        type=float,
+        metavar="S",
+        setting="round_seconds",
+        help="a round's budget: crawlers x S seconds of estimated scan time, and no "
+        "host busier than S",
+    )
+    option(
+        sp,
+        "--policy",
+        metavar="P",
+        setting="policy",
+        more_help=policy_help,
+        help="which partitions to scan first",
+    )
+    option(
+        sp,
+        "--runner",
+        choices=tuple(RUNNER_HELP),
+        setting="runner",
+        metavar="R",
+        more_help=lambda: choices_help(RUNNER_HELP),
+        help="where the update's mrjob jobs run",
+    )
+    option(
+        sp,
+        "--hinted-only",
+        action="store_true",
+        help="scan only the partitions that change notifications (`sharecrawl watch`) "
+        "point at, as `watch --crawl` does",
+    )
+    option(
+        sp,
+        "--spark-master",
+        metavar="URL",
+        setting="spark_master",
+        help="with --runner spark: the Spark master, e.g. spark://HOST:7077",
+    )
+    option(
+        sp,
+        "--scheduler-url",
+        metavar="URL",
+        help="a central Luigi scheduler (luigid), e.g. http://HOST:8082, that crawl "
+        "processes on several machines share (luigi.cfg [core] "
+        "default_scheduler_url; default: none, one process runs the round)",
+    )
+    option(
+        sp,
+        "--join",
+        action="store_true",
+        help="with a central scheduler: fetch shards of the round another crawl process "
+        "runs on this crawl directory (named by the same path), without its lock; "
+        "see docs/scale.md",
+    )
 
 
 def _search(sub: argparse._SubParsersAction) -> None:
-    sp = sub.add_parser("search", help="search the media index", epilog_from=query_help,
-                        description=(
-        "Search the media of the live version: ranked works, the copies of one song, film "
-        "or episode being one result, best copy first. Copies on hosts that are offline "
-        "now are hidden unless --all-hosts."))  # fmt: skip
-    _option(sp, "--json", action="store_true", help="print a JSON list of results: each "
-            "best copy's url percent-encoded for programs and its iri as people read it")
-    _option(sp, "--limit", type=int, default=20, metavar="N", help="results to show")
-    _option(sp, "--all-hosts", action="store_true", help="also show copies on offline hosts")
-    _option(sp, "--latest", action="store_true",
-            help="newest first: the latest season and episode of a series first")
-    _crawl_dir(sp)
-    _option(sp, "query", nargs="+", help="words and field:value parts (see below)")
+    sp = sub.add_parser(
+        "search",
+        help="search the media index",
+        epilog_from=query_help,
+        description=(
+            "Search the media of the live version: ranked works, the copies of one song, film "
+            "or episode being one result, best copy first. Copies on hosts that are offline "
+            "now are hidden unless --all-hosts."
+        ),
+    )
+    option(
+        sp,
+        "--json",
+        action="store_true",
+        help="print a JSON list of results: each "
+        "best copy's url percent-encoded for programs and its iri as people read it",
+    )
+    option(sp, "--limit", type=int, default=20, metavar="N", help="results to show")
+    option(sp, "--all-hosts", action="store_true", help="also show copies on offline hosts")
+    option(
+        sp,
+        "--latest",
+        action="store_true",
+        help="newest first: the latest season and episode of a series first",
+    )
+    crawl_dir_option(sp)
+    option(sp, "query", nargs="+", help="words and field:value parts (see below)")
 
 
 def _sql(sub: argparse._SubParsersAction) -> None:
-    sp = sub.add_parser("sql", help="read-only SQL over the tables", description=(
-        "Run one read-only statement (SELECT, WITH, VALUES, EXPLAIN without ANALYZE, "
-        "DESCRIBE, SHOW, SUMMARIZE) over the live version's tables and views (`SHOW TABLES` "
-        "lists them); anything else is refused with exit status 2. Tab-separated lines "
-        "with a header, unless --json or --output."))  # fmt: skip
-    _option(sp, "--json", action="store_true", help="print a JSON list of objects")
-    _option(sp, "--output", metavar="FILE",
-            help="write the result to FILE.csv, FILE.parquet or FILE.json (by its extension, "
-                 "outside the crawl directory), whole or not at all")  # fmt: skip
-    _crawl_dir(sp)
-    _option(sp, "sql", nargs="?", help="the statement (read from stdin when left out)")
+    sp = sub.add_parser(
+        "sql",
+        help="read-only SQL over the tables",
+        description=(
+            "Run one read-only statement (SELECT, WITH, VALUES, EXPLAIN without ANALYZE, "
+            "DESCRIBE, SHOW, SUMMARIZE) over the live version's tables and views (`SHOW TABLES` "
+            "lists them); anything else is refused with exit status 2. Tab-separated lines "
+            "with a header, unless --json or --output."
+        ),
+    )
+    option(sp, "--json", action="store_true", help="print a JSON list of objects")
+    option(
+        sp,
+        "--output",
+        metavar="FILE",
+        help="write the result to FILE.csv, FILE.parquet or FILE.json (by its extension, "
+        "outside the crawl directory), whole or not at all",
+    )
+    crawl_dir_option(sp)
+    option(sp, "sql", nargs="?", help="the statement (read from stdin when left out)")
 
 
 def _status(sub: argparse._SubParsersAction) -> None:
-    sp = sub.add_parser("status", help="what the last round did", description=(
-        "What the last round did: partitions scanned and what they found, hosts online and "
-        "every host not crawled with why, folders refused, errors."))  # fmt: skip
-    _option(sp, "--json", action="store_true",
-            help="print one JSON object: the same report, every list whole")
-    _option(sp, "--plot", metavar="FILE.png", help="also draw partition sizes and media per "
-            "host to FILE.png (its folder must exist)")
-    _crawl_dir(sp)
+    sp = sub.add_parser(
+        "status",
+        help="what the last round did",
+        description=(
+            "What the last round did: partitions scanned and what they found, hosts online and "
+            "every host not crawled with why, folders refused, errors."
+        ),
+    )
+    option(
+        sp,
+        "--json",
+        action="store_true",
+        help="print one JSON object: the same report, every list whole",
+    )
+    option(
+        sp,
+        "--plot",
+        metavar="FILE.png",
+        help="also draw partition sizes and media per host to FILE.png (its folder must exist)",
+    )
+    crawl_dir_option(sp)
 
 
 def _check(sub: argparse._SubParsersAction) -> None:
-    sp = sub.add_parser("check", help="verify the live version and the search index",
-                        description=(
-        "Verify the live version: CURRENT names a complete version, every part is there, "
-        "reads and matches its SHA-256 in the version's manifest, and the search index opens. "
-        "One line per problem; exit status 1 if there is any."))  # fmt: skip
-    _option(sp, "--repair", action="store_true",
-            help="point CURRENT at the newest intact version, move what is damaged or newer "
-                 "under damaged/ (never deleted), rebuild the search index; refused while a "
-                 "crawl runs (it takes the crawl lock)")  # fmt: skip
-    _crawl_dir(sp)
+    sp = sub.add_parser(
+        "check",
+        help="verify the live version and the search index",
+        description=(
+            "Verify the live version: CURRENT names a complete version, every part is there, "
+            "reads and matches its SHA-256 in the version's manifest, and the search index opens. "
+            "One line per problem; exit status 1 if there is any."
+        ),
+    )
+    option(
+        sp,
+        "--repair",
+        action="store_true",
+        help="point CURRENT at the newest intact version, move what is damaged or newer "
+        "under damaged/ (never deleted), rebuild the search index; refused while a "
+        "crawl runs (it takes the crawl lock)",
+    )
+    crawl_dir_option(sp)
 
 
 def _serve(sub: argparse._SubParsersAction) -> None:
-    sp = sub.add_parser("serve", help="the search page for the LAN", description=(
-        "Serve the search page for people on the LAN who will not open a terminal. It only "
-        "reads the crawl directory, and serves a new round as soon as its index is there."))
-    _crawl_dir(sp)
-    _option(sp, "--host", default="127.0.0.1", metavar="ADDR",
-            help="address to listen on; 0.0.0.0 for the whole LAN")  # fmt: skip
-    _option(sp, "--port", type=int, default=8080, metavar="N",
-            help="TCP port; 0 picks a free one")  # fmt: skip
-    _option(sp, "--workers", type=int, default=1, metavar="N",
-            help="server processes, each holding the index in memory; one per core serves "
-                 "many people")  # fmt: skip
+    sp = sub.add_parser(
+        "serve",
+        help="the search page for the LAN",
+        description=(
+            "Serve the search page for people on the LAN who will not open a terminal. It only "
+            "reads the crawl directory, and serves a new round as soon as its index is there."
+        ),
+    )
+    crawl_dir_option(sp)
+    option(
+        sp,
+        "--host",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="address to listen on; 0.0.0.0 for the whole LAN",
+    )
+    option(sp, "--port", type=int, default=8080, metavar="N", help="TCP port; 0 picks a free one")
+    option(
+        sp,
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="server processes, each holding the index in memory; one per core serves many people",
+    )
 
 
 def _watch(sub: argparse._SubParsersAction) -> None:
-    sp = sub.add_parser("watch", help="keep SMB change notifications as hints", description=(
-        "Keep an SMB2 change notification watch on every share of every smb:// host (file:// "
-        "hosts are not watched) and write what they say under the crawl directory's hints/, "
-        "for analysts and the simulator. Runs until stopped; SIGTERM ends it with status 0. "
-        "It never takes the crawl lock."))  # fmt: skip
-    _hosts_file(sp, "the hosts file, as crawl reads it")
-    _rules_file(sp, "crawl rules: hints for excluded paths are dropped")
-    _crawl_dir(sp)
-    _option(sp, "--seconds", type=float, metavar="S",
-            help="stop with status 0 after S seconds, for cron (default: run until stopped)")
-    _option(sp, "--max-backoff", type=float, default=300.0, metavar="S",
-            help="longest wait, in seconds, before a lost host is tried again")
-    _option(sp, "--keep-days", type=float, default=7.0, metavar="D",
-            help="hints older than D days are removed")
-    _option(sp, "--crawl", action="store_true",
-            help="when hints have come and gone quiet, run a round of the hinted partitions "
-                 "(crawl --hinted-only) unless a crawl is running")  # fmt: skip
-    _option(sp, "--settle", type=float, default=5.0, metavar="S",
-            help="with --crawl: seconds without a new hint before that round starts")
+    sp = sub.add_parser(
+        "watch",
+        help="keep SMB change notifications as hints",
+        description=(
+            "Keep an SMB2 change notification watch on every share of every smb:// host (file:// "
+            "hosts are not watched) and write what they say under the crawl directory's hints/, "
+            "for analysts and the simulator. Runs until stopped; SIGTERM ends it with status 0. "
+            "It never takes the crawl lock."
+        ),
+    )
+    hosts_file_option(sp, "the hosts file, as crawl reads it")
+    rules_file_option(sp, "crawl rules: hints for excluded paths are dropped")
+    crawl_dir_option(sp)
+    option(
+        sp,
+        "--seconds",
+        type=float,
+        metavar="S",
+        help="stop with status 0 after S seconds, for cron (default: run until stopped)",
+    )
+    option(
+        sp,
+        "--max-backoff",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="longest wait, in seconds, before a lost host is tried again",
+    )
+    option(
+        sp,
+        "--keep-days",
+        type=float,
+        default=7.0,
+        metavar="D",
+        help="hints older than D days are removed",
+    )
+    option(
+        sp,
+        "--crawl",
+        action="store_true",
+        help="when hints have come and gone quiet, run a round of the hinted partitions "
+        "(crawl --hinted-only) unless a crawl is running",
+    )
+    option(
+        sp,
+        "--settle",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="with --crawl: seconds without a new hint before that round starts",
+    )
 
 
 def _demo(sub: argparse._SubParsersAction) -> None:
-    sp = sub.add_parser("demo", help="crawl a demo LAN of real tagged media", description=(
-        "Build a LAN of four hosts as local folders of real tagged media, crawl it in three "
-        "rounds with changes in between (files added, retagged, deleted; a host switched "
-        "off), print each round's report and search it. Takes the crawl lock like crawl."))
-    _option(sp, "--workdir", default="demo-lan", metavar="DIR",
-            help="where the demo LAN and its crawl directory go, rebuilt at every run; a "
-                 "folder that is not a demo's is refused")  # fmt: skip
+    sp = sub.add_parser(
+        "demo",
+        help="crawl a demo LAN of real tagged media",
+        description=(
+            "Build a LAN of four hosts as local folders of real tagged media, crawl it in three "
+            "rounds with changes in between (files added, retagged, deleted; a host switched "
+            "off), print each round's report and search it. Takes the crawl lock like crawl."
+        ),
+    )
+    option(
+        sp,
+        "--workdir",
+        default="demo-lan",
+        metavar="DIR",
+        help="where the demo LAN and its crawl directory go, rebuilt at every run; a "
+        "folder that is not a demo's is refused",
+    )
 
 
 def parser() -> OneLineParser:
     """The whole command line; a subcommand's `command` names the function that runs it."""
-    p = OneLineParser(prog="sharecrawl", epilog=EXIT_STATUSES, description=(
-        "A fresh, searchable index of the audio and video files that the hosts of a LAN "
-        "share over SMB. `sharecrawl COMMAND --help` explains a command and its options."))
+    p = OneLineParser(
+        prog="sharecrawl",
+        epilog=EXIT_STATUSES,
+        description=(
+            "A fresh, searchable index of the audio and video files that the hosts of a LAN "
+            "share over SMB. `sharecrawl COMMAND --help` explains a command and its options."
+        ),
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_crawl, _search, _sql, _status, _check, _serve, _watch, _demo):
         add(sub)
-    sub.add_parser("simulate", add_help=False,  # it parses its own options
-                   help="compare the scheduling policies on a synthetic LAN")  # fmt: skip
+    sub.add_parser(
+        "simulate",
+        add_help=False,  # it parses its own options
+        help="compare the scheduling policies on a synthetic LAN",
+    )
     return p

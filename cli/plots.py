@@ -36,10 +36,13 @@ def status_figures(version_dir: Path) -> dict[str, list]:
         others = (f"{len(rest)} others", *(sum(h[i] for h in rest) for i in (1, 2, 3)))
         hosts = [*hosts[: MAX_HOSTS - 1], others]
     return {
-        "entries": [s[0] for s in sizes], "scan_s": [s[1] for s in sizes],
-        "hosts": [h[0] for h in hosts], "audio": [h[1] for h in hosts],
-        "video": [h[2] for h in hosts], "media_bytes": [h[3] for h in hosts],
-    }  # fmt: skip
+        "entries": [s[0] for s in sizes],
+        "scan_s": [s[1] for s in sizes],
+        "hosts": [h[0] for h in hosts],
+        "audio": [h[1] for h in hosts],
+        "video": [h[2] for h in hosts],
+        "media_bytes": [h[3] for h in hosts],
+    }
 
 
 def plot_status(version_dir: Path, out_png: Path) -> None:

@@ -30,8 +30,9 @@ def existing_crawl(args: argparse.Namespace) -> CrawlDir:
     crawl = crawl_dir(args)
     crawl.check(create=False)
     if crawl.current() == 0:
-        raise ConfigError(f"{str(crawl.root)!r} has no finished round yet: run `sharecrawl "
-                          "crawl` first")  # fmt: skip
+        raise ConfigError(
+            f"{str(crawl.root)!r} has no finished round yet: run `sharecrawl crawl` first"
+        )
     return crawl
 
 
@@ -52,19 +53,25 @@ def cmd_search(args: argparse.Namespace) -> int:
     crawl = existing_crawl(args)
     query = " ".join(args.query)
     try:
-        results = search(crawl.index, query, limit=args.limit, all_hosts=args.all_hosts,
-                         latest=args.latest)  # fmt: skip
+        results = search(
+            crawl.index, query, limit=args.limit, all_hosts=args.all_hosts, latest=args.latest
+        )
     except IndexUnreadable as e:
         return fail(f"error: {e}")
     except FileNotFoundError:
-        return fail(f"error: no search index at {crawl.index}: the next round builds it "
-                    "(`sharecrawl crawl`)")  # fmt: skip
+        return fail(
+            f"error: no search index at {crawl.index}: the next round builds it "
+            "(`sharecrawl crawl`)"
+        )
     except QueryError as e:
         raise UsageError(str(e)) from None
     if warning := parse_query(query).unknown_warning():
         warn(f"{warning} (sharecrawl search --help)")
-    print(json.dumps(results, default=str, ensure_ascii=False) if args.json
-          else format_results(results))  # fmt: skip
+    print(
+        json.dumps(results, default=str, ensure_ascii=False)
+        if args.json
+        else format_results(results)
+    )
     return 0
 
 

@@ -31,14 +31,20 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from crawl_io.crawldir import CrawlDir
     from crawl_io.sources import read_hosts_file
     from pipeline import settings as config
-    from sensors.watch import WatchOptions, run_watch
+    from sensors.options import WatchOptions
+    from sensors.watch import run_watch
 
-    for flag, value in (("--seconds", args.seconds), ("--max-backoff", args.max_backoff),
-                        ("--keep-days", args.keep_days), ("--settle", args.settle)):  # fmt: skip
+    for flag, value in (
+        ("--seconds", args.seconds),
+        ("--max-backoff", args.max_backoff),
+        ("--keep-days", args.keep_days),
+        ("--settle", args.settle),
+    ):
         if value is not None:
             check_number(flag, value, 0, True, 1e9)
-    config.override(hosts_file=args.hosts_file, rules_file=args.rules_file,
-                    crawl_dir=args.crawl_dir)  # fmt: skip
+    config.override(
+        hosts_file=args.hosts_file, rules_file=args.rules_file, crawl_dir=args.crawl_dir
+    )
     settings = config.sharecrawl()
     hosts = read_hosts_file(settings.hosts_file)  # fail now, before anything is written
     crawl = CrawlDir(settings.crawl_dir)
@@ -46,16 +52,28 @@ def cmd_watch(args: argparse.Namespace) -> int:
     crawl.crawldb.mkdir(parents=True, exist_ok=True)  # what a first round would make
     crawl_args = None
     if args.crawl:  # a round for the hints: `sharecrawl crawl --hinted-only` on the same files
-        crawl_args = ["--hosts-file", str(Path(settings.hosts_file).resolve()),
-                      "--crawl-dir", str(crawl.root.resolve())]  # fmt: skip
+        crawl_args = [
+            "--hosts-file",
+            str(Path(settings.hosts_file).resolve()),
+            "--crawl-dir",
+            str(crawl.root.resolve()),
+        ]
         if args.rules_file:
             crawl_args += ["--rules-file", str(Path(args.rules_file).resolve())]
-    return run_watch(WatchOptions(
-        crawl.root, hosts, settings.rules_file or None, args.seconds,
-        timeout_s=settings.host_timeout_s, liveness_timeout_s=settings.liveness_timeout_s,
-        max_backoff_s=args.max_backoff, keep_days=args.keep_days,
-        crawl_args=crawl_args, settle_s=args.settle,
-    ))  # fmt: skip
+    return run_watch(
+        WatchOptions(
+            crawl.root,
+            hosts,
+            settings.rules_file or None,
+            args.seconds,
+            timeout_s=settings.host_timeout_s,
+            liveness_timeout_s=settings.liveness_timeout_s,
+            max_backoff_s=args.max_backoff,
+            keep_days=args.keep_days,
+            crawl_args=crawl_args,
+            settle_s=args.settle,
+        )
+    )
 
 
 def check_simulate_options(rest: list[str]) -> bool:
@@ -77,12 +95,16 @@ def check_simulate_options(rest: list[str]) -> bool:
     for name, limits in SIMULATE_OPTIONS.items():
         check_number(f"--{name.replace('_', '-')}", getattr(options, name), *limits)
     if options.hint_crawlers > options.crawlers:
-        raise UsageError("--hint-crawlers must be at most --crawlers "
-                         f"({options.hint_crawlers} > {options.crawlers})")  # fmt: skip
+        raise UsageError(
+            "--hint-crawlers must be at most --crawlers "
+            f"({options.hint_crawlers} > {options.crawlers})"
+        )
     unknown = [p for p in options.policies.split(",") if p.strip() not in POLICY_NAMES]
     if unknown:
-        raise UsageError(f"--policies: unknown policy {unknown[0].strip()!r}; choose from "
-                         f"{', '.join(POLICY_NAMES)}")  # fmt: skip
+        raise UsageError(
+            f"--policies: unknown policy {unknown[0].strip()!r}; choose from "
+            f"{', '.join(POLICY_NAMES)}"
+        )
     if options.plot:
         check_output_file("--plot", options.plot)
     return True

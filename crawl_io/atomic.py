@@ -73,9 +73,12 @@ def rename_into_place(built: Path, path: Path) -> None:
 
 
 def write_parquet(
-    table: pa.Table, path: str | os.PathLike, *, durable: bool = False,
+    table: pa.Table,
+    path: str | os.PathLike,
+    *,
+    durable: bool = False,
     metadata: dict[bytes, bytes] | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """Write a Parquet file atomically (write_atomic), zstd-compressed, with a CRC in every
     page header so that a flipped bit is caught when the page is read. `metadata` goes into
     the footer's key-value metadata (read back by pq.read_metadata)."""
@@ -84,10 +87,16 @@ def write_parquet(
     dictionary, encodings = _encodings(table)
     write_atomic(
         path,
-        lambda tmp: pq.write_table(table, tmp, compression="zstd", write_page_checksum=True,
-                                   use_dictionary=dictionary, column_encoding=encodings),
+        lambda tmp: pq.write_table(
+            table,
+            tmp,
+            compression="zstd",
+            write_page_checksum=True,
+            use_dictionary=dictionary,
+            column_encoding=encodings,
+        ),
         durable=durable,
-    )  # fmt: skip
+    )
 
 
 def _encodings(table: pa.Table) -> tuple[list[str], dict[str, str]]:

@@ -147,9 +147,7 @@ class CrawlDir:
     def is_legacy(self, version: int) -> bool:
         """Made before this crawl dir's versions had manifests (then verified by reading)."""
         try:
-            first = VERSION_NAME.fullmatch(
-                (self.crawldb / "MANIFESTS_FROM").read_text().strip()
-            )  # fmt: skip
+            first = VERSION_NAME.fullmatch((self.crawldb / "MANIFESTS_FROM").read_text().strip())
         except FileNotFoundError:
             return True
         except (OSError, UnicodeDecodeError):

@@ -100,8 +100,11 @@ class HintsWriter:
         aside = path.with_name(path.name + ".damaged")
         os.replace(path, aside)
         self.complete_since = datetime.now(UTC)
-        log.warning("sharecrawl: watch: damaged hints part set aside as %s; its hints are lost "
-                    "and the schedule covers them (delete it when seen)", aside)  # fmt: skip
+        log.warning(
+            "sharecrawl: watch: damaged hints part set aside as %s; its hints are lost "
+            "and the schedule covers them (delete it when seen)",
+            aside,
+        )
 
     def close(self) -> None:
         if self._lock_fd >= 0:

@@ -78,7 +78,7 @@ def read_parquet(path: Path, schema: pa.Schema) -> pa.Table:
             return schema.empty_table()
         return pa.concat_tables(
             pq.read_table(p, schema=schema, page_checksum_verification=True) for p in parts
-        )  # fmt: skip
+        )
     if path.exists():
         return pq.read_table(path, schema=schema, page_checksum_verification=True)
     return schema.empty_table()

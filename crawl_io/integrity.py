@@ -107,7 +107,7 @@ def index_state(crawl: CrawlDir) -> tuple[str | None, str | None]:
             con.execute(f"ATTACH {path} AS search_index (READ_ONLY)")
             row = con.execute(
                 "SELECT value FROM search_index.meta WHERE key = 'version'"
-            ).fetchone()  # fmt: skip
+            ).fetchone()
     except duckdb.Error as e:
         return f"{crawl.index}: does not open as a search index ({first_line(e)})", None
     if not row:
@@ -186,13 +186,16 @@ def repair_crawl(crawl: CrawlDir) -> Repair:
         lines.append(
             f"{crawl.crawldb}: no usable version (every one has damaged state tables or "
             "is unfinished); restore it from a backup, or move it aside to start over"
-        )  # fmt: skip
+        )
         return Repair(lines, False)
     aside = crawl.root / DAMAGED_DIR / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     if chosen.version != live:
         newer = [crawl.version_dir(v) for v in crawl.versions() if v > chosen.version]
-        newer += [p for p in sorted(crawl.segments.glob("r*"))
-                  if p.name[1:].isdigit() and int(p.name[1:]) > chosen.version]  # fmt: skip
+        newer += [
+            p
+            for p in sorted(crawl.segments.glob("r*"))
+            if p.name[1:].isdigit() and int(p.name[1:]) > chosen.version
+        ]
         moved = _move_aside(crawl, newer, aside)
         crawl.publish(chosen.version)
         lines.append(f"{crawl.crawldb / 'CURRENT'} now names {chosen.name} (was: {was})")
@@ -200,7 +203,7 @@ def repair_crawl(crawl: CrawlDir) -> Repair:
             lines.append(
                 f"moved {', '.join(p.name for p in moved)} to {aside}: what those rounds "
                 "found is lost, and the next crawl fetches it again"
-            )  # fmt: skip
+            )
     else:
         lines.append(f"{chosen.name}: CURRENT already names the newest usable version")
     # A damaged per-host part found only by reading it (bit rot keeps its size) goes aside:
@@ -208,8 +211,10 @@ def repair_crawl(crawl: CrawlDir) -> Repair:
     vdir = crawl.version_dir(chosen.version)
     damaged = [vdir / rel for rel, _ in chosen.problems if (vdir / rel).exists()]
     for path in _move_aside(crawl, damaged, aside):
-        lines.append(f"moved damaged {path.relative_to(aside)} to {aside}: "
-                     "the next crawl lists its partitions again as new")  # fmt: skip
+        lines.append(
+            f"moved damaged {path.relative_to(aside)} to {aside}: "
+            "the next crawl lists its partitions again as new"
+        )
     for line in chosen.lines(vdir):
         if "missing" in line:
             lines.append(f"{line}: the next crawl lists its partitions again as new")

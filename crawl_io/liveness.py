@@ -133,9 +133,11 @@ def check_hosts(
 
     def check(host: HostURL) -> Liveness:
         if host.scheme == "file":
-            return Liveness(HOST_OK) if os.path.isdir(host.hostname) else Liveness(
-                "offline", "folder is not there"
-            )  # fmt: skip
+            return (
+                Liveness(HOST_OK)
+                if os.path.isdir(host.hostname)
+                else Liveness("offline", "folder is not there")
+            )
         item = (host.hostname, host.port or 445)
         if item in resolved:
             addresses = resolved[item]

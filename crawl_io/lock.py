@@ -79,8 +79,11 @@ class CrawlLock:
         except OSError as e:
             os.close(fd)
             raise LockError(f"cannot lock {self.path}: {e.strerror}") from None
-        record = {"pid": os.getpid(), "host": socket.gethostname(),
-                  "started": datetime.now(UTC).isoformat(timespec="seconds")}  # fmt: skip
+        record = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
         self._fd = fd
@@ -98,8 +101,9 @@ class CrawlLock:
         """Who holds the lock (or held it when killed), as its file says; None when unrecorded."""
         try:
             record = json.loads(self.path.read_text())
-            return Holder(int(record["pid"]), str(record["host"]),
-                          datetime.fromisoformat(record["started"]))  # fmt: skip
+            return Holder(
+                int(record["pid"]), str(record["host"]), datetime.fromisoformat(record["started"])
+            )
         except (OSError, ValueError, KeyError, TypeError):
             return None
 

@@ -150,8 +150,11 @@ class NotifySession(SMBSource):
         wire = self._wire
         with self._bounded("confirm watches"):
             while True:
-                waiting = {s for i, s in self._pending.items()
-                           if i not in wire.async_ids and not wire.answered(i)}  # fmt: skip
+                waiting = {
+                    s
+                    for i, s in self._pending.items()
+                    if i not in wire.async_ids and not wire.answered(i)
+                }
                 if not waiting:
                     break
                 wire.receive(self._deadline)

@@ -23,9 +23,12 @@ GROUP_ROWS = 20_000
 
 
 def plan_groups(
-    old: Mapping[int, Iterable[str]], rows: Mapping[str, int], order: list[str],
-    parent: Mapping[str, str | None], target: int | None = None,
-) -> dict[int, list[str]]:  # fmt: skip
+    old: Mapping[int, Iterable[str]],
+    rows: Mapping[str, int],
+    order: list[str],
+    parent: Mapping[str, str | None],
+    target: int | None = None,
+) -> dict[int, list[str]]:
     """The host's groups now: group -> its partition ids, in `order`.
 
     old: the host's groups in the previous version and their partitions; rows: files rows
@@ -58,8 +61,11 @@ def plan_groups(
         size[group] = size.get(group, 0) + rows[pid]
     opened: int | None = None  # the group the pool fills first: new partitions stay together
     for pid in pool:
-        fits = [g for g in ([opened] if opened is not None else []) + sorted(size, key=size.get)
-                if size[g] + rows[pid] <= target]  # fmt: skip
+        fits = [
+            g
+            for g in ([opened] if opened is not None else []) + sorted(size, key=size.get)
+            if size[g] + rows[pid] <= target
+        ]
         if fits:
             group = fits[0]
         else:

@@ -39,11 +39,7 @@ class SMBSource(SMBSession):
     list_buffer = LIST_BUFFER  # bytes per directory answer (tests shrink it)
 
     def __init__(
-        self,
-        host: HostURL,
-        credentials: Credentials,
-        timeout_s: float = 30.0,
-        window: int = 16,
+        self, host: HostURL, credentials: Credentials, timeout_s: float = 30.0, window: int = 16
     ) -> None:
         self._window = max(1, window)
         # Read-ahead for depth-first walks: requests in flight (their message ids), answers

@@ -90,6 +90,7 @@ DENIED_STATUSES = {
     *LOGON_STATUSES,
 }
 
+
 class _Watchdog:
     """One thread per source; calls `on_expire` when an armed deadline passes."""
 

@@ -190,7 +190,9 @@ def parse_host_url(text: str) -> HostURL:
     trusted = _notify_trusted(text, parts.query)
     if parts.scheme == "file":
         if parts.netloc not in ("", "localhost"):
-            raise ConfigError(f"malformed host URL {short_repr(text)}: file URLs are file:///abs/dir")
+            raise ConfigError(
+                f"malformed host URL {short_repr(text)}: file URLs are file:///abs/dir"
+            )
         folder = os.path.normpath(unquote(parts.path))
         if not folder.startswith("/") or folder == "/":
             raise ConfigError(f"malformed host URL {short_repr(text)}: needs an absolute folder")
@@ -251,8 +253,10 @@ def _check_unique(hosts: Iterable[HostURL]) -> None:
         if other.hostname != h.hostname or other.scheme != h.scheme:
             raise ConfigError(f"two hosts are named {h.host!r}: {other.url} and {h.url}")
         if other.notify_trusted != h.notify_trusted:  # the option is the host's, not a line's
-            raise ConfigError(f"host {h.host!r}: {NOTIFY_OPTION}=trusted on some of its lines "
-                              "and not on others; give it on every line of the host or none")
+            raise ConfigError(
+                f"host {h.host!r}: {NOTIFY_OPTION}=trusted on some of its lines "
+                "and not on others; give it on every line of the host or none"
+            )
 
 
 @dataclass(frozen=True)

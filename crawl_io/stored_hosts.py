@@ -91,8 +91,9 @@ class StoredHosts:
     def mark_damaged(self, host: str, group: int) -> None:
         self._damaged.add((host, group))
 
-    def lost_partitions(self, partitions: pa.Table, damaged: set[tuple[str, int]] | None = None
-                        ) -> set[str]:  # fmt: skip
+    def lost_partitions(
+        self, partitions: pa.Table, damaged: set[tuple[str, int]] | None = None
+    ) -> set[str]:
         """The partitions whose stored rows are in a damaged group (`damaged`, by default
         every one found so far). `partitions`: the version's (host, partition_id) rows."""
         damaged = self.damaged_groups() if damaged is None else damaged
@@ -101,8 +102,9 @@ class StoredHosts:
         if not hosts:
             return lost
         mine: dict[str, set[str]] = {}
-        for host, pid in zip(partitions["host"].to_pylist(),
-                             partitions["partition_id"].to_pylist(), strict=True):  # fmt: skip
+        for host, pid in zip(
+            partitions["host"].to_pylist(), partitions["partition_id"].to_pylist(), strict=True
+        ):
             if host in hosts:
                 mine.setdefault(host, set()).add(pid)
         for host in sorted(hosts):
@@ -127,8 +129,11 @@ class StoredHosts:
         is checked too. None when the group is damaged (said once when found)."""
         if self.group_damaged(host, group):
             return None
-        schema = TABLES[table] if columns is None else pa.schema(
-            [TABLES[table].field(c) for c in columns])  # fmt: skip
+        schema = (
+            TABLES[table]
+            if columns is None
+            else pa.schema([TABLES[table].field(c) for c in columns])
+        )
         path = self.path(table, host, group)
         if not path.exists() and self.manifest is None and group in self.groups(host):
             return schema.empty_table()  # a legacy host with no media part, say
@@ -138,8 +143,9 @@ class StoredHosts:
             if problem is None:
                 if columns is None:
                     return read_parquet(path, schema)
-                return pq.read_table(path, columns=columns, schema=schema,
-                                     page_checksum_verification=True)  # fmt: skip
+                return pq.read_table(
+                    path, columns=columns, schema=schema, page_checksum_verification=True
+                )
         except (pa.ArrowException, OSError) as e:
             problem = f"does not read ({first_line(e)})"
         log.warning("sharecrawl: %s: %s; its partitions are crawled again as new", path, problem)
@@ -203,10 +209,15 @@ class TagsByFile:
             if keys is None:
                 continue
             mtimes = keys["mtime"].cast(pa.int64()).to_pylist()
-            for i, (path, size, mtime, error) in enumerate(zip(
-                keys["path"].to_pylist(), keys["size"].to_pylist(), mtimes,
-                keys["tag_error"].to_pylist(), strict=True,
-            )):  # fmt: skip
+            for i, (path, size, mtime, error) in enumerate(
+                zip(
+                    keys["path"].to_pylist(),
+                    keys["size"].to_pylist(),
+                    mtimes,
+                    keys["tag_error"].to_pylist(),
+                    strict=True,
+                )
+            ):
                 if error is None:
                     self._where[(path.rsplit("/", 1)[-1], size, mtime)] = (group, i)
 

@@ -62,9 +62,8 @@ def read_manifest(vdir: Path) -> Manifest | None:
     try:
         record = json.loads(path.read_bytes())
         parts = {
-            rel: PartEntry(int(e["size"]), str(e["sha256"]))
-            for rel, e in record["parts"].items()
-        }  # fmt: skip
+            rel: PartEntry(int(e["size"]), str(e["sha256"])) for rel, e in record["parts"].items()
+        }
         if any(rel.startswith("/") or ".." in rel.split("/") for rel in parts):
             raise ValueError("a part outside its version folder")
         return parts
@@ -82,13 +81,17 @@ def write_manifest(vdir: Path, carried: Manifest) -> Manifest:
         path = vdir / rel
         size = path.stat().st_size
         entry = carried.get(rel)
-        parts[rel] = entry if entry is not None and entry.size == size else PartEntry(
-            size, file_sha256(path)
-        )  # fmt: skip
-    record = {"format": FORMAT, "checksum": "sha256",
-              "parts": {rel: {"size": e.size, "sha256": e.sha256} for rel, e in parts.items()}}
-    write_atomic(vdir / MANIFEST_NAME, json.dumps(record, indent=0, sort_keys=True),
-                 durable=True)  # fmt: skip
+        parts[rel] = (
+            entry
+            if entry is not None and entry.size == size
+            else PartEntry(size, file_sha256(path))
+        )
+    record = {
+        "format": FORMAT,
+        "checksum": "sha256",
+        "parts": {rel: {"size": e.size, "sha256": e.sha256} for rel, e in parts.items()},
+    }
+    write_atomic(vdir / MANIFEST_NAME, json.dumps(record, indent=0, sort_keys=True), durable=True)
     return parts
 
 

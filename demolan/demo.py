@@ -79,8 +79,10 @@ def run_demo(workdir: Path) -> int:
         crawl.crawldb.mkdir(parents=True)
         config.override(hosts_file=hosts_file, crawl_dir=crawl.root)
         print(f"demo LAN written to {workdir}: hosts in {hosts_file}")
-        print(f"scheduling policy: {config.sharecrawl().policy} (luigi.cfg's; "
-              "`sharecrawl crawl --help` says what each one does)")  # fmt: skip
+        print(
+            f"scheduling policy: {config.sharecrawl().policy} (luigi.cfg's; "
+            "`sharecrawl crawl --help` says what each one does)"
+        )
         for n in (1, 2, 3):
             for change in change_lan(workdir, n):
                 print(f"  change: {change}")

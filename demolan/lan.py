@@ -75,7 +75,6 @@ class _Writer:
         os.utime(path, (t, t))
 
 
-
 def build_lan(root: Path, seed: int = 0) -> Path:
     """Write the demo LAN under `root` and return the path of its hosts file."""
     root = Path(root)

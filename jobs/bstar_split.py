@@ -15,23 +15,13 @@ limits cannot be split (the root exception of §3.1).
 
 Costs and loads are jobs.scan_cost's: load = max(s / max_s, b / max_bytes).
 
-Re-partitioning (§3.3), over the partitions rescanned this round only (their listings are the
-segment's), so the work grows with what was fetched: a partition whose root folder is gone is
-deleted (with everything under it); one over twice the limits is split; one under half the
-limits is merged into its parent (unless that would put the parent over twice the limits).
-Splitting a range partition whose own top level must be cut replaces it: it is merged into its
-parent and new ranges covering its interval are created.
-
-Applying a plan (what Update does): drop `delete` and the `merge` sources from the partitions,
-add `create` (parent_id given), set parent_id per `reparent`, then give the host's file rows
-their partition with jobs.membership.assign_partition_ids (Ranges.owner) and recompute the
-affected partitions' hashes and sizes with jobs.subtree_hash.summarize.
+The re-partitioning plan over these splits is jobs.repartition_plan.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,13 +31,10 @@ import pyarrow.compute as pc
 from jobs.membership import (
     PartitionKey,
     Ranges,
-    descendants,
     parent_path,
     parent_paths,
-    partition_key,
-    share_root,
 )
-from jobs.scan_cost import FolderCosts, HostCost, Limits, folder_costs, listing_cost, stored_cost
+from jobs.scan_cost import FolderCosts, HostCost, Limits, folder_costs
 from jobs.subtree_hash import canonical_sort_key, media_mask
 
 FILL = 0.75  # a range is closed before the limit only once it holds this share of it
@@ -56,14 +43,16 @@ SPLIT_ABOVE = 2.0  # ... split one over twice the limits
 MEDIA = "_media"  # the column of listing rows that are media files, while planning
 
 
-def partition_folders(entries: pa.Table, root: str, cost: HostCost,
-                      media: pa.Array | None = None) -> FolderCosts:  # fmt: skip
+def partition_folders(
+    entries: pa.Table, root: str, cost: HostCost, media: pa.Array | None = None
+) -> FolderCosts:
     """The folders of a partition (its root first, then its rows' folders, canonical order)
     and their own costs. `entries` has columns path, name, is_dir; `media` its media mask."""
     is_dir = entries["is_dir"]
     dirs = pc.cast(pc.filter(entries["path"], is_dir), pa.large_string())
-    folders = pa.concat_arrays([pa.array([root], pa.large_string()),
-                                pa.chunked_array(dirs).combine_chunks()])  # fmt: skip
+    folders = pa.concat_arrays(
+        [pa.array([root], pa.large_string()), pa.chunked_array(dirs).combine_chunks()]
+    )
     folders = folders.take(pc.sort_indices(canonical_sort_key(folders)))
     if media is None:
         media = pc.and_(pc.invert(is_dir), media_mask(entries["name"]))
@@ -76,9 +65,22 @@ class _Frame:
     """A folder being walked: its children, and the running sums over them."""
 
     __slots__ = (
-        "barriers", "children", "closed", "end", "kept_b", "kept_s", "lo", "next_barrier",
-        "next_child", "own_b", "own_s", "path", "run_b", "run_s", "top_of_range",
-    )  # fmt: skip
+        "barriers",
+        "children",
+        "closed",
+        "end",
+        "kept_b",
+        "kept_s",
+        "lo",
+        "next_barrier",
+        "next_child",
+        "own_b",
+        "own_s",
+        "path",
+        "run_b",
+        "run_s",
+        "top_of_range",
+    )
 
     def __init__(
         self,
@@ -133,11 +135,14 @@ def split_ranges(
         children[parent].append(path[len(parent) + 1 if parent else 0 :])
         leaf[index[parent]] = False
     ranges = Ranges(
-        key for key in existing
-        if key.share == within.share and key != within and key.root in index
+        key
+        for key in existing
+        if key.share == within.share
+        and key != within
+        and key.root in index
         # a range partition's siblings lie outside its interval
         and (within.is_share_root or key.root != within.root)
-    )  # fmt: skip
+    )
     made: list[NewRange] = []
     max_s, max_b = limits.max_seconds, limits.max_bytes
 
@@ -215,9 +220,16 @@ def split_ranges(
     # below it. A folder without subfolders hands its own cost to its parent at once (most
     # folders are such leaves: an album).
     top_of_range = not within.is_share_root
-    stack = [_Frame(paths[0], children.get(paths[0], []), 0.0 if top_of_range else seconds[0],
-                    0.0 if top_of_range else mem[0], ranges.at(paths[0]),
-                    within if top_of_range else None)]  # fmt: skip
+    stack = [
+        _Frame(
+            paths[0],
+            children.get(paths[0], []),
+            0.0 if top_of_range else seconds[0],
+            0.0 if top_of_range else mem[0],
+            ranges.at(paths[0]),
+            within if top_of_range else None,
+        )
+    ]
     for i in range(1, len(paths)):
         path, parent = paths[i], parents[i]
         while stack[-1].path != parent:
@@ -235,154 +247,3 @@ def split_ranges(
         top.closed = []  # the whole interval in one range: that is the partition itself
     finish(top)
     return made
-
-
-# -- re-partitioning -----------------------------------------------------------------------
-def _rows_by_partition(listings: pa.Table) -> dict[str, pa.Table]:
-    """Each partition's rows, with their media mask as column MEDIA. A fetch writes a host's
-    listing partition after partition, so the rows are sorted only when they are not."""
-    if listings.num_rows == 0:
-        return {}
-    listings = listings.combine_chunks()
-    media = pc.and_(pc.invert(listings["is_dir"]), media_mask(listings["name"]))
-    listings = listings.append_column(MEDIA, media)
-    encoded = pc.run_end_encode(listings["partition_id"].chunk(0), run_end_type=pa.int64())
-    if len(encoded.values) != len(pc.unique(encoded.values)):
-        listings = listings.take(pc.sort_indices(listings["partition_id"])).combine_chunks()
-        encoded = pc.run_end_encode(listings["partition_id"].chunk(0), run_end_type=pa.int64())
-    ends = encoded.run_ends.to_numpy().tolist()
-    starts = [0, *ends[:-1]]
-    return {
-        pid: listings.slice(start, end - start)
-        for pid, start, end in zip(encoded.values.to_pylist(), starts, ends, strict=True)
-    }
-
-
-def plan_repartition(
-    partitions: list[Mapping[str, Any]],
-    listings: pa.Table,
-    *,
-    limits: Limits,
-    host_costs: Mapping[str, HostCost],
-    gone: Iterable[str] = (),
-    rescanned: Iterable[str] | None = None,
-) -> dict[str, list]:
-    """What to change in the partitions of the hosts whose `partitions` rows are given (all
-    of each host's partitions: partition_id, host, share, root, lo, hi, parent_id, n_folders,
-    n_media, optional mem_bytes), given this round's `listings` (LISTING rows of the rescanned
-    partitions), the ids the fetcher found `gone` and the ids `rescanned` with a new listing
-    (changed or new; default: those with rows in `listings`; a rescanned partition without
-    rows is empty now).
-
-    Returns {"create": [partition dicts: partition_id, host, share, root, lo, hi, parent_id,
-    est_scan_s, mem_bytes], "delete": [ids, descendants included], "merge": [[child_id,
-    into_id]], "reparent": [[id, new_parent_id]]}; every list sorted."""
-    by_id = {row["partition_id"]: row for row in partitions}
-    keys = {pid: partition_key(row) for pid, row in by_id.items()}
-    parent_of = {pid: row.get("parent_id") for pid, row in by_id.items()}
-    rows = {pid: t for pid, t in _rows_by_partition(listings).items() if pid in by_id}
-    for pid in rescanned or ():
-        if pid in by_id and pid not in rows:
-            empty = listings.schema.empty_table()
-            rows[pid] = empty.append_column(MEDIA, pa.array([], pa.bool_()))
-    costs: dict[str, tuple[float, float]] = {}
-
-    def cost(pid: str) -> tuple[float, float]:
-        if pid not in costs:
-            host_cost = host_costs[keys[pid].host]
-            costs[pid] = (listing_cost(rows[pid], host_cost, rows[pid][MEDIA]) if pid in rows
-                          else stored_cost(by_id[pid], host_cost))  # fmt: skip
-        return costs[pid]
-
-    # 1. roots gone: reported by the fetcher, or missing from their rescanned parent
-    dead = {pid for pid in gone if pid in by_id}
-    folders_of: dict[str, set[str]] = {}
-    for pid, key in keys.items():
-        parent = parent_of[pid]
-        if parent in rows and key.root and not key.is_share_root:
-            if parent not in folders_of:
-                listed = rows[parent]
-                folders_of[parent] = set(pc.filter(listed["path"], listed["is_dir"]).to_pylist())
-            if key.root not in folders_of[parent]:
-                dead.add(pid)
-    dead = descendants(dead, parent_of)
-
-    # 2. split what grew over twice the limits
-    created: list[NewRange] = []
-    replaced: set[str] = set()
-    split_ids: set[str] = set()
-    alive: dict[tuple[str, str], list[PartitionKey]] = defaultdict(list)
-    for pid, key in keys.items():
-        if pid not in dead:
-            alive[key.host, key.share].append(key)
-    for pid in sorted(rows):
-        if pid in dead or limits.load(*cost(pid)) <= SPLIT_ABOVE:
-            continue
-        key = keys[pid]
-        made = split_ranges(
-            rows[pid],
-            cost=host_costs[key.host],
-            limits=limits,
-            within=key,
-            existing=alive[key.host, key.share],
-            media=rows[pid][MEDIA],
-        )
-        if not made:
-            continue
-        split_ids.add(pid)
-        created.extend(made)
-        if not key.is_share_root and any(r.key.root == key.root for r in made):
-            replaced.add(pid)
-
-    # 3. merge what shrank under half the limits into its parent
-    merges: dict[str, str] = {pid: parent_of[pid] for pid in replaced}  # type: ignore[misc]
-    receiving: dict[str, list[float]] = {}
-    for pid in sorted(rows):
-        parent = parent_of[pid]
-        if (pid in dead or pid in split_ids or keys[pid].is_share_root or parent is None
-                or parent not in by_id or parent in dead or parent in split_ids
-                or parent in merges or pid in receiving):  # fmt: skip
-            continue
-        s, b = cost(pid)
-        if limits.load(s, b) >= MERGE_BELOW:
-            continue
-        total = receiving.setdefault(parent, list(cost(parent)))
-        if limits.load(total[0] + s, total[1] + b) > SPLIT_ABOVE:
-            continue  # it stays small rather than make its parent split next time
-        total[0] += s
-        total[1] += b
-        merges[pid] = parent
-
-    # 4. parents under the final set of partitions
-    final = {pid: key for pid, key in keys.items() if pid not in dead and pid not in merges}
-    final.update({r.key.id: r.key for r in created})
-    ranges: dict[tuple[str, str], Ranges] = {}
-    for host, share in {(k.host, k.share) for k in final.values()}:
-        ranges[host, share] = Ranges(
-            k for k in final.values() if (k.host, k.share) == (host, share)
-        )
-
-    def parent_id(key: PartitionKey) -> str | None:
-        if key.is_share_root:
-            return None
-        default = share_root(key.host, key.share)
-        return ranges[key.host, key.share].owner(key.root, True, default).id
-
-    create = [
-        {"partition_id": r.key.id, "host": r.key.host, "share": r.key.share, "root": r.key.root,
-         "lo": r.key.lo, "hi": r.key.hi, "parent_id": parent_id(r.key),
-         "est_scan_s": r.est_scan_s, "mem_bytes": r.mem_bytes}
-        for r in created
-    ]  # fmt: skip
-    reparent = []
-    for pid, key in final.items():
-        if pid in by_id:
-            new_parent = parent_id(key)
-            if new_parent != parent_of[pid]:
-                reparent.append([pid, new_parent])
-    return {
-        "create": sorted(create, key=lambda c: c["partition_id"]),
-        "delete": sorted(dead),
-        "merge": sorted([child, into] for child, into in merges.items()),
-        "reparent": sorted(reparent),
-    }

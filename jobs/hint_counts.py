@@ -76,9 +76,7 @@ def _us(t: datetime | None) -> int | None:
     return None if t is None else timestamp_us(t)
 
 
-def partition_signals(
-    snapshot: HintsSnapshot, partitions: pa.Table
-) -> dict[str, PartitionSignal]:
+def partition_signals(snapshot: HintsSnapshot, partitions: pa.Table) -> dict[str, PartitionSignal]:
     """partition_id -> its signal, for every partition of a share that has hints or a watch
     state (the others have none: nothing is known of them)."""
     signals: dict[str, PartitionSignal] = {}

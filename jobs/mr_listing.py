@@ -1,6 +1,6 @@
 """The round's listing jobs in one runner start: per listing part, the subtree hashes of its
 partitions (jobs.subtree_hash.summarize; they must equal the ones the fetchers streamed) and
-the B*-subtree re-partitioning plan of its hosts (jobs.bstar_split.plan_repartition, thesis
+the B*-subtree re-partitioning plan of its hosts (jobs.repartition_plan.plan_repartition, thesis
 §3.2-3.3).
 
 Both read the same parts, so one map-only job reads each part once and emits both, and a
@@ -28,14 +28,24 @@ import pyarrow.compute as pc
 from mrjob.protocol import JSONProtocol, RawValueProtocol
 
 from crawl_io.atomic import write_atomic
-from jobs.bstar_split import plan_repartition
+from jobs.repartition_plan import plan_repartition
 from jobs.runner import JobRunner, ManifestJob, local_tasks, read_part, run_job, write_manifest
 from jobs.scan_cost import HostCost, Limits
 from jobs.subtree_hash import COLUMNS, listing_columns, summarize
 
 JOBS = ("hash", "split")
-STATE_COLUMNS = ("partition_id", "host", "share", "root", "lo", "hi", "parent_id", "n_folders",
-                 "n_media", "mem_bytes")  # fmt: skip
+STATE_COLUMNS = (
+    "partition_id",
+    "host",
+    "share",
+    "root",
+    "lo",
+    "hi",
+    "parent_id",
+    "n_folders",
+    "n_media",
+    "mem_bytes",
+)
 PLAN_OPS = ("create", "delete", "merge", "reparent")
 
 
@@ -59,13 +69,17 @@ class SplitState:
         return hosts
 
     def to_json(self) -> str:
-        return json.dumps({
-            "partitions": [{c: p.get(c) for c in STATE_COLUMNS} for p in self.partitions],
-            "host_costs": {h: [c.list_s_per_folder, c.tag_s_per_file]
-                           for h, c in self.host_costs.items()},
-            "limits": [self.limits.max_seconds, self.limits.max_bytes],
-            "gone": sorted(self.gone), "rescanned": sorted(self.rescanned),
-        })  # fmt: skip
+        return json.dumps(
+            {
+                "partitions": [{c: p.get(c) for c in STATE_COLUMNS} for p in self.partitions],
+                "host_costs": {
+                    h: [c.list_s_per_folder, c.tag_s_per_file] for h, c in self.host_costs.items()
+                },
+                "limits": [self.limits.max_seconds, self.limits.max_bytes],
+                "gone": sorted(self.gone),
+                "rescanned": sorted(self.rescanned),
+            }
+        )
 
     @classmethod
     def from_json(cls, text: str) -> SplitState:
@@ -76,9 +90,12 @@ class SplitState:
 
 
 def split_state(
-    partitions: Iterable[Mapping[str, Any]], hosts: Iterable[Mapping[str, Any]],
-    rescanned: Iterable[str], limits: Limits, gone: Iterable[str] = (),
-) -> SplitState:  # fmt: skip
+    partitions: Iterable[Mapping[str, Any]],
+    hosts: Iterable[Mapping[str, Any]],
+    rescanned: Iterable[str],
+    limits: Limits,
+    gone: Iterable[str] = (),
+) -> SplitState:
     """The side input from partitions rows and hosts rows (their measured costs)."""
     costs = {h["host"]: HostCost(h["list_s_per_folder"], h["tag_s_per_file"]) for h in hosts}
     rows = [{c: p.get(c) for c in STATE_COLUMNS} for p in partitions]
@@ -93,9 +110,11 @@ def write_state(path: Path, state: SplitState) -> Path:
 
 # -- one part ------------------------------------------------------------------------------
 def listing_records(
-    listing: pa.Table, state: SplitState | None, by_host: Mapping[str, list[dict]] | None = None,
+    listing: pa.Table,
+    state: SplitState | None,
+    by_host: Mapping[str, list[dict]] | None = None,
     jobs: Iterable[str] = ("hash",),
-) -> Iterator[tuple[list[str], dict]]:  # fmt: skip
+) -> Iterator[tuple[list[str], dict]]:
     """What one listing part gives: its partitions' summaries, and with `state` the plan
     of each of its hosts (`by_host`: state.by_host(), when the caller keeps it)."""
     jobs = set(jobs)
@@ -106,9 +125,14 @@ def listing_records(
         by_host = by_host if by_host is not None else state.by_host()
         for host in pc.unique(listing["host"]).to_pylist():
             rows = listing.filter(pc.equal(listing["host"], host))
-            plan = plan_repartition(by_host.get(host, []), rows, limits=state.limits,
-                                    host_costs=state.host_costs, gone=state.gone,
-                                    rescanned=state.rescanned)  # fmt: skip
+            plan = plan_repartition(
+                by_host.get(host, []),
+                rows,
+                limits=state.limits,
+                host_costs=state.host_costs,
+                gone=state.gone,
+                rescanned=state.rescanned,
+            )
             yield from plan_records(plan)
 
 
@@ -170,8 +194,11 @@ class MRListingJobs(ManifestJob):
         self.jobs = self.options.jobs.split(",")
         if "split" in self.jobs and not self.options.state:
             raise ValueError("the split job needs --state FILE")
-        self.state = (SplitState.from_json(Path(self.options.state).read_text())
-                      if self.options.state else None)  # fmt: skip
+        self.state = (
+            SplitState.from_json(Path(self.options.state).read_text())
+            if self.options.state
+            else None
+        )
         self.by_host = self.state.by_host() if self.state else {}
 
     def mapper(self, _: None, line: str) -> Iterator[tuple[list[str], dict]]:
@@ -181,9 +208,12 @@ class MRListingJobs(ManifestJob):
 
 
 def run_listing_jobs(
-    parts: list[Path], workdir: Path, state: SplitState | None, runner: JobRunner,
+    parts: list[Path],
+    workdir: Path,
+    state: SplitState | None,
+    runner: JobRunner,
     jobs: Iterable[str] = JOBS,
-) -> ListingResults:  # fmt: skip
+) -> ListingResults:
     """The listing jobs over these parts (the state given: with the split): in this process
     for the inline runner, else as one mrjob job (its manifest and state in `workdir`)."""
     jobs = [j for j in JOBS if j in set(jobs) and (j != "split" or state is not None)]
@@ -192,17 +222,21 @@ def run_listing_jobs(
     if runner.in_process:
         by_host = state.by_host() if state else {}
         return ListingResults.of(
-            record for part in parts for record in listing_records(
-                listing_columns(read_part(str(part), COLUMNS), part), state, by_host, jobs)
-        )  # fmt: skip
+            record
+            for part in parts
+            for record in listing_records(
+                listing_columns(read_part(str(part), COLUMNS), part), state, by_host, jobs
+            )
+        )
     # the local runner starts a process per task: as many tasks as cores, each a share
     groups = local_tasks() if runner.name == "local" else 0
     manifest = write_manifest(parts, workdir / "listing.manifest", groups)
     args = ["--jobs", ",".join(jobs)]
     if state is not None:
         args += ["--state", str(write_state(workdir / "split.state.json", state))]
-    return ListingResults.of(run_job(MRListingJobs, manifest, runner, *args,
-                                     scratch=workdir / "cluster"))  # fmt: skip
+    return ListingResults.of(
+        run_job(MRListingJobs, manifest, runner, *args, scratch=workdir / "cluster")
+    )
 
 
 if __name__ == "__main__":

@@ -66,8 +66,9 @@ class MRPrefixStats(ManifestJob):
     def configure_args(self) -> None:
         super().configure_args()
         self.add_passthru_arg("--depth", type=int, default=3, help="deepest prefix, in folders")
-        self.add_passthru_arg("--min-entries", type=int, default=1,
-                              help="drop prefixes with fewer entries under them")  # fmt: skip
+        self.add_passthru_arg(
+            "--min-entries", type=int, default=1, help="drop prefixes with fewer entries under them"
+        )
 
     def mapper(self, _: None, line: str) -> Iterator[tuple[list, list]]:
         line = line.strip()
@@ -76,8 +77,11 @@ class MRPrefixStats(ManifestJob):
         part = json.loads(line)
         con = cursor()
         try:
-            for name, key, schema in (("new_files", "new", FILES), ("old_files", "old", FILES),
-                                       ("media", "media", MEDIA)):  # fmt: skip
+            for name, key, schema in (
+                ("new_files", "new", FILES),
+                ("old_files", "old", FILES),
+                ("media", "media", MEDIA),
+            ):
                 paths = part.get(key) and [self.resolve(p) for p in part[key]]
                 if paths and any(is_uri(p) for p in paths):  # on a cluster: read them here
                     paths = pa.concat_tables([read_part(p) for p in paths])
@@ -120,8 +124,9 @@ def host_parts(
         new = part(version_dir, "files", host)
         if new is not None:
             old = None if host in damaged else part(prev_dir, "files", host)
-            entries.append({"host": host, "new": new, "old": old,
-                            "media": part(version_dir, "media", host)})  # fmt: skip
+            entries.append(
+                {"host": host, "new": new, "old": old, "media": part(version_dir, "media", host)}
+            )
     return entries
 
 
@@ -133,8 +138,13 @@ def run_prefix_stats(
         return PREFIX_STATS.empty_table()
     workdir.mkdir(parents=True, exist_ok=True)
     manifest = workdir / "prefix_stats.manifest"
-    lines = [{k: [manifest_path(x, manifest) for x in v] if k in PART_KEYS and v else v
-              for k, v in p.items()} for p in host_parts]  # fmt: skip
+    lines = [
+        {
+            k: [manifest_path(x, manifest) for x in v] if k in PART_KEYS and v else v
+            for k, v in p.items()
+        }
+        for p in host_parts
+    ]
     write_atomic(manifest, json_lines(lines))
     args = ("--depth", str(depth), "--min-entries", str(min_entries))
     pairs = run_job(MRPrefixStats, manifest, runner, *args, scratch=workdir / "cluster")
@@ -155,10 +165,20 @@ def prefix_stats_here(host_parts: list[dict], depth: int, min_entries: int) -> p
 
 
 def round_prefix_stats(
-    *, round_: int, version_dir: Path, prev_dir: Path | None, old_stats: pa.Table,
-    listed: Iterable[str], touched: Iterable[str], runner: str, depth: int, min_entries: int,
-    stats_every: int, workdir: Path, damaged: Iterable[str] = (),
-) -> pa.Table:  # fmt: skip
+    *,
+    round_: int,
+    version_dir: Path,
+    prev_dir: Path | None,
+    old_stats: pa.Table,
+    listed: Iterable[str],
+    touched: Iterable[str],
+    runner: str,
+    depth: int,
+    min_entries: int,
+    stats_every: int,
+    workdir: Path,
+    damaged: Iterable[str] = (),
+) -> pa.Table:
     """The `prefix_stats` table of the version being written to `version_dir` (its files/
     and media/ parts all in place): the touched hosts recomputed by the job and the other
     listed hosts' rows carried over, or every listed host recomputed on a complete round."""

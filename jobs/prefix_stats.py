@@ -77,8 +77,12 @@ def aggregate(con: duckdb.DuckDBPyConnection, depth: int) -> list[tuple]:
     return con.execute(SQL, params).fetchall()
 
 
-def register(con: duckdb.DuckDBPyConnection, name: str, source: pa.Table | str | list[str] | None,
-              schema: pa.Schema) -> None:  # fmt: skip
+def register(
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    source: pa.Table | str | list[str] | None,
+    schema: pa.Schema,
+) -> None:
     """A table, Parquet parts' paths, or None (empty) under `name`."""
     if isinstance(source, str | list):
         con.read_parquet(source).create_view(name)
@@ -96,9 +100,13 @@ def stats_table(rows: Iterable[dict]) -> pa.Table:
 
 
 def host_prefix_stats(
-    host: str, new_files: pa.Table | str | list[str], old_files: pa.Table | str | list[str] | None,
-    media: pa.Table | str | list[str] | None, depth: int, min_entries: int,
-) -> pa.Table:  # fmt: skip
+    host: str,
+    new_files: pa.Table | str | list[str],
+    old_files: pa.Table | str | list[str] | None,
+    media: pa.Table | str | list[str] | None,
+    depth: int,
+    min_entries: int,
+) -> pa.Table:
     """One host's PREFIX_STATS rows from its files now, its files before and its media
     (tables, or Parquet parts by path; None for none): the computation the job's mapper
     does, in this process."""

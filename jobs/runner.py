@@ -180,11 +180,19 @@ def runner_args(runner: JobRunner, tmp: Path, scratch: Path | None = None) -> li
         return ["--no-bootstrap-mrjob"]
     if not runner.on_cluster:
         return []
-    args = ["--py-files", str(packages_zip(tmp)),
-            "--python-bin", runner.python_bin or sys.executable]  # fmt: skip
+    args = [
+        "--py-files",
+        str(packages_zip(tmp)),
+        "--python-bin",
+        runner.python_bin or sys.executable,
+    ]
     if runner.name == "spark":
-        args += ["--spark-master", runner.spark_master or "local[*]",
-                 "--jobconf", "spark.ui.enabled=false"]  # fmt: skip
+        args += [
+            "--spark-master",
+            runner.spark_master or "local[*]",
+            "--jobconf",
+            "spark.ui.enabled=false",
+        ]
         if not (runner.spark_master or "local").startswith("local"):
             args += ["--spark-tmp-dir", runner.task_path(scratch or tmp)]
     return args
@@ -205,8 +213,19 @@ def run_job(
     try:
         base = ["--base-dir", runner.task_path(manifest.parent)]
         options = runner_args(runner, tmp, scratch)
-        job = job_class(["-r", runner.name, "--no-conf", "--local-tmp-dir", str(tmp),
-                         *options, *base, *args, str(manifest)])  # fmt: skip
+        job = job_class(
+            [
+                "-r",
+                runner.name,
+                "--no-conf",
+                "--local-tmp-dir",
+                str(tmp),
+                *options,
+                *base,
+                *args,
+                str(manifest),
+            ]
+        )
         with job.make_runner() as job_runner:
             job_runner.run()
             yield from job.parse_output(job_runner.cat_output())
@@ -225,4 +244,3 @@ def remove_job_temp_dirs() -> None:
         pid = tmp.name[len(JOB_TMP_PREFIX) :].split("-", 1)[0]
         if pid.isdigit() and (int(pid) == os.getpid() or not alive(int(pid))):
             shutil.rmtree(tmp, ignore_errors=True)
-

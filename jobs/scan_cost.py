@@ -99,8 +99,9 @@ def folder_costs(
         raise ValueError("media files outside the folders of their partition")
     where = where.to_numpy(zero_copy_only=False)
     n_media = np.bincount(where, minlength=len(folders))
-    mem = np.bincount(where, weights=media_path_bytes.to_numpy(zero_copy_only=False),
-                      minlength=len(folders)).astype(np.float64)  # fmt: skip
+    mem = np.bincount(
+        where, weights=media_path_bytes.to_numpy(zero_copy_only=False), minlength=len(folders)
+    ).astype(np.float64)
     # each folder alone: one listing (a partition of no folder below its root) and its tags
     seconds = listing_seconds(0, cost.list_s_per_folder) + n_media * cost.tag_s_per_file
     return FolderCosts(folders.to_pylist(), seconds, mem)

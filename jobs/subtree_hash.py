@@ -200,9 +200,15 @@ def summarize(table: pa.Table) -> dict[str, dict]:
     is_dir = t["is_dir"].chunk(0)
     mtime_us = pc.cast(t["mtime"].chunk(0), pa.int64())
     record = _join(
-        t["path"].chunk(0), "\x00", pc.if_else(is_dir, "d", "f"), "\x00",
-        _to_str(t["size"].chunk(0)), "\x00", _to_str(mtime_us), "\n",
-    )  # fmt: skip
+        t["path"].chunk(0),
+        "\x00",
+        pc.if_else(is_dir, "d", "f"),
+        "\x00",
+        _to_str(t["size"].chunk(0)),
+        "\x00",
+        _to_str(mtime_us),
+        "\n",
+    )
     pids, run_ends = _runs(t["partition_id"].chunk(0))
     hashes = _digests(record, run_ends)
     starts = np.concatenate([[0], run_ends[:-1]])
@@ -212,9 +218,13 @@ def summarize(table: pa.Table) -> dict[str, dict]:
     file_bytes = np.where(files, t["size"].chunk(0).to_numpy(), 0)
     sums = {
         name: np.add.reduceat(values.astype(np.int64), starts).tolist()
-        for name, values in (("n_folders", dirs), ("n_files", files), ("n_media", media),
-                             ("bytes", file_bytes))
-    }  # fmt: skip
+        for name, values in (
+            ("n_folders", dirs),
+            ("n_files", files),
+            ("n_media", media),
+            ("bytes", file_bytes),
+        )
+    }
     return {
         pid: {"hash": h, **{name: sums[name][i] for name in sums}}
         for i, (pid, h) in enumerate(zip(pids.to_pylist(), hashes, strict=True))
@@ -262,18 +272,21 @@ def folder_summaries(table: pa.Table) -> pa.Table:
         child_dir = is_dir[rows]
         child_folder = folder_of_row[rows]
         sub_hash = pa.array([f_hash[i] if i >= 0 else "" for i in child_folder], pa.large_string())
-        sub_chash = pa.array([f_chash[i] if i >= 0 else "" for i in child_folder],
-                             pa.large_string())  # fmt: skip
+        sub_chash = pa.array(
+            [f_chash[i] if i >= 0 else "" for i in child_folder], pa.large_string()
+        )
         n, s = name.take(take), _to_str(pa.array(size[rows]))
         dir_flag = pa.array(child_dir)
         with_times = pc.if_else(
-            dir_flag, _join("d\x00", n, "\x00", sub_hash, "\n"),
+            dir_flag,
+            _join("d\x00", n, "\x00", sub_hash, "\n"),
             _join("f\x00", n, "\x00", s, "\x00", _to_str(mtime_us.take(take)), "\n"),
-        )  # fmt: skip
+        )
         content = pc.if_else(
-            dir_flag, _join("d\x00", n, "\x00", sub_chash, "\n"),
+            dir_flag,
+            _join("d\x00", n, "\x00", sub_chash, "\n"),
             _join("f\x00", n, "\x00", s, "\x000\n"),
-        )  # fmt: skip
+        )
         parents, run_ends = _runs(parent_key.take(take))
         hashes, chashes = _digests(with_times, run_ends), _digests(content, run_ends)
         starts = np.concatenate([[0], run_ends[:-1]]).astype(np.int64)
@@ -292,11 +305,15 @@ def folder_summaries(table: pa.Table) -> pa.Table:
     take = pa.array(folder_rows)
     return pa.table(
         {
-            "host": host.take(take), "share": share.take(take), "path": path.take(take),
-            "hash": pa.array(f_hash), "content_hash": pa.array(f_chash),
-            "n_files": pa.array(f_files), "bytes": pa.array(f_bytes),
+            "host": host.take(take),
+            "share": share.take(take),
+            "path": path.take(take),
+            "hash": pa.array(f_hash),
+            "content_hash": pa.array(f_chash),
+            "n_files": pa.array(f_files),
+            "bytes": pa.array(f_bytes),
         }
-    ).cast(FOLDERS)  # fmt: skip
+    ).cast(FOLDERS)
 
 
 # -- duplicate folders ---------------------------------------------------------------------

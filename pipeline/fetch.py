@@ -129,10 +129,7 @@ def fetch_hosts(jobs: list[HostJob], crawlers: int) -> None:
     queue = context.Queue()
     progress = FetchProgress({job.host: HostProgress(due=len(job.due)) for job in jobs})
     workers = max(1, min(crawlers, len(jobs)))
-    with (
-        progress,
-        ProcessPoolExecutor(workers, context, init_worker, (queue, os.getpid())) as pool,
-    ):
+    with progress, ProcessPoolExecutor(workers, context, init_worker, (queue, os.getpid())) as pool:
         try:
             with main_module_hidden():  # the workers start on the first submits
                 pending = {pool.submit(fetch_host, job) for job in jobs}
@@ -224,8 +221,9 @@ class FetchShard(luigi.Task):
 
     def run(self) -> None:
         fetchlist = pq.read_table(self.input()["fetchlist"].path, columns=["host"])
-        hosts = {h for h in set(fetchlist["host"].to_pylist())
-                 if shard_of(h, self.shards) == self.shard}  # fmt: skip
+        hosts = {
+            h for h in set(fetchlist["host"].to_pylist()) if shard_of(h, self.shards) == self.shard
+        }
         fetch_pending(self.crawl_dir, self.round, hosts, shard_connections(sharecrawl()))
         with self.output().open("w") as out:  # Luigi's atomic write: whole or absent
             out.write(f"{len(hosts)} hosts, worker {socket.gethostname()} pid {os.getpid()}\n")

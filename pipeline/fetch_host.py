@@ -82,8 +82,9 @@ class HostResult:
     error: str | None = None
 
     def summary(self) -> str:
-        return host_summary(self.host, self.partitions, self.statuses, self.entries,
-                            self.tags_read, self.error)  # fmt: skip
+        return host_summary(
+            self.host, self.partitions, self.statuses, self.entries, self.tags_read, self.error
+        )
 
 
 def _key(host: str, row: dict) -> PartitionKey:
@@ -111,8 +112,9 @@ class _HostFetch:
     def stored(self) -> StoredHost:
         if self._stored is None:
             version = self.job.version
-            self._stored = StoredHost(self.crawl.hosts(version) if version else None,
-                                      self.host.host)  # fmt: skip
+            self._stored = StoredHost(
+                self.crawl.hosts(version) if version else None, self.host.host
+            )
         return self._stored
 
     def old_entries(self, partition_id: str) -> dict[str, tuple[int, int]]:
@@ -130,13 +132,19 @@ class _HostFetch:
         rows = self.stored.rows("files", {partition_id})
         columns = [rows[c].to_pylist() for c in ("path", "name", "is_dir", "size")]
         mtimes = rows["mtime"].cast(pa.int64()).to_pylist()
-        return [(path, Entry(name, is_dir, size, mtime))
-                for path, name, is_dir, size, mtime in zip(*columns, mtimes, strict=True)]
+        return [
+            (path, Entry(name, is_dir, size, mtime))
+            for path, name, is_dir, size, mtime in zip(*columns, mtimes, strict=True)
+        ]
 
     def _walk(
-        self, source: Source, key: PartitionKey, stored_hash: str | None, ranges: Ranges,
+        self,
+        source: Source,
+        key: PartitionKey,
+        stored_hash: str | None,
+        ranges: Ranges,
         stats: WalkStats,
-    ) -> list[tuple[str, Entry]]:  # fmt: skip
+    ) -> list[tuple[str, Entry]]:
         """The partition's entries: around its hinted paths when the fetch list allows
         (jobs.hinted_walk), else walked whole."""
         hinted = self.plans.get(key.id, {}).get("hinted_paths")
@@ -159,13 +167,7 @@ class _HostFetch:
         counted = started  # a hinted scan counts from when its hints were read (later ones wait)
         if plan.get("hinted_paths") and plan.get("hints_as_of") is not None:
             counted = min(started, plan["hints_as_of"].timestamp())
-        log = {
-            "round": self.job.round, "partition_id": key.id, "host": key.host,
-            "share": key.share, "started": _ts(int(counted * 1e6)), "hash": None,
-            "n_entries": 0, "n_tags_read": 0, "bytes_read": 0, "error": None,
-            "listing_s": 0.0, "tags_s": 0.0, "n_folders": 0, "host_status": None, "n_denied": 0,
-            "denied": [], "reason": plan.get("reason", "new"), "watched": plan.get("watched"),
-        }  # fmt: skip
+        log = self._log_row(key.id, key.share, _ts(int(counted * 1e6)))
         try:
             entries.extend(self._walk(source, key, stored_hash, ranges, stats))
         except NotFound:
@@ -180,8 +182,9 @@ class _HostFetch:
             digest = walk_hash(entries)
             # Denied folders are listed without their children: Update keeps their stored
             # rows, and the hash (of what could be read) stays the same while they stay shut.
-            log.update(hash=digest, n_entries=len(entries), n_denied=len(stats.denied),
-                       denied=stats.denied)  # fmt: skip
+            log.update(
+                hash=digest, n_entries=len(entries), n_denied=len(stats.denied), denied=stats.denied
+            )
             if digest == stored_hash:
                 log["status"] = "unchanged"  # nothing more is read or written for it
             else:
@@ -296,18 +299,35 @@ class _HostFetch:
             self._failed(key.id, key.share, error)
 
     def _failed(self, partition_id: str | None, share: str | None, error: SourceError) -> None:
+        row = self._log_row(partition_id, share, datetime.now(UTC))
+        row.update(
+            duration_s=0.0, status=_status(error), error=str(error), host_status=error.host_status
+        )
+        self.log.append(row)
+
+    def _log_row(self, partition_id: str | None, share: str | None, started: datetime) -> dict:
+        """A fetchlog row of nothing done yet; why the partition was due, from its plan."""
         plan = self.plans.get(partition_id, {}) if partition_id else {}
-        self.log.append(
-            {
-                "round": self.job.round, "partition_id": partition_id, "host": self.host.host,
-                "share": share, "started": datetime.now(UTC), "duration_s": 0.0,
-                "status": _status(error), "hash": None, "n_entries": 0, "n_tags_read": 0,
-                "bytes_read": 0, "error": str(error), "listing_s": 0.0, "tags_s": 0.0,
-                "n_folders": 0, "host_status": error.host_status, "n_denied": 0, "denied": [],
-                "reason": plan.get("reason", "new") if partition_id else None,
-                "watched": plan.get("watched"),
-            }
-        )  # fmt: skip
+        return {
+            "round": self.job.round,
+            "partition_id": partition_id,
+            "host": self.host.host,
+            "share": share,
+            "started": started,
+            "hash": None,
+            "n_entries": 0,
+            "n_tags_read": 0,
+            "bytes_read": 0,
+            "error": None,
+            "listing_s": 0.0,
+            "tags_s": 0.0,
+            "n_folders": 0,
+            "host_status": None,
+            "n_denied": 0,
+            "denied": [],
+            "reason": plan.get("reason", "new") if partition_id else None,
+            "watched": plan.get("watched"),
+        }
 
     def _write(self, result: HostResult) -> HostResult:
         seg = self.crawl.segment_dir(self.job.round)

@@ -96,35 +96,52 @@ class Generate(luigi.Task):
         now = time.time()
         states = partition_states(partitions, rows, online, settings.partition_max_seconds)
         seen = apply_signals(
-            states, by_id, partition_signals(HintsStore(crawl.root).snapshot(), partitions),
-            trusted, now, settings.safety_interval_s, rules_changed(crawl, self.round),
-        )  # fmt: skip
+            states,
+            by_id,
+            partition_signals(HintsStore(crawl.root).snapshot(), partitions),
+            trusted,
+            now,
+            settings.safety_interval_s,
+            rules_changed(crawl, self.round),
+        )
         if seen.hinted or seen.silent:
-            log.info("sharecrawl: round %d: %d partitions hinted, %d watched and silent "
-                     "(skipped)", self.round, seen.hinted, seen.silent)  # fmt: skip
+            log.info(
+                "sharecrawl: round %d: %d partitions hinted, %d watched and silent (skipped)",
+                self.round,
+                seen.hinted,
+                seen.silent,
+            )
         states = seen.states
         if settings.hinted_only:
             states = [s for s in states if s.hinted]
         name = settings.policy
-        policy = get_policy(name, **({"safety_s": settings.safety_interval_s}
-                                     if name == "sensors" else {}))  # fmt: skip
+        policy = get_policy(
+            name, **({"safety_s": settings.safety_interval_s} if name == "sensors" else {})
+        )
         budget = Budget(crawlers=settings.crawlers, round_seconds=settings.round_seconds)
-        refetch = [] if settings.hinted_only else [
-            p["partition_id"] for p in rows if p["hash"] is None and online.get(p["host"])
-        ]  # fmt: skip
+        refetch = (
+            []
+            if settings.hinted_only
+            else [p["partition_id"] for p in rows if p["hash"] is None and online.get(p["host"])]
+        )
         first = set(refetch)
-        chosen = refetch + [pid for pid in policy.choose(states, now, budget)
-                            if pid not in first]  # fmt: skip
+        chosen = refetch + [pid for pid in policy.choose(states, now, budget) if pid not in first]
         score = {pid: float(len(chosen) - i) for i, pid in enumerate(chosen)}
         fetchlist = []
         for pid in chosen:
             row = by_id[pid]
             plan = seen.plans.get(pid) or ScanPlan("new", False)
-            fetchlist.append({
-                **{k: row[k] for k in KEYS}, "url": urls[row["host"]], "score": score[pid],
-                "reason": plan.reason, "watched": plan.watched,
-                "hinted_paths": plan.hinted_paths, "hints_as_of": plan.hints_as_of,
-            })  # fmt: skip
+            fetchlist.append(
+                {
+                    **{k: row[k] for k in KEYS},
+                    "url": urls[row["host"]],
+                    "score": score[pid],
+                    "reason": plan.reason,
+                    "watched": plan.watched,
+                    "hinted_paths": plan.hinted_paths,
+                    "hints_as_of": plan.hints_as_of,
+                }
+            )
         with_partitions = {p["host"] for p in rows}
         if not settings.hinted_only:
             fetchlist += [

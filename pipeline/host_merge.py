@@ -58,8 +58,9 @@ def denied_hashes(files: pa.Table, log: pa.Table) -> dict[str, str]:
         SELECT DISTINCT f.share, f.path, f.partition_id FROM files f
         JOIN below b ON f.share = b.share AND starts_with(f.path, b.prefix)
     """
-    affected = [pid for (pid,) in con.sql(f"SELECT DISTINCT partition_id FROM ({hidden})")
-                .fetchall()]  # fmt: skip
+    affected = [
+        pid for (pid,) in con.sql(f"SELECT DISTINCT partition_id FROM ({hidden})").fetchall()
+    ]
     visible = con.sql(f"""
         WITH hidden AS ({hidden})
         SELECT f.* FROM files f ANTI JOIN hidden h ON f.share = h.share AND f.path = h.path

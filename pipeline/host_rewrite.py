@@ -97,8 +97,9 @@ def rewrite_host(build: VersionBuild, stored: StoredHosts | None, change: HostCh
         whole = change.rules.drop_excluded(whole)
 
     counts = pc.value_counts(whole["partition_id"])
-    rows = dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(),
-                    strict=True))  # fmt: skip
+    rows = dict(
+        zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True)
+    )
     order = [p["partition_id"] for p in sorted(change.partitions, key=_canonical)]
     parent = {p["partition_id"]: p["parent_id"] for p in change.partitions}
     plan = plan_groups(old_pids, rows, order, parent)
@@ -127,11 +128,16 @@ def rewrite_host(build: VersionBuild, stored: StoredHosts | None, change: HostCh
     folders = _folders_by_partition(whole)
     for g, pids in plan.items():
         if g in dirty:
-            build.write_group(host, g, {
-                "files": _in(dirty_files, pids).sort_by(BY_PATH),
-                "media": _in(media, pids).sort_by(BY_PATH).select(MEDIA.names),
-                "folders": _in(folders, pids).sort_by(BY_PATH).select(FOLDERS.names),
-            }, set(pids))  # fmt: skip
+            build.write_group(
+                host,
+                g,
+                {
+                    "files": _in(dirty_files, pids).sort_by(BY_PATH),
+                    "media": _in(media, pids).sort_by(BY_PATH).select(MEDIA.names),
+                    "folders": _in(folders, pids).sort_by(BY_PATH).select(FOLDERS.names),
+                },
+                set(pids),
+            )
             for name in PER_HOST_TABLES:
                 change.written[name] = change.written.get(name, 0) + 1
             continue

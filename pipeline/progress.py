@@ -60,9 +60,13 @@ class FetchProgress:
             )
 
             self._live = Progress(
-                TextColumn("{task.description:<24}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("{task.fields[detail]}"), TimeRemainingColumn(), transient=False,
-            )  # fmt: skip
+                TextColumn("{task.description:<24}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[detail]}"),
+                TimeRemainingColumn(),
+                transient=False,
+            )
             self._live.start()
             self._tasks[""] = self._live.add_task("all hosts", total=self._due, detail="")
             for host, h in self.hosts.items():
@@ -121,12 +125,19 @@ class FetchProgress:
         elapsed = max(time.monotonic() - self.started, 1e-6)
         rate = entries / elapsed
         if self._live is not None:
-            self._live.update(self._tasks[host], total=h.due, completed=h.partitions,
-                              detail=f"{plural(h.entries, 'entry', 'entries')}, "
-                                     f"{plural(h.tags, 'tag')}")  # fmt: skip
-            self._live.update(self._tasks[""], total=due, completed=done,
-                              detail=f"{plural(entries, 'entry', 'entries')} ({rate:.0f}/s), "
-                                     f"{plural(tags, 'tag')}")  # fmt: skip
+            self._live.update(
+                self._tasks[host],
+                total=h.due,
+                completed=h.partitions,
+                detail=f"{plural(h.entries, 'entry', 'entries')}, {plural(h.tags, 'tag')}",
+            )
+            self._live.update(
+                self._tasks[""],
+                total=due,
+                completed=done,
+                detail=f"{plural(entries, 'entry', 'entries')} ({rate:.0f}/s), "
+                f"{plural(tags, 'tag')}",
+            )
             return
         if kind == "done":
             log.info("%s: %s", readable_text(host), h.summary)
@@ -135,12 +146,25 @@ class FetchProgress:
             self._last_line = now
             eta = f", ETA {eta_text(elapsed, done, due)}" if 0 < done < due else ""
             listed = plural(entries, "entry", "entries")
-            log.info("fetch: %d/%d partitions, %s (%.0f/s), %s%s",
-                     done, due, listed, rate, plural(tags, "tag"), eta)  # fmt: skip
+            log.info(
+                "fetch: %d/%d partitions, %s (%.0f/s), %s%s",
+                done,
+                due,
+                listed,
+                rate,
+                plural(tags, "tag"),
+                eta,
+            )
 
 
-def host_summary(host: str, partitions: int, statuses: dict[str, int], entries: int,
-                 tags_read: int, error: str | None) -> str:
+def host_summary(
+    host: str,
+    partitions: int,
+    statuses: dict[str, int],
+    entries: int,
+    tags_read: int,
+    error: str | None,
+) -> str:
     """A fetched host's line: '3 partitions (2 changed, 1 unchanged), 106 entries, 1 tag
     read', and why it stopped (without the host's name again)."""
     counts = ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()))
@@ -148,8 +172,7 @@ def host_summary(host: str, partitions: int, statuses: dict[str, int], entries: 
     why = ""
     if error:
         why = "; " + readable_text(error.removeprefix(f"{host}: "))
-    return (f"{scanned}, {plural(entries, 'entry', 'entries')}, "
-            f"{plural(tags_read, 'tag')} read{why}")
+    return f"{scanned}, {plural(entries, 'entry', 'entries')}, {plural(tags_read, 'tag')} read{why}"
 
 
 def due_message(host: str, partitions: int) -> tuple[str, str, int]:

@@ -54,8 +54,7 @@ class VersionBuild:
             (self.dir / name).mkdir(parents=True)
         return self.dir
 
-    def link_group(self, host: str, group: int, tables: tuple[str, ...] = PER_HOST_TABLES
-                   ) -> bool:  # fmt: skip
+    def link_group(self, host: str, group: int, tables: tuple[str, ...] = PER_HOST_TABLES) -> bool:
         """A group's parts left as they were are shared with the previous version, not
         copied, and carry their manifest entries forward. Only their size is checked here
         (a stat), so that publishing costs what changed; their bytes are checked when a
@@ -68,16 +67,21 @@ class VersionBuild:
         stored = crawl.hosts(prev)
         manifest = crawl.manifest(prev)
         if stored.group_damaged(host, group):
-            log.warning("sharecrawl: %s: a part in v%06d is damaged or missing; its "
-                        "partitions are crawled again as new", host, prev)  # fmt: skip
+            log.warning(
+                "sharecrawl: %s: a part in v%06d is damaged or missing; its "
+                "partitions are crawled again as new",
+                host,
+                prev,
+            )
             return False
         links = []
         for name in tables:
             rel = rel_path(name, host, group)
             src = crawl.version_dir(prev) / rel
             if manifest is None and src.exists() and (problem := read_problem(src)):
-                log.warning("sharecrawl: %s: %s; its partitions are crawled again as new",
-                            src, problem)  # fmt: skip
+                log.warning(
+                    "sharecrawl: %s: %s; its partitions are crawled again as new", src, problem
+                )
                 stored.mark_damaged(host, group)
                 return False
             if src.exists() and (manifest is None or rel in manifest):
@@ -93,16 +97,24 @@ class VersionBuild:
         (damaged or missing parts)."""
         if not self.prev:
             return []
-        return [g for g in self.crawl.hosts(self.prev).groups(host)
-                if not self.link_group(host, g)]  # fmt: skip
+        return [g for g in self.crawl.hosts(self.prev).groups(host) if not self.link_group(host, g)]
 
-    def write_group(self, host: str, group: int, tables: dict[str, pa.Table],
-                    partitions: set[str] | frozenset[str]) -> None:  # fmt: skip
+    def write_group(
+        self,
+        host: str,
+        group: int,
+        tables: dict[str, pa.Table],
+        partitions: set[str] | frozenset[str],
+    ) -> None:
         """Write a group's parts (those of `tables`), naming its partitions in each
         footer; on disk before the manifest names them."""
         for name, table in tables.items():
-            write_parquet(table, self.dir / rel_path(name, host, group), durable=True,
-                          metadata=partitions_metadata(partitions))  # fmt: skip
+            write_parquet(
+                table,
+                self.dir / rel_path(name, host, group),
+                durable=True,
+                metadata=partitions_metadata(partitions),
+            )
 
     def write_table(self, name: str, table: pa.Table) -> None:
         """Write one of the version's one-file tables (hosts, partitions, prefix_stats)."""

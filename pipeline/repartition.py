@@ -13,8 +13,13 @@ from crawl_io.schema import PARTITIONS
 from jobs.membership import PartitionKey, assign_partition_ids, partition_key
 from jobs.subtree_hash import PartitionHasher, summarize
 
-EMPTY = {"hash": PartitionHasher().hexdigest(), "n_folders": 0, "n_files": 0, "n_media": 0,
-         "bytes": 0}  # fmt: skip
+EMPTY = {
+    "hash": PartitionHasher().hexdigest(),
+    "n_folders": 0,
+    "n_files": 0,
+    "n_media": 0,
+    "bytes": 0,
+}
 
 
 def apply(plan_: dict[str, list], partitions: list[dict], scanned_at: datetime) -> set[str]:
@@ -25,12 +30,27 @@ def apply(plan_: dict[str, list], partitions: list[dict], scanned_at: datetime) 
     for new in plan_["create"]:
         by_id[new["partition_id"]] = {
             **dict.fromkeys(PARTITIONS.names),
-            **{k: new[k] for k in ("partition_id", "host", "share", "root", "lo", "hi",
-                                   "parent_id", "est_scan_s")},
+            **{
+                k: new[k]
+                for k in (
+                    "partition_id",
+                    "host",
+                    "share",
+                    "root",
+                    "lo",
+                    "hi",
+                    "parent_id",
+                    "est_scan_s",
+                )
+            },
             # listed just now as part of the partition it was split from
-            "first_seen": scanned_at, "last_scan": scanned_at, "n_scans": 1, "n_changes": 0,
-            "history": [], "status": "ok",
-        }  # fmt: skip
+            "first_seen": scanned_at,
+            "last_scan": scanned_at,
+            "n_scans": 1,
+            "n_changes": 0,
+            "history": [],
+            "status": "ok",
+        }
         touched.add(new["host"])
     for pid, parent in plan_["reparent"]:
         if pid in by_id:
@@ -46,5 +66,6 @@ def reassign(files: pa.Table, host_partitions: list[dict]) -> tuple[pa.Table, di
     ids = assign_partition_ids(files, keys)
     files = files.set_column(files.schema.get_field_index("partition_id"), "partition_id", ids)
     summaries = summarize(files)
-    return files, {p["partition_id"]: summaries.get(p["partition_id"], EMPTY)
-                   for p in host_partitions}  # fmt: skip
+    return files, {
+        p["partition_id"]: summaries.get(p["partition_id"], EMPTY) for p in host_partitions
+    }

@@ -106,8 +106,10 @@ def join_round(crawl_dir: str, wait_s: float = 60.0, poll_s: float = 0.2) -> int
     must name the crawl directory by the same path (it is part of the tasks' ids)."""
     url = scheduler_url()
     if not url:
-        raise ValueError("joining a round needs a central scheduler: set luigi.cfg's [core] "
-                         "default_scheduler_url")  # fmt: skip
+        raise ValueError(
+            "joining a round needs a central scheduler: set luigi.cfg's [core] "
+            "default_scheduler_url"
+        )
     crawl = CrawlDir(crawl_dir)
     lock = CrawlLock(crawl.root)
     worker_context()  # booted while waiting: the shards start at once when the round does
@@ -122,10 +124,14 @@ def join_round(crawl_dir: str, wait_s: float = 60.0, poll_s: float = 0.2) -> int
     share_connection_cap(url)
     shards = driver_shards(url, str(crawl.root), round_)
     result = luigi.build(
-        [FetchShard(crawl_dir=str(crawl.root), round=round_, shard=i, shards=shards)
-         for i in range(shards)],
-        scheduler_url=url, detailed_summary=True, log_level="WARNING",
-    )  # fmt: skip
+        [
+            FetchShard(crawl_dir=str(crawl.root), round=round_, shard=i, shards=shards)
+            for i in range(shards)
+        ],
+        scheduler_url=url,
+        detailed_summary=True,
+        log_level="WARNING",
+    )
     if result.status in FAILED:
         raise RoundFailed(f"fetch shards of round {round_} failed:\n{result.summary_text}")
     return round_
@@ -139,13 +145,18 @@ def driver_shards(url: str, crawl_dir: str, round_: int) -> int:
 
     tasks = RemoteScheduler(url).task_list("", "", search="FetchShard") or {}
     found = {
-        int(t["params"]["shards"]) for t in tasks.values()
-        if isinstance(t, dict) and t.get("name") == "FetchShard"
-        and t["params"].get("crawl_dir") == crawl_dir and t["params"].get("round") == str(round_)
-    }  # fmt: skip
+        int(t["params"]["shards"])
+        for t in tasks.values()
+        if isinstance(t, dict)
+        and t.get("name") == "FetchShard"
+        and t["params"].get("crawl_dir") == crawl_dir
+        and t["params"].get("round") == str(round_)
+    }
     if len(found) > 1:
-        raise ValueError(f"the scheduler holds round {round_}'s fetch shards in counts "
-                         f"{sorted(found)}; give every process the same fetch_shards")  # fmt: skip
+        raise ValueError(
+            f"the scheduler holds round {round_}'s fetch shards in counts "
+            f"{sorted(found)}; give every process the same fetch_shards"
+        )
     return found.pop() if found else round_shards(sharecrawl())
 
 
@@ -153,8 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m pipeline.rounds --join CRAWL_DIR`: a fetch worker for the crawl's round."""
     parser = argparse.ArgumentParser(prog="python -m pipeline.rounds", description=main.__doc__)
     parser.add_argument("--join", metavar="CRAWL_DIR", required=True)
-    parser.add_argument("--wait-s", type=float, default=60.0,
-                        help="how long to wait for a round to reach its fetch")  # fmt: skip
+    parser.add_argument(
+        "--wait-s", type=float, default=60.0, help="how long to wait for a round to reach its fetch"
+    )
     args = parser.parse_args(argv)
     from luigi.rpc import RPCError
 
@@ -164,8 +176,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sharecrawl: error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 1
     except RPCError:
-        print(f"sharecrawl: error: cannot reach the central scheduler at {scheduler_url()}; "
-              "start luigid there or fix [core] default_scheduler_url", file=sys.stderr)
+        print(
+            f"sharecrawl: error: cannot reach the central scheduler at {scheduler_url()}; "
+            "start luigid there or fix [core] default_scheduler_url",
+            file=sys.stderr,
+        )
         return 1
     print(f"round {round_}: fetch shards done" if round_ else "no round to join", flush=True)
     return 0

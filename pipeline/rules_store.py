@@ -45,14 +45,16 @@ def read_ids(path: Path) -> set[str]:
     return ids
 
 
-
-
 class RulesStore:
     """The rules in force for a crawl directory: the operator's file, then the automatic
     rules, minus every rule whose id is in the disabled file."""
 
-    def __init__(self, crawl_dir: str | os.PathLike, operator_rules_path: str | os.PathLike | None,
-                 disabled_path: str | os.PathLike | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        crawl_dir: str | os.PathLike,
+        operator_rules_path: str | os.PathLike | None,
+        disabled_path: str | os.PathLike | None = None,
+    ) -> None:
         root = Path(crawl_dir)
         self.operator_path = Path(operator_rules_path) if operator_rules_path else None
         self.good_path = root / "rules.good"

@@ -61,17 +61,14 @@ def listing_parts(seg: Path) -> list[Path]:
 
 def partitions_table(partitions: list[dict], histories: Histories) -> pa.Table:
     """The rows, each with its history (none for partitions made by this round's splits)."""
-    table = pa.Table.from_pylist(
-        [{**p, "history": None} for p in partitions], PARTITIONS
-    )  # fmt: skip
+    table = pa.Table.from_pylist([{**p, "history": None} for p in partitions], PARTITIONS)
     column = histories.updated([p["partition_id"] for p in partitions]).column()
     return table.set_column(table.schema.get_field_index("history"), "history", column)
 
 
 def updated_partitions(
-    old: pa.Table, log: list[dict], summaries: dict[str, dict], listed_hosts: set[str],
-    now: float,
-) -> tuple[list[dict], set[str], Histories]:  # fmt: skip
+    old: pa.Table, log: list[dict], summaries: dict[str, dict], listed_hosts: set[str], now: float
+) -> tuple[list[dict], set[str], Histories]:
     """Partitions after the round (their `history` left out), the ids of those removed (gone
     or retired), and the kept ones' scan histories over the rate window."""
     rows = old.drop_columns(["history"]).to_pylist()
@@ -88,10 +85,16 @@ def updated_partitions(
             if key.id != pid or status not in REPLACED:
                 continue
             part = parts[pid] = {
-                **dict.fromkeys(PARTITIONS.names), "partition_id": pid, "host": key.host,
-                "share": key.share, "root": key.root, "first_seen": t, "n_scans": 0,
-                "n_changes": 0, "history": [],
-            }  # fmt: skip
+                **dict.fromkeys(PARTITIONS.names),
+                "partition_id": pid,
+                "host": key.host,
+                "share": key.share,
+                "root": key.root,
+                "first_seen": t,
+                "n_scans": 0,
+                "n_changes": 0,
+                "history": [],
+            }
         if status == "gone":
             removed.add(pid)
             continue
@@ -103,8 +106,9 @@ def updated_partitions(
         part["n_scans"] += 1
         part["last_scan"] = t
         if status in REPLACED:
-            summary = summaries.get(pid, {"n_folders": 0, "n_files": 0, "n_media": 0, "bytes": 0,
-                                          "hash": row["hash"]})  # fmt: skip
+            summary = summaries.get(
+                pid, {"n_folders": 0, "n_files": 0, "n_media": 0, "bytes": 0, "hash": row["hash"]}
+            )
             if summary["hash"] != row["hash"]:
                 raise RuntimeError(f"partition {pid}: job hash differs from the fetcher's")
             part.update(
@@ -159,11 +163,15 @@ def updated_hosts(
         # closed to us): their files stay searchable for those who may read them.
         online = status not in UNREACHABLE_STATUSES
         row = {
-            "host": h["host"], "url": h["url"], "online": online, "last_error": error,
+            "host": h["host"],
+            "url": h["url"],
+            "online": online,
+            "last_error": error,
             "last_seen": h["checked_at"] if online else prev.get("last_seen"),
             "first_seen": prev.get("first_seen") or h["checked_at"],
-            "last_check": h["checked_at"], "status": status,
-        }  # fmt: skip
+            "last_check": h["checked_at"],
+            "status": status,
+        }
         for column, spent, count, default in (
             ("list_s_per_folder", "listing_s", "n_folders", defaults[0]),
             ("tag_s_per_file", "tags_s", "n_tags_read", defaults[1]),
@@ -201,8 +209,12 @@ class Update(luigi.Task):
         log = log_table.to_pylist()
         runner = job_runner(settings, crawl.root)
 
-        hosts = updated_hosts(crawl.read(prev, "hosts"), inject, log,
-                              (settings.list_s_per_folder, settings.tag_s_per_file))  # fmt: skip
+        hosts = updated_hosts(
+            crawl.read(prev, "hosts"),
+            inject,
+            log,
+            (settings.list_s_per_folder, settings.tag_s_per_file),
+        )
         listed = {h["host"] for h in hosts}
         old_partitions = crawl.read(prev, "partitions")
         replaced = {r["partition_id"] for r in log if r["status"] in REPLACED}
@@ -236,12 +248,21 @@ class Update(luigi.Task):
                 build.link_host(host)  # a group that does not link is found lost below
                 continue
             mine = log_table.filter(pc.equal(log_table["host"], host))
-            lost |= rewrite_host(build, stored, HostChange(
-                host=host, listing=read_parquet(seg / "listing" / host_file(host), LISTING),
-                fetched=read_parquet(seg / "media" / host_file(host), MEDIA), log=mine,
-                drop=replaced | removed, partitions=by_host.get(host, []),
-                reshaped=host in reshaped, rules=rules, rules_changed=rules_changed,
-            ))  # fmt: skip
+            lost |= rewrite_host(
+                build,
+                stored,
+                HostChange(
+                    host=host,
+                    listing=read_parquet(seg / "listing" / host_file(host), LISTING),
+                    fetched=read_parquet(seg / "media" / host_file(host), MEDIA),
+                    log=mine,
+                    drop=replaced | removed,
+                    partitions=by_host.get(host, []),
+                    reshaped=host in reshaped,
+                    rules=rules,
+                    rules_changed=rules_changed,
+                ),
+            )
         # partitions whose stored rows were lost to a damaged part (found by a stat, on
         # linking, or on reading a touched host's parts): what this round did not list
         # again is listed as new by the next one
@@ -266,11 +287,18 @@ class Update(luigi.Task):
             logger.warning("sharecrawl: %s; prefix statistics are computed again", e.what)
             old_stats, redo_stats = PREFIX_STATS.empty_table(), set(listed)
         stats = round_prefix_stats(
-            round_=self.round, version_dir=out, prev_dir=crawl.version_dir(prev) if prev else None,
-            old_stats=old_stats, listed=listed, touched=redo_stats, damaged=lost_hosts,
-            runner=runner, depth=settings.stats_depth,
-            min_entries=settings.stats_min_entries, stats_every=settings.stats_every,
+            round_=self.round,
+            version_dir=out,
+            prev_dir=crawl.version_dir(prev) if prev else None,
+            old_stats=old_stats,
+            listed=listed,
+            touched=redo_stats,
+            damaged=lost_hosts,
+            runner=runner,
+            depth=settings.stats_depth,
+            min_entries=settings.stats_min_entries,
+            stats_every=settings.stats_every,
             workdir=seg / "jobs",
-        )  # fmt: skip
+        )
         build.write_table("prefix_stats", stats)
         build.publish(stats)

@@ -18,12 +18,14 @@ from queries.index_build import build, write_meta
 from queries.index_store import FORMAT, index_meta, index_version
 from queries.index_update import UpdateCounts, apply_update
 
-__all__ = ["FORMAT", "UpdateCounts", "build_index", "index_meta", "index_version",
-           "update_index"]  # fmt: skip
+__all__ = ["FORMAT", "UpdateCounts", "build_index", "index_meta", "index_version", "update_index"]
 
 
-def _write(out_path: Path, fill: Callable[[duckdb.DuckDBPyConnection], None],
-           start_from: Path | None = None) -> None:  # fmt: skip
+def _write(
+    out_path: Path,
+    fill: Callable[[duckdb.DuckDBPyConnection], None],
+    start_from: Path | None = None,
+) -> None:
     """Write an index with `fill` under a temporary name (a copy of `start_from`, or a new
     file), then rename it over `out_path` (crawl_io.atomic)."""
 

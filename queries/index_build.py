@@ -60,8 +60,7 @@ def build(con: duckdb.DuckDBPyConnection, version_dir: Path) -> None:
     # grouped by work; a full sort by path would cost seconds
     con.execute(f"CREATE TABLE copies AS {copies_select('mk')} ORDER BY work_id")
     con.execute("DROP TABLE mk")
-    con.execute(f"CREATE TABLE works AS {works_select('keyed_ids')} "
-                "ORDER BY work_id")  # fmt: skip
+    con.execute(f"CREATE TABLE works AS {works_select('keyed_ids')} ORDER BY work_id")
     con.execute("DROP TABLE keyed_ids")
     work_postings(con)
     create_vocabulary(con)
@@ -69,8 +68,9 @@ def build(con: duckdb.DuckDBPyConnection, version_dir: Path) -> None:
     write_meta(con, version_dir.name, full=True)
 
 
-def write_meta(con: duckdb.DuckDBPyConnection, version: str, *, full: bool,
-               changed: bool = True) -> None:  # fmt: skip
+def write_meta(
+    con: duckdb.DuckDBPyConnection, version: str, *, full: bool, changed: bool = True
+) -> None:
     """Record the version the index now holds, its counts and format; `built_at` is when
     what it holds last changed (an update that changed nothing only relabels it)."""
     values = {

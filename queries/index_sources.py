@@ -26,17 +26,41 @@ LOSSLESS_FORMATS = ("flac", "ape", "wav", "wv", "alac", "aiff", "aif", "dsf", "d
 # The media columns the index depends on: a row that changed only in others (tagged_at,
 # partition_id, tag_error ...) is the same row to the index.
 INDEXED_COLUMNS = (
-    "host", "share", "path", "size", "mtime", "kind", "format", "artist", "title", "album",
-    "albumartist", "genre", "year", "bitrate_kbps", "series", "season", "episode",
-)  # fmt: skip
+    "host",
+    "share",
+    "path",
+    "size",
+    "mtime",
+    "kind",
+    "format",
+    "artist",
+    "title",
+    "album",
+    "albumartist",
+    "genre",
+    "year",
+    "bitrate_kbps",
+    "series",
+    "season",
+    "episode",
+)
 # The columns of a prepared media row (and of the index's `copies`, with work_id, online).
 ROW_COLUMNS = (
     "host, share, path, size, mtime, kind, format, artist, title, album, albumartist, genre, "
     "year, bitrate_kbps, series, season, episode, folder, stem, filename, lossless, resolution"
 )
 # The strings a prepared row gives: its tags, name stem, folder and folder's own name.
-STRING_COLUMNS = ("artist", "title", "album", "albumartist", "genre", "series", "stem",
-                  "folder", "parse_filename(folder, false, '/')")  # fmt: skip
+STRING_COLUMNS = (
+    "artist",
+    "title",
+    "album",
+    "albumartist",
+    "genre",
+    "series",
+    "stem",
+    "folder",
+    "parse_filename(folder, false, '/')",
+)
 
 
 def media_view(con: duckdb.DuckDBPyConnection, name: str, parts: Sequence[Path]) -> None:
@@ -106,10 +130,13 @@ def prepare_rows(con: duckdb.DuckDBPyConnection, source: str, target: str) -> No
 
 def start_guesses(con: duckdb.DuckDBPyConnection, rows: str) -> Callable[[], list[Guess]]:
     """Start guessing the videos of `rows` that have neither a series nor a title."""
-    names = [name for (name,) in con.execute(
-        f"SELECT DISTINCT filename FROM {rows} "
-        "WHERE kind = 'video' AND series IS NULL AND title IS NULL ORDER BY filename"
-    ).fetchall()]  # fmt: skip
+    names = [
+        name
+        for (name,) in con.execute(
+            f"SELECT DISTINCT filename FROM {rows} "
+            "WHERE kind = 'video' AND series IS NULL AND title IS NULL ORDER BY filename"
+        ).fetchall()
+    ]
     return start_guessing(names)
 
 
@@ -169,9 +196,13 @@ def add_strings(con: duckdb.DuckDBPyConnection, values: list[str]) -> None:
     joined = [text.compounds(v) for v in values]
     distinct_words = sorted(set(chain.from_iterable(words)) | set(chain.from_iterable(joined)))
     forms = [text.word_forms(w) for w in distinct_words]
-    string_words = pa.table({"v": pa.array(values, pa.string()),
-                             "words": pa.array(words, pa.list_(pa.string())),
-                             "joined": pa.array(joined, pa.list_(pa.string()))})  # fmt: skip
+    string_words = pa.table(
+        {
+            "v": pa.array(values, pa.string()),
+            "words": pa.array(words, pa.list_(pa.string())),
+            "joined": pa.array(joined, pa.list_(pa.string())),
+        }
+    )
     word_forms = pa.table(
         {
             "word": pa.array(distinct_words, pa.string()),

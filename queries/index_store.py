@@ -72,8 +72,9 @@ class IndexFile:
                 self.con.execute("SELECT key, value FROM meta").fetchall()
             )
             if self.meta.get("format") != FORMAT:
-                raise IndexUnreadable(f"of another format ({self.meta.get('format') or '1'}, "
-                                      f"not {FORMAT})")  # fmt: skip
+                raise IndexUnreadable(
+                    f"of another format ({self.meta.get('format') or '1'}, not {FORMAT})"
+                )
             for table in REQUIRED_TABLES:  # a garbled file fails here, not later
                 self.con.execute(f"SELECT count(*) FROM {table}").fetchone()
         except BaseException:
@@ -166,8 +167,10 @@ def open_index(index_path: Path) -> tuple[IndexFile, bool]:
             new = IndexFile(Path(key), fd)
         except (duckdb.Error, OSError, UnicodeError, IndexUnreadable) as e:
             os.close(fd)
-            message = (f"search index {index_path} is damaged ({_first_line(e)}): the next "
-                       "round rebuilds it (`sharecrawl crawl`)")  # fmt: skip
+            message = (
+                f"search index {index_path} is damaged ({_first_line(e)}): the next "
+                "round rebuilds it (`sharecrawl crawl`)"
+            )
             slot.damaged = (identity, message)
             raise IndexUnreadable(message) from None
         new.enter()

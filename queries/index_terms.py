@@ -79,8 +79,9 @@ def replace_postings(con: duckdb.DuckDBPyConnection, scope: str) -> None:
     )
     con.execute("DELETE FROM term_keys WHERE term_id IN (SELECT term_id FROM terms WHERE df <= 0)")
     con.execute("DELETE FROM terms WHERE df <= 0")
-    _add_keys(con, "SELECT term, term_id FROM added_terms WHERE term_id IN "
-                   "(SELECT term_id FROM terms)")  # fmt: skip
+    _add_keys(
+        con, "SELECT term, term_id FROM added_terms WHERE term_id IN (SELECT term_id FROM terms)"
+    )
     for table in ("df_change", "added_terms", "new_postings"):
         con.execute(f"DROP TABLE {table}")
 

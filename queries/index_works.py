@@ -28,12 +28,25 @@ BM25_B = 0.5  # names and tags are short; length matters less than in prose
 # Typical number of distinct terms (surface forms, stems, loose spellings) of a work's field:
 # the pivot of its length normalisation.
 FIELD_PIVOTS: dict[str, float] = {
-    "artist": 3.0, "title": 4.0, "album": 4.0, "albumartist": 3.0, "genre": 2.0,
-    "series": 4.0, "folder": 12.0, "name": 6.0,
-}  # fmt: skip
-FIELD_COLUMNS = {"artist": "artist", "title": "title", "album": "album",
-                 "albumartist": "albumartist", "genre": "genre", "series": "series",
-                 "folder": "folder", "name": "stem"}  # fmt: skip
+    "artist": 3.0,
+    "title": 4.0,
+    "album": 4.0,
+    "albumartist": 3.0,
+    "genre": 2.0,
+    "series": 4.0,
+    "folder": 12.0,
+    "name": 6.0,
+}
+FIELD_COLUMNS = {
+    "artist": "artist",
+    "title": "title",
+    "album": "album",
+    "albumartist": "albumartist",
+    "genre": "genre",
+    "series": "series",
+    "folder": "folder",
+    "name": "stem",
+}
 PRIOR_WEIGHT = 0.3  # score bonus per ln(1 + copies): popular works win ties
 # Copies of a work, best first (and the best copy is the first): a total order.
 BEST_COPY_ORDER = (
@@ -97,15 +110,18 @@ def assign_work_ids(con: duckdb.DuckDBPyConnection, keyed: str, *, existing: boo
     )
     attempt = 0
     while True:
-        clashing = [key for (key,) in con.execute(
-            f"""
+        clashing = [
+            key
+            for (key,) in con.execute(
+                f"""
             SELECT work_key FROM (
                 SELECT work_key, fixed, row_number() OVER (
                     PARTITION BY work_id ORDER BY fixed DESC, work_key) AS n
                 FROM (SELECT work_key, work_id, fixed FROM keyed_ids {others})
             ) WHERE n > 1 AND NOT fixed
             """
-        ).fetchall()]  # fmt: skip
+            ).fetchall()
+        ]
         if not clashing:
             return
         attempt += 1

@@ -145,8 +145,10 @@ class NumericQuery(Query):
         if low is None and high is None:
             raise QueryError(f"{field}: give a number or a range like {field}:2000..2005")
         if low is not None and high is not None and low > high:
-            raise QueryError(f"{field}: the range {value} is empty (the low end comes first: "
-                             f"{field}:{high}..{low})")  # fmt: skip
+            raise QueryError(
+                f"{field}: the range {value} is empty (the low end comes first: "
+                f"{field}:{high}..{low})"
+            )
         return cls(field, low, high)
 
     @staticmethod
@@ -193,8 +195,10 @@ class CopyQuery(Query):
     @classmethod
     def parse(cls, field: str, value: str) -> CopyQuery:
         if not value:
-            raise QueryError(f"{field}: needs a value, e.g. {field}:"
-                             + ("flac" if field == "format" else "lab-2"))  # fmt: skip
+            raise QueryError(
+                f"{field}: needs a value, e.g. {field}:"
+                + ("flac" if field == "format" else "lab-2")
+            )
         return cls(field, value.casefold())
 
     def select(self, works: WorkColumns, rows: np.ndarray) -> np.ndarray | None:
@@ -231,8 +235,7 @@ class AndQuery(Query):
         if not self.unknown:
             return None
         names = ", ".join(f"{name}:" for name in self.unknown)
-        return (f"unknown field {names} searched as text; the fields are "
-                f"{', '.join(FIELD_NAMES)}")  # fmt: skip
+        return f"unknown field {names} searched as text; the fields are {', '.join(FIELD_NAMES)}"
 
 
 _PART_RE = re.compile(r'(?:(?P<field>[A-Za-z]+):)?(?:"(?P<quoted>[^"]*)"?|(?P<bare>\S*))')

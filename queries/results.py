@@ -32,8 +32,10 @@ def output_format(path: Path, crawl_root: Path) -> str:
     # The name as written and the file a symlink there points at: neither may be inside.
     for target in (parent / path.name, path.resolve()):
         if target == crawl or crawl in target.parents:
-            raise ValueError(f"--output {str(path)!r} is inside the crawl directory "
-                             f"{str(crawl_root)!r}, which only rounds write")  # fmt: skip
+            raise ValueError(
+                f"--output {str(path)!r} is inside the crawl directory "
+                f"{str(crawl_root)!r}, which only rounds write"
+            )
     return fmt
 
 
@@ -46,6 +48,7 @@ def json_text(columns: list[str], rows: list[tuple]) -> str:
 def write_result(path: Path, fmt: str, result: pa.Table | str) -> None:
     """Write `result` (an Arrow table for csv and parquet, the JSON text for json) to
     `path` atomically."""
+
     def write(tmp: Path) -> None:
         if fmt == "json":
             assert isinstance(result, str)

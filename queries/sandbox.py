@@ -41,15 +41,42 @@ READ_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE
 # Table functions that compute rows or describe the catalog; everything else (the file
 # readers, query(), the scans of Python memory, logging, profiling, checkpoints, and what a
 # newer DuckDB adds until someone looks at it) is refused.
-TABLE_FUNCTIONS = frozenset({
-    "range", "generate_series", "unnest", "repeat", "repeat_row", "json_each", "json_tree",
-    "histogram", "histogram_values", "summary", "pg_timezone_names", "icu_calendar_names",
-    "duckdb_columns", "duckdb_constraints", "duckdb_databases", "duckdb_dependencies",
-    "duckdb_functions", "duckdb_indexes", "duckdb_keywords", "duckdb_schemas",
-    "duckdb_sequences", "duckdb_settings", "duckdb_tables", "duckdb_types", "duckdb_views",
-    "pragma_table_info", "pragma_show", "pragma_version", "pragma_platform",
-    "pragma_database_size", "pragma_storage_info", "pragma_collations",
-})  # fmt: skip
+TABLE_FUNCTIONS = frozenset(
+    {
+        "range",
+        "generate_series",
+        "unnest",
+        "repeat",
+        "repeat_row",
+        "json_each",
+        "json_tree",
+        "histogram",
+        "histogram_values",
+        "summary",
+        "pg_timezone_names",
+        "icu_calendar_names",
+        "duckdb_columns",
+        "duckdb_constraints",
+        "duckdb_databases",
+        "duckdb_dependencies",
+        "duckdb_functions",
+        "duckdb_indexes",
+        "duckdb_keywords",
+        "duckdb_schemas",
+        "duckdb_sequences",
+        "duckdb_settings",
+        "duckdb_tables",
+        "duckdb_types",
+        "duckdb_views",
+        "pragma_table_info",
+        "pragma_show",
+        "pragma_version",
+        "pragma_platform",
+        "pragma_database_size",
+        "pragma_storage_info",
+        "pragma_collations",
+    }
+)
 
 # Scalar functions that take SQL text, write somewhere or read the environment (getenv is
 # the DuckDB shell's; refused should a build ever bring it).
@@ -159,8 +186,9 @@ def _check_read(query: str) -> frozenset[str]:
     for node in _dicts(tree["statements"]):
         kind = node.get("type")
         if isinstance(kind, str) and kind.endswith("_NODE") and kind not in READ_NODES:
-            raise SQLRefused(f"{kind.removesuffix('_QUERY_NODE')} inside a query is not "
-                             f"allowed: {ALLOWED_USE}")  # fmt: skip
+            raise SQLRefused(
+                f"{kind.removesuffix('_QUERY_NODE')} inside a query is not allowed: {ALLOWED_USE}"
+            )
         if "info_type" in node:
             raise SQLRefused(f"{node['info_type']} inside a query is not allowed: {ALLOWED_USE}")
         if kind == "TABLE_FUNCTION":

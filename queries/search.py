@@ -79,8 +79,9 @@ def search(
         return _search(file, parsed, max(int(limit), 0), all_hosts, latest)
 
 
-def _search(file: IndexFile, query: AndQuery, limit: int, all_hosts: bool,
-            latest: bool) -> list[dict]:  # fmt: skip
+def _search(
+    file: IndexFile, query: AndQuery, limit: int, all_hosts: bool, latest: bool
+) -> list[dict]:
     try:  # the query text never reaches SQL: a DuckDB error here is the index file's
         arrays = search_arrays(file)
         arrays.note_search()
@@ -88,8 +89,10 @@ def _search(file: IndexFile, query: AndQuery, limit: int, all_hosts: bool,
         records = _display_rows(arrays, rows) if len(rows) else []
     except duckdb.Error as e:
         reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
-        raise IndexUnreadable(f"search index {file.path} is damaged ({reason}): the next "
-                              "round rebuilds it (`sharecrawl crawl`)") from None  # fmt: skip
+        raise IndexUnreadable(
+            f"search index {file.path} is damaged ({reason}): the next "
+            "round rebuilds it (`sharecrawl crawl`)"
+        ) from None
     return [
         result_record(rank, record | {"score": score}, arrays.host_urls)
         for rank, (record, score) in enumerate(zip(records, scores, strict=True), start=1)
@@ -145,9 +148,15 @@ def _rank(
     return candidates[order], scores[order]
 
 
-def _select(works: _Works, query: AndQuery, all_hosts: bool, candidates: np.ndarray,
-            scores: np.ndarray, matched: np.ndarray | None = None,
-            typos: np.ndarray | None = None):  # fmt: skip
+def _select(
+    works: _Works,
+    query: AndQuery,
+    all_hosts: bool,
+    candidates: np.ndarray,
+    scores: np.ndarray,
+    matched: np.ndarray | None = None,
+    typos: np.ndarray | None = None,
+):
     """The candidates passing the query's filters (and online, unless `all_hosts`)."""
     keep = query.select(works, candidates)
     if not all_hosts:
@@ -156,10 +165,11 @@ def _select(works: _Works, query: AndQuery, all_hosts: bool, candidates: np.ndar
     if keep is None:
         return candidates, scores, matched, typos
     return (
-        candidates[keep], scores[keep],
+        candidates[keep],
+        scores[keep],
         None if matched is None else matched[keep],
         None if typos is None else typos[keep],
-    )  # fmt: skip
+    )
 
 
 def _few_exact(matched: np.ndarray | None, words: Words, limit: int) -> bool:
@@ -172,9 +182,10 @@ def _near_forms(arrays: SearchArrays, words: Words) -> list[tuple[str, ...]] | N
     no word has any."""
     near = [
         tuple(t for t in arrays.near_terms(forms[0]) if t not in forms)
-        if forms and fuzzy_word(forms[0]) else ()
+        if forms and fuzzy_word(forms[0])
+        else ()
         for forms, _ in words
-    ]  # fmt: skip
+    ]
     return near if any(near) else None
 
 
@@ -220,9 +231,8 @@ def _match(
 
 
 def _word_postings(
-    n_works: int, found: dict[str, tuple[np.ndarray, ...]], forms: tuple[str, ...],
-    mask: int | None,
-) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    n_works: int, found: dict[str, tuple[np.ndarray, ...]], forms: tuple[str, ...], mask: int | None
+) -> tuple[np.ndarray, np.ndarray]:
     """Works holding any of one word's terms (in the fields of `mask`, when given), each
     with the best impact among those terms. Rows are distinct."""
     parts = []

@@ -111,9 +111,12 @@ class SearchArrays:
             return {}
         cursor = self.file.cursor()
         try:  # the terms travel as a parameter list, never as SQL text
-            found = {t: (i, df) for t, i, df in cursor.execute(
-                "SELECT term, term_id, df FROM terms WHERE term = ANY(?)", [sorted(terms)]
-            ).fetchall()}  # fmt: skip
+            found = {
+                t: (i, df)
+                for t, i, df in cursor.execute(
+                    "SELECT term, term_id, df FROM terms WHERE term = ANY(?)", [sorted(terms)]
+                ).fetchall()
+            }
             if not found:
                 return {}
             hits = cursor.execute(
@@ -140,10 +143,14 @@ class SearchArrays:
         else:
             cursor = self.file.cursor()
             try:  # the hashes travel as a parameter list
-                found = [t for (t,) in cursor.execute(
-                    "SELECT DISTINCT t.term FROM term_keys k JOIN terms t USING (term_id) "
-                    "WHERE k.key = ANY(?::UINTEGER[])", [query_hashes(surface)]
-                ).fetchall()]  # fmt: skip
+                found = [
+                    t
+                    for (t,) in cursor.execute(
+                        "SELECT DISTINCT t.term FROM term_keys k JOIN terms t USING (term_id) "
+                        "WHERE k.key = ANY(?::UINTEGER[])",
+                        [query_hashes(surface)],
+                    ).fetchall()
+                ]
             finally:
                 cursor.close()
         return sorted(t for t in found if t is not None and one_edit(surface, t))

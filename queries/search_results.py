@@ -18,8 +18,9 @@ def copy_url(host_url: str | None, host: str, share: str, path: str) -> str:
 
 def result_record(rank: int, row: dict, urls: dict[str, str]) -> dict:
     """One result: a work's display row (the works table's columns and its score)."""
-    url = copy_url(urls.get(row["best_host"]), row["best_host"], row["best_share"],
-                   row["best_path"])  # fmt: skip
+    url = copy_url(
+        urls.get(row["best_host"]), row["best_host"], row["best_share"], row["best_path"]
+    )
     best = {
         "url": url,
         "iri": readable_url(url),  # the same URL as people read it
@@ -31,7 +32,7 @@ def result_record(rank: int, row: dict, urls: dict[str, str]) -> dict:
         "size": row["best_size"],
         "online": bool(row["best_online"]),
         "resolution": row["best_resolution"],
-    }  # fmt: skip
+    }
     return {
         "rank": rank,
         "score": round(float(row["score"]), 4),
@@ -76,8 +77,10 @@ def format_results(results: list[dict]) -> str:
         where = f"on {plural(result['hosts'], 'host')}"
         state = f"{result['online_copies']} online" if result["online_copies"] else "all offline"
         head = h if (h := _headline(result)) != "?" else best["path"].rpartition("/")[2]
-        lines.append(f"{result['rank']:3d}. {readable_text(head)}  [{result['kind']}]  "
-                     f"{copies} {where}, {state}")  # fmt: skip
+        lines.append(
+            f"{result['rank']:3d}. {readable_text(head)}  [{result['kind']}]  "
+            f"{copies} {where}, {state}"
+        )
         quality = [best["format"] or "?"]
         if best["bitrate_kbps"]:
             quality.append(f"{best['bitrate_kbps']} kbps")

@@ -57,10 +57,12 @@ def round_report(crawl: CrawlDir) -> dict:
     with_denied = con.execute(
         "SELECT count(*) FROM log WHERE coalesce(n_denied, 0) > 0 AND partition_id IS NOT NULL"
     ).fetchone()[0]
-    by_reason = dict(con.execute(
-        "SELECT reason, count(*) FROM log WHERE partition_id IS NOT NULL AND reason IS NOT NULL "
-        "GROUP BY reason ORDER BY reason"
-    ).fetchall())  # fmt: skip
+    by_reason = dict(
+        con.execute(
+            "SELECT reason, count(*) FROM log "
+            "WHERE partition_id IS NOT NULL AND reason IS NOT NULL GROUP BY reason ORDER BY reason"
+        ).fetchall()
+    )
     con.close()
     partitions = crawl.read(last, "partitions")
     hosts = crawl.read(last, "hosts")
@@ -114,10 +116,12 @@ def format_report(report: dict) -> str:
     """The round report as a few lines for people (`status`, and after every round)."""
     p = report["partitions"]
     kinds = ", ".join(f"{p[k]} {k}" for k in ("unchanged", "changed", "new", "gone") if p[k])
-    lines = [f"round {report['round']}: {p['scanned']} of {plural(p['total'], 'partition')} "
-             f"scanned" + (f" ({kinds})" if kinds else "")
-             + (f"; {p['unreachable']} on hosts lost during the round" if p["unreachable"]
-                else "")]  # fmt: skip
+    lines = [
+        f"round {report['round']}: {p['scanned']} of {plural(p['total'], 'partition')} "
+        f"scanned"
+        + (f" ({kinds})" if kinds else "")
+        + (f"; {p['unreachable']} on hosts lost during the round" if p["unreachable"] else "")
+    ]
     hosts = report["hosts"]
     lines.append(
         f"  {hosts['online']} of {plural(hosts['total'], 'host')} online; "
@@ -129,22 +133,29 @@ def format_report(report: dict) -> str:
         lines.append(f"  scans that found a change, over all rounds: {report['change_share']:.1%}")
     if (h := report.get("hints")) is not None:
         scanned = plural(h["scanned_for_hints"], "partition")
-        lines.append(f"  hints: {h['waiting']} waiting, {h['consumed']} consumed; "
-                     f"{scanned} scanned for hints")  # fmt: skip
+        lines.append(
+            f"  hints: {h['waiting']} waiting, {h['consumed']} consumed; "
+            f"{scanned} scanned for hints"
+        )
     lines += _not_crawled_lines(report)
     n_denied = report["denied_folders"]
     lines += _capped(
         f"  access denied to {plural(n_denied, 'folder')} below a share's root; "
         f"{'its' if n_denied == 1 else 'their'} rows are kept:",
-        [f"    {readable_path('/'.join((d['host'], d['share'], d['path'])))}"
-         for d in report["denied_list"]],
-    )  # fmt: skip
+        [
+            f"    {readable_path('/'.join((d['host'], d['share'], d['path'])))}"
+            for d in report["denied_list"]
+        ],
+    )
     lines += _capped(  # hosts that could not be opened are named above
         "  errors:",
-        [f"    {readable_path(e['host'] + '/' + e['share'])}: {e['status']}: "
-         f"{_without_host(e['error'], e['host'])}"
-         for e in report["error_list"] if e["share"] is not None],
-    )  # fmt: skip
+        [
+            f"    {readable_path(e['host'] + '/' + e['share'])}: {e['status']}: "
+            f"{_without_host(e['error'], e['host'])}"
+            for e in report["error_list"]
+            if e["share"] is not None
+        ],
+    )
     if report["config_failure"]:
         lines.append(f"  {config_failure_line(report)}")
     return "\n".join(lines)
@@ -168,8 +179,10 @@ def _not_crawled_lines(report: dict) -> list[str]:
     lines = []
     for h in hosts:
         note = "; its files stay searchable" if h["status"] in CONFIG_STATUSES else ""
-        lines.append(f"    {readable_text(h['host'])}: {h['status'].replace('_', ' ')}: "
-                     f"{_without_host(h['error'], h['host'])}{note}")  # fmt: skip
+        lines.append(
+            f"    {readable_text(h['host'])}: {h['status'].replace('_', ' ')}: "
+            f"{_without_host(h['error'], h['host'])}{note}"
+        )
     summary = _statuses([h["status"] for h in hosts])
     return _capped(f"  hosts not crawled this round: {len(hosts)} ({summary})", lines)
 
@@ -184,8 +197,9 @@ def _capped(head: str, lines: list[str]) -> list[str]:
 
 def config_failure_line(report: dict) -> str:
     """One line for a round in which every host that answered refused us."""
-    counts = Counter(h["status"] for h in report["hosts_not_crawled"]
-                     if h["status"] in CONFIG_STATUSES)  # fmt: skip
+    counts = Counter(
+        h["status"] for h in report["hosts_not_crawled"] if h["status"] in CONFIG_STATUSES
+    )
     what = ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(counts.items()))
     return (
         f"round {report['round']}: every host that answered refused the crawler ({what}): "

@@ -29,14 +29,46 @@ from functools import lru_cache
 import snowballstemmer
 
 _RU_TO_LATIN = {
-    "а": "a", "б": "b", "в": "v", "г": "g", "д": "d", "е": "e", "ё": "e", "ж": "zh",
-    "з": "z", "и": "i", "й": "y", "к": "k", "л": "l", "м": "m", "н": "n", "о": "o",
-    "п": "p", "р": "r", "с": "s", "т": "t", "у": "u", "ф": "f", "х": "kh", "ц": "ts",
-    "ч": "ch", "ш": "sh", "щ": "shch", "ъ": "", "ы": "y", "ь": "", "э": "e", "ю": "yu",
+    "а": "a",
+    "б": "b",
+    "в": "v",
+    "г": "g",
+    "д": "d",
+    "е": "e",
+    "ё": "e",
+    "ж": "zh",
+    "з": "z",
+    "и": "i",
+    "й": "y",
+    "к": "k",
+    "л": "l",
+    "м": "m",
+    "н": "n",
+    "о": "o",
+    "п": "p",
+    "р": "r",
+    "с": "s",
+    "т": "t",
+    "у": "u",
+    "ф": "f",
+    "х": "kh",
+    "ц": "ts",
+    "ч": "ch",
+    "ш": "sh",
+    "щ": "shch",
+    "ъ": "",
+    "ы": "y",
+    "ь": "",
+    "э": "e",
+    "ю": "yu",
     "я": "ya",
     # Ukrainian and Belarusian letters met on Russian-speaking LANs
-    "і": "i", "ї": "yi", "є": "ye", "ґ": "g", "ў": "u",
-}  # fmt: skip
+    "і": "i",
+    "ї": "yi",
+    "є": "ye",
+    "ґ": "g",
+    "ў": "u",
+}
 _TRANSLIT_TABLE = str.maketrans(_RU_TO_LATIN)
 # Latin letters that Unicode does not decompose into a base letter and an accent
 _LATIN_FOLD = str.maketrans(

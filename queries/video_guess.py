@@ -49,14 +49,17 @@ def start_guessing(names: list[str]) -> Callable[[], list[Guess]]:
     # A plain child process, not multiprocessing: spawn would re-import the caller's
     # __main__, and fork is unsafe with DuckDB's threads running.
     project = str(Path(__file__).resolve().parents[1])
-    env = os.environ | {"PYTHONPATH": os.pathsep.join(
-        p for p in (project, os.environ.get("PYTHONPATH")) if p
-    )}  # fmt: skip
+    env = os.environ | {
+        "PYTHONPATH": os.pathsep.join(p for p in (project, os.environ.get("PYTHONPATH")) if p)
+    }
     try:
         child = subprocess.Popen(
             [sys.executable, "-m", "queries.video_guess"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
-        )  # fmt: skip
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
         assert child.stdin is not None
         child.stdin.write(json.dumps(names))
         child.stdin.close()

@@ -43,10 +43,16 @@ Fetch = Callable[[duckdb.DuckDBPyConnection, str], T]
 _SEGMENT = re.compile(r"r(\d+)")
 # Errors of the query itself (or of its size), never of a damaged part.
 _QUERY_ERRORS = (
-    duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException,
-    duckdb.ConversionException, duckdb.OutOfRangeException, duckdb.TypeMismatchException,
-    duckdb.NotImplementedException, duckdb.OutOfMemoryException, duckdb.InterruptException,
-)  # fmt: skip
+    duckdb.ParserException,
+    duckdb.BinderException,
+    duckdb.CatalogException,
+    duckdb.ConversionException,
+    duckdb.OutOfRangeException,
+    duckdb.TypeMismatchException,
+    duckdb.NotImplementedException,
+    duckdb.OutOfMemoryException,
+    duckdb.InterruptException,
+)
 _VIEW_SOURCES = {"duplicate_folders": "folders"}  # views over another view
 # The crawldb's tables and the hints `sharecrawl watch` keeps beside them.
 VIEW_TABLES = {**TABLES, "hints": HINTS}
@@ -176,8 +182,10 @@ class CrawlViews:
         try:
             self._create(name, self.parts[name])
         except duckdb.Error as e:
-            self.warn(f"{name}: its parts do not read ({_reason(e)}); the view is empty "
-                      "(`sharecrawl check` lists every problem)")  # fmt: skip
+            self.warn(
+                f"{name}: its parts do not read ({_reason(e)}); the view is empty "
+                "(`sharecrawl check` lists every problem)"
+            )
             self.parts[name] = []
             self._create(name, [])
 
@@ -195,8 +203,10 @@ class CrawlViews:
             shown = part.relative_to(self.crawl.root.resolve())
         except ValueError:
             shown = part
-        self.warn(f"{shown}: {why}; left out of the views (`sharecrawl check` lists every "
-                  "problem, the next round re-reads what it held)")  # fmt: skip
+        self.warn(
+            f"{shown}: {why}; left out of the views (`sharecrawl check` lists every "
+            "problem, the next round re-reads what it held)"
+        )
 
     def _attach_index(self) -> None:
         index = self.crawl.index
@@ -204,17 +214,22 @@ class CrawlViews:
             return
         try:
             self.con.execute(f"ATTACH {quote(str(index.resolve()))} AS search_index (READ_ONLY)")
-            tables = {r[0] for r in self.con.execute(
-                "SELECT table_name FROM duckdb_tables() WHERE database_name = 'search_index'"
-            ).fetchall()}  # fmt: skip
+            tables = {
+                r[0]
+                for r in self.con.execute(
+                    "SELECT table_name FROM duckdb_tables() WHERE database_name = 'search_index'"
+                ).fetchall()
+            }
             for name in ("works", "copies"):
                 if name in tables:
                     self.con.execute(f"SELECT * FROM search_index.{name} LIMIT 0")
                     self.con.execute(f"CREATE VIEW {name} AS SELECT * FROM search_index.{name}")
         except duckdb.Error as e:
-            self.warn(f"{index}: damaged search index ({_reason(e)}); works "
-                      "and copies are left out until the next round rebuilds it "
-                      "(`sharecrawl crawl`)")  # fmt: skip
+            self.warn(
+                f"{index}: damaged search index ({_reason(e)}); works "
+                "and copies are left out until the next round rebuilds it "
+                "(`sharecrawl crawl`)"
+            )
 
     def leave_out(self, error: duckdb.Error, tables: frozenset[str]) -> bool:
         """Leave out the parts whose pages do not read, if `error` may be theirs: the part
@@ -229,8 +244,11 @@ class CrawlViews:
             named = {n: list(self.parts[n]) for n in (read or self.parts)}
         left_out = False
         for name, suspects in named.items():
-            damaged = [(p, why) for p, why in zip(suspects, _page_damages(suspects), strict=True)
-                       if why is not None]  # fmt: skip
+            damaged = [
+                (p, why)
+                for p, why in zip(suspects, _page_damages(suspects), strict=True)
+                if why is not None
+            ]
             for part, why in damaged:
                 self.parts[name].remove(part)
                 self._report(part, why)

@@ -90,8 +90,9 @@ def load_pairs(con: duckdb.DuckDBPyConnection, field: str) -> Pairs:
     )
 
 
-def works_with_sql(con: duckdb.DuckDBPyConnection, field: str, value: str,
-                   offline: bool) -> np.ndarray:  # fmt: skip
+def works_with_sql(
+    con: duckdb.DuckDBPyConnection, field: str, value: str, offline: bool
+) -> np.ndarray:
     """Pairs.works_with, asked of the index directly (a process's first search: reading
     one value's works costs less than loading every pair)."""
     online = "" if offline else "AND online"

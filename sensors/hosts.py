@@ -18,13 +18,7 @@ from typing import NamedTuple
 
 from crawl_io.liveness import check_host
 from crawl_io.notify import NotifySession
-from crawl_io.sources import (
-    ConfigError,
-    HostUnreachable,
-    HostURL,
-    SourceError,
-    credentials_for,
-)
+from crawl_io.sources import ConfigError, HostUnreachable, HostURL, SourceError, credentials_for
 from jobs.crawl_rules import Rules
 
 STEADY_S = 60.0  # a connection that lasted this long resets the backoff

@@ -124,8 +124,18 @@ class HintRounds:
             del args[args.index("--rules-file") : args.index("--rules-file") + 2]
         # A round for hints lists a few folders: the inline runner runs its jobs in the round's
         # own process, where the local runner would start a process per job step.
-        command = [sys.executable, "-m", "cli.main", "crawl", "--rounds", "1",
-                   "--hinted-only", "--runner", "inline", *args]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "crawl",
+            "--rounds",
+            "1",
+            "--hinted-only",
+            "--runner",
+            "inline",
+            *args,
+        ]
         self.child = subprocess.Popen(command, stdin=subprocess.DEVNULL)
         self.child_started = now
         self.rounds_started += 1
@@ -141,8 +151,11 @@ class HintRounds:
             self.pending = True
             self.next_check = now + self.settle_s
         else:
-            log.warning("sharecrawl: watch: the round for the hints failed (exit status %s); "
-                        "the next hints start another", code)  # fmt: skip
+            log.warning(
+                "sharecrawl: watch: the round for the hints failed (exit status %s); "
+                "the next hints start another",
+                code,
+            )
 
     def stop(self) -> None:
         """End a running round (it stops within seconds; the next crawl finishes it)."""
@@ -153,5 +166,6 @@ class HintRounds:
         try:
             child.wait(STOP_WAIT_S)
         except subprocess.TimeoutExpired:
-            log.info("sharecrawl: watch: the round for the hints (pid %d) is still stopping",
-                     child.pid)  # fmt: skip
+            log.info(
+                "sharecrawl: watch: the round for the hints (pid %d) is still stopping", child.pid
+            )

@@ -21,17 +21,16 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pyarrow as pa
 
 from crawl_io.hints import storable
 from crawl_io.hints_writer import HintsWriter
 from crawl_io.notify import Change, Refusal
-from crawl_io.sources import ConfigError, HostURL, SourceError
+from crawl_io.sources import ConfigError, SourceError
 from sensors.hosts import Connected, Connector, HostWatch, open_watches, watched_hosts
+from sensors.options import WatchOptions
 from sensors.rounds import HintRounds
 from sensors.rules import HintRules
 
@@ -39,24 +38,6 @@ log = logging.getLogger("sharecrawl")
 MAX_BUFFERED = 200_000  # hints kept in memory while they cannot be written (a full disk)
 SHUTDOWN_S = 1.5  # at most this long waiting for the servers to confirm the cancels
 RECONNECTED = "reconnected"
-
-
-@dataclass
-class WatchOptions:
-    crawl_dir: Path
-    hosts: list[HostURL]
-    rules_file: str | None = None
-    seconds: float | None = None  # stop after this long (cron); None: until a signal
-    timeout_s: float = 10.0  # per SMB call
-    liveness_timeout_s: float = 2.0
-    max_backoff_s: float = 300.0
-    keepalive_s: float = 60.0
-    keep_days: float = 7.0
-    flush_s: float = 0.25  # a hint waits at most this long before it is written
-    heartbeat_s: float = 5.0
-    connectors: int = 8
-    crawl_args: list[str] | None = None  # --crawl: `crawl --hinted-only` with these arguments
-    settle_s: float = 5.0  # --crawl: quiet this long after a hint before its round starts
 
 
 class Watcher:
@@ -99,8 +80,12 @@ class Watcher:
         deadline = None if self.options.seconds is None else time.monotonic() + self.options.seconds
         skipped = len(self.options.hosts) - sum(h.scheme == "smb" for h in self.options.hosts)
         note = f" ({skipped} file:// hosts are not watched)" if skipped else ""
-        log.info("sharecrawl: watch: %d SMB hosts; hints go to %s%s", len(self.hosts),
-                 self.writer.store.dir, note)  # fmt: skip
+        log.info(
+            "sharecrawl: watch: %d SMB hosts; hints go to %s%s",
+            len(self.hosts),
+            self.writer.store.dir,
+            note,
+        )
         try:
             while not self._stopping:
                 now = time.monotonic()
@@ -197,8 +182,12 @@ class Watcher:
             if host.was_up:  # changes while the connection was down are unknown
                 self._hint(host.key, share, "", RECONNECTED, True, now)
         if host.quiet or host.was_up:
-            log.info("sharecrawl: watch: %s: watching %s(%d shares)", host.key,
-                     "again " if host.was_up else "", len(result.watched))  # fmt: skip
+            log.info(
+                "sharecrawl: watch: %s: watching %s(%d shares)",
+                host.key,
+                "again " if host.was_up else "",
+                len(result.watched),
+            )
         host.quiet = False
         self._receive(host, read=False)  # answers that came while it was being set up
 
@@ -210,8 +199,11 @@ class Watcher:
                 self._set_state(key, share, "down", now, str(error))
         if not host.quiet:
             host.quiet = True
-            log.warning("sharecrawl: watch: %s; trying again in %.0f s, then less often",
-                        _text(error, host), delay)  # fmt: skip
+            log.warning(
+                "sharecrawl: watch: %s; trying again in %.0f s, then less often",
+                _text(error, host),
+                delay,
+            )
 
     def _lost(self, host: HostWatch, error: BaseException) -> None:
         if self._drop(host):
@@ -250,20 +242,26 @@ class Watcher:
                 self._refused(host, event.share, event.reason)
         if not session.watched and not self._stopping and self._drop(host):
             host.idle = True
-            log.info("sharecrawl: watch: %s: no share left to watch; left to the schedule",
-                     host.key)  # fmt: skip
+            log.info(
+                "sharecrawl: watch: %s: no share left to watch; left to the schedule", host.key
+            )
 
     def _refused(self, host: HostWatch, share: str, reason: str) -> None:
         self._set_state(host.key, share, "refused", datetime.now(UTC), reason)
         if share not in host.refused:
             host.refused.add(share)
-            log.warning("sharecrawl: watch: %s/%s: change notifications refused (%s); "
-                        "left to the schedule", host.key, share, reason)  # fmt: skip
+            log.warning(
+                "sharecrawl: watch: %s/%s: change notifications refused (%s); left to the schedule",
+                host.key,
+                share,
+                reason,
+            )
 
     # -- hints and states ------------------------------------------------------------------
 
-    def _hint(self, host: str, share: str, path: str, action: str, overflow: bool,
-              now: datetime) -> None:  # fmt: skip
+    def _hint(
+        self, host: str, share: str, path: str, action: str, overflow: bool, now: datetime
+    ) -> None:
         path = storable(path)
         if self.rules.excludes(host, share, path):
             return
@@ -276,8 +274,9 @@ class Watcher:
             shares = {(h, s) for h, s, *_ in self._buffer}
             self._buffer = {(h, s, "", "overflow", True): now for h, s in shares}
 
-    def _set_state(self, host: str, share: str, state: str, since: datetime,
-                   detail: str | None = None) -> None:  # fmt: skip
+    def _set_state(
+        self, host: str, share: str, state: str, since: datetime, detail: str | None = None
+    ) -> None:
         self._states[(host, share)] = {"state": state, "since": since, "detail": detail}
         self._states_dirty = True
 
@@ -290,8 +289,12 @@ class Watcher:
             self.writer.append(rows)
         except OSError as e:
             if not self._write_failing:
-                log.error("sharecrawl: watch: cannot write hints (%s); keeping %d in memory and "
-                          "trying again", e.strerror or e, len(rows))  # fmt: skip
+                log.error(
+                    "sharecrawl: watch: cannot write hints (%s); keeping %d in memory and "
+                    "trying again",
+                    e.strerror or e,
+                    len(rows),
+                )
             self._write_failing = True
             self._next_flush = time.monotonic() + 5.0
             return

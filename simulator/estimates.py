@@ -13,11 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.scheduling.rates import (
-    DEFAULT_PRIOR_RATE_PER_S,
-    DEFAULT_PRIOR_WEIGHT,
-    estimate_rates,
-)
+from pipeline.scheduling.rates import DEFAULT_PRIOR_RATE_PER_S, DEFAULT_PRIOR_WEIGHT, estimate_rates
 from simulator.lan import DAY
 
 _DT_EDGES = np.logspace(0, math.log10(64 * DAY), 81)

@@ -245,8 +245,9 @@ def replay(
         round_end = t + min(p.min_round_s, p.round_seconds)
         start = listing = np.empty(0)
         if chosen.size:
-            hinted_scan = False if hints is None else table.hinted[chosen] & hints.hinted_scan(
-                chosen, t)  # fmt: skip
+            hinted_scan = (
+                False if hints is None else table.hinted[chosen] & hints.hinted_scan(chosen, t)
+            )
             listing = lan.listing_cost(chosen, hinted_scan)
             start, cost = _queue(lan, chosen, listing, run.seen, t, crawlers)
             ok = lan.host_online(lan.host_of[chosen], start)
@@ -259,8 +260,9 @@ def replay(
         else:
             latest_start[chosen] = np.maximum(latest_start[chosen], start)
             h_parts, h_start, h_listing = path.plan(round_end, latest_start)
-            _apply_in_order(run, table, np.r_[chosen, h_parts], np.r_[start, h_start],
-                            np.r_[listing, h_listing])  # fmt: skip
+            _apply_in_order(
+                run, table, np.r_[chosen, h_parts], np.r_[start, h_start], np.r_[listing, h_listing]
+            )
         t = round_end
 
     fresh, staleness = run.finish()

@@ -15,15 +15,21 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def run_cli(
-    *args: str, env: dict[str, str] | None = None, config: Path | None = None,
+    *args: str,
+    env: dict[str, str] | None = None,
+    config: Path | None = None,
     timeout_s: float = 300,
-) -> subprocess.CompletedProcess[str]:  # fmt: skip
+) -> subprocess.CompletedProcess[str]:
     """`python -m cli.main ARGS` with os.environ plus `env` (and LUIGI_CONFIG_PATH)."""
     full = {**os.environ, **(env or {})}
     if config is not None:
         full["LUIGI_CONFIG_PATH"] = str(config)
     return subprocess.run(
         [sys.executable, "-m", "cli.main", *args],
-        capture_output=True, text=True, cwd=REPO, env=full, timeout=timeout_s,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=full,
+        timeout=timeout_s,
         start_new_session=True,
-    )  # fmt: skip
+    )

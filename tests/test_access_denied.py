@@ -52,8 +52,7 @@ def test_denied_folder_keeps_its_rows_and_is_reported(
 ) -> None:
     root = make_base_dir() / "tree"
     make_media(root / "media" / "open" / "song.mp3", artist="Kino", title="Gruppa krovi")
-    make_media(root / "media" / "locked" / "inner" / "deep.mp3", artist="Zemfira",
-               title="Ariva")  # fmt: skip
+    make_media(root / "media" / "locked" / "inner" / "deep.mp3", artist="Zemfira", title="Ariva")
     (root / "media" / "locked" / "notes.txt").write_text("notes")
     (root / "private").mkdir(parents=True)
     server = smbd_factory(root_dir=root)
@@ -61,7 +60,10 @@ def test_denied_folder_keeps_its_rows_and_is_reported(
     lan.crawl()
     before = sql(lan, run_json, FILES_SQL)
     assert [r["path"] for r in under(before, "locked/")] == [
-        "locked/inner", "locked/inner/deep.mp3", "locked/notes.txt"]  # fmt: skip
+        "locked/inner",
+        "locked/inner/deep.mp3",
+        "locked/notes.txt",
+    ]
 
     lock(root / "media" / "locked", server)
     capsys.readouterr()
@@ -75,7 +77,8 @@ def test_denied_folder_keeps_its_rows_and_is_reported(
     status = run_json(lan, "status")
     assert status["denied_folders"] == 1 and status["partitions"]["with_denied_folders"] == 1
     assert status["denied_list"] == [
-        {"host": f"127.0.0.1:{server.port}", "share": "media", "path": "locked"}]  # fmt: skip
+        {"host": f"127.0.0.1:{server.port}", "share": "media", "path": "locked"}
+    ]
     assert status["hosts_not_crawled"] == [] and not status["config_failure"]
     capsys.readouterr()
     assert lan.cli("status") == 0
@@ -109,8 +112,11 @@ def test_denied_folder_survives_re_partitioning(
     root = make_base_dir() / "tree"
     for folder in ("alpha", "locked"):
         for i in range(3):
-            make_media(root / "media" / "music" / folder / f"song number {i:02d}.mp3",
-                       artist=f"{folder} band", title=f"{folder} song {i}")  # fmt: skip
+            make_media(
+                root / "media" / "music" / folder / f"song number {i:02d}.mp3",
+                artist=f"{folder} band",
+                title=f"{folder} song {i}",
+            )
     (root / "private").mkdir(parents=True)
     server = smbd_factory(root_dir=root)
     lan.hosts_file.write_text(f"{server.url}/media\n")
@@ -150,21 +156,62 @@ def test_merged_files_keeps_rows_below_denied_folders_only() -> None:
     t0, t1 = datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 2, 1, tzinfo=UTC)
 
     def row(path: str, pid: str, is_dir: bool = False) -> dict:
-        return {"host": "h", "share": "s", "path": path, "name": path.rsplit("/", 1)[-1],
-                "is_dir": is_dir, "size": 0 if is_dir else 5, "mtime": t0, "partition_id": pid,
-                "first_seen": t0, "last_seen": t0}  # fmt: skip
+        return {
+            "host": "h",
+            "share": "s",
+            "path": path,
+            "name": path.rsplit("/", 1)[-1],
+            "is_dir": is_dir,
+            "size": 0 if is_dir else 5,
+            "mtime": t0,
+            "partition_id": pid,
+            "first_seen": t0,
+            "last_seen": t0,
+        }
 
-    old = _table([row("a", "p1", True), row("a/x.mp3", "p1"), row("a/sub", "p1", True),
-                  row("a/sub/y.mp3", "p1"), row("ab.mp3", "p1"), row("gone.mp3", "p1"),
-                  row("b", "p2", True), row("b/z.mp3", "p2")], FILES)  # fmt: skip
-    listing = _table([{k: v for k, v in row(p, "p1", d).items() if k in LISTING.names}
-                      for p, d in (("a", True), ("ab.mp3", False))], LISTING)  # fmt: skip
-    log = _table([
-        {"partition_id": "p1", "host": "h", "share": "s", "started": t1, "status": "changed",
-         "n_denied": 1, "denied": ["a"]},
-        {"partition_id": "p2", "host": "h", "share": "s", "started": t1, "status": "gone",
-         "n_denied": 1, "denied": ["b"]},
-    ], FETCHLOG)  # fmt: skip
+    old = _table(
+        [
+            row("a", "p1", True),
+            row("a/x.mp3", "p1"),
+            row("a/sub", "p1", True),
+            row("a/sub/y.mp3", "p1"),
+            row("ab.mp3", "p1"),
+            row("gone.mp3", "p1"),
+            row("b", "p2", True),
+            row("b/z.mp3", "p2"),
+        ],
+        FILES,
+    )
+    listing = _table(
+        [
+            {k: v for k, v in row(p, "p1", d).items() if k in LISTING.names}
+            for p, d in (("a", True), ("ab.mp3", False))
+        ],
+        LISTING,
+    )
+    log = _table(
+        [
+            {
+                "partition_id": "p1",
+                "host": "h",
+                "share": "s",
+                "started": t1,
+                "status": "changed",
+                "n_denied": 1,
+                "denied": ["a"],
+            },
+            {
+                "partition_id": "p2",
+                "host": "h",
+                "share": "s",
+                "started": t1,
+                "status": "gone",
+                "n_denied": 1,
+                "denied": ["b"],
+            },
+        ],
+        FETCHLOG,
+    )
     merged = merged_files(old, listing, log, {"p1", "p2"})
     assert merged["path"].to_pylist() == ["a", "a/sub", "a/sub/y.mp3", "a/x.mp3", "ab.mp3"]
     assert set(merged["first_seen"].to_pylist()) == {t0}

@@ -49,25 +49,38 @@ def sql(crawled: LAN, run_json: Callable[..., object]) -> Callable[[str], list[d
 
 def test_every_block_is_named_and_tested() -> None:
     tested = {
-        "largest media folders", "largest media subtrees", "hosts by media bytes",
-        "formats by host", "duplicate folders", "folders without media", "changes by folder",
-    }  # fmt: skip
+        "largest media folders",
+        "largest media subtrees",
+        "hosts by media bytes",
+        "formats by host",
+        "duplicate folders",
+        "folders without media",
+        "changes by folder",
+    }
     assert set(doc_queries()) == tested
 
 
 def test_largest_media_folders(sql: Callable[[str], list[dict]]) -> None:
     rows = sql("largest media folders")
     folders = {(r["host"], r["share"], r["folder"]): r["n_media"] for r in rows}
-    assert folders == {("pc-1", "music", "Abba/Gold"): 3, ("pc-1", "music", "Queen/Hits"): 3,
-                       ("pc-2", "music", "Abba/Gold"): 3, ("pc-2", "video", ""): 1}  # fmt: skip
-    assert [r["media_bytes"] for r in rows] == sorted((r["media_bytes"] for r in rows),
-                                                      reverse=True)  # fmt: skip
+    assert folders == {
+        ("pc-1", "music", "Abba/Gold"): 3,
+        ("pc-1", "music", "Queen/Hits"): 3,
+        ("pc-2", "music", "Abba/Gold"): 3,
+        ("pc-2", "video", ""): 1,
+    }
+    assert [r["media_bytes"] for r in rows] == sorted(
+        (r["media_bytes"] for r in rows), reverse=True
+    )
 
 
 def test_largest_media_subtrees(sql: Callable[[str], list[dict]]) -> None:
     rows = sql("largest media subtrees")
-    assert {(r["host"], r["prefix"]) for r in rows} == {("pc-1", "Abba"), ("pc-1", "Queen"),
-                                                        ("pc-2", "Abba")}  # fmt: skip
+    assert {(r["host"], r["prefix"]) for r in rows} == {
+        ("pc-1", "Abba"),
+        ("pc-1", "Queen"),
+        ("pc-2", "Abba"),
+    }
     assert all(r["n_media"] == 3 for r in rows)
 
 
@@ -83,8 +96,11 @@ def test_hosts_by_media_bytes(sql: Callable[[str], list[dict]]) -> None:
 def test_formats_by_host(sql: Callable[[str], list[dict]]) -> None:
     rows = sql("formats by host")
     assert {(r["host"], r["format"], r["n_media"]) for r in rows} == {
-        ("pc-1", "mp3", 3), ("pc-1", "flac", 3), ("pc-2", "mp3", 3), ("pc-2", "mp4", 1),
-    }  # fmt: skip
+        ("pc-1", "mp3", 3),
+        ("pc-1", "flac", 3),
+        ("pc-2", "mp3", 3),
+        ("pc-2", "mp4", 1),
+    }
 
 
 def test_duplicate_folders(sql: Callable[[str], list[dict]]) -> None:

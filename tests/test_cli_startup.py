@@ -38,8 +38,13 @@ def held_lock(tmp_path: Path) -> Iterator[tuple[Path, int]]:
     """A crawl directory whose LOCK another process holds: (its path, the holder's pid)."""
     crawl = tmp_path / "work" / "crawl"
     (crawl / "crawldb").mkdir(parents=True)
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(crawl)], cwd=REPO, text=True,
-                              stdout=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(crawl)],
+        cwd=REPO,
+        text=True,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     yield crawl, holder.pid
     holder.kill()
@@ -54,15 +59,30 @@ def test_a_refused_crawl_imports_nothing_heavy_and_writes_nothing(
     lan.write_hosts("alpha")
     before = tree(crawl)
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "cli.main", "crawl", "--crawl-dir",
-         str(crawl), "--hosts-file", str(lan.hosts_file)],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-m",
+            "cli.main",
+            "crawl",
+            "--crawl-dir",
+            str(crawl),
+            "--hosts-file",
+            str(lan.hosts_file),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == EXIT_LOCKED
     lines = [ln for ln in done.stderr.splitlines() if not ln.startswith("import time:")]
-    assert lines == [f"sharecrawl: error: another crawl (pid {pid}, started "
-                     f"{lines[0].split('started ')[1].split(')')[0]}) holds {crawl / 'LOCK'}; "
-                     "wait for it or stop it"]  # fmt: skip
+    assert lines == [
+        f"sharecrawl: error: another crawl (pid {pid}, started "
+        f"{lines[0].split('started ')[1].split(')')[0]}) holds {crawl / 'LOCK'}; "
+        "wait for it or stop it"
+    ]
     found = re.finditer(r"^import time:\s+\d+ \|\s+\d+ \| +(\S+)", done.stderr, re.M)
     imported = {m.group(1).split(".")[0] for m in found}
     assert "cli" in imported and not imported & set(HEAVY), sorted(imported & set(HEAVY))
@@ -77,9 +97,14 @@ def test_a_refused_crawl_without_crawl_dir_flag_reads_the_config(
     lan.write_hosts("alpha")
     cfg = tmp_path / "site.cfg"
     cfg.write_text(f"[sharecrawl]\ncrawl_dir = {crawl}\nhosts_file = {lan.hosts_file}\n")
-    done = subprocess.run([sys.executable, "-m", "cli.main", "crawl"], cwd=REPO, text=True,
-                          capture_output=True, timeout=120,
-                          env={**os.environ, "LUIGI_CONFIG_PATH": str(cfg)})  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "cli.main", "crawl"],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        timeout=120,
+        env={**os.environ, "LUIGI_CONFIG_PATH": str(cfg)},
+    )
     assert done.returncode == EXIT_LOCKED, done.stderr
     assert done.stderr.count("\n") == 1 and "another crawl (pid" in done.stderr
 
@@ -92,8 +117,13 @@ def test_demo_takes_the_crawl_lock_and_clears_nothing(
     (workdir / "hosts.txt").write_text("# a demo's\n")  # what a demo folder holds
     (workdir / "hosts").mkdir()
     before = tree(workdir)
-    done = subprocess.run([sys.executable, "-m", "cli.main", "demo", "--workdir", str(workdir)],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "cli.main", "demo", "--workdir", str(workdir)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == EXIT_LOCKED
     assert done.stderr.startswith(f"sharecrawl: error: another crawl (pid {pid}, ")
     assert done.stderr.count("\n") == 1
@@ -101,8 +131,14 @@ def test_demo_takes_the_crawl_lock_and_clears_nothing(
 
 
 def _interrupt_at(command: list[str], delay_s: float) -> subprocess.CompletedProcess[str]:
-    child = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, start_new_session=True)  # fmt: skip
+    child = subprocess.Popen(
+        command,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     time.sleep(delay_s)
     child.send_signal(signal.SIGINT)
     out, err = child.communicate(timeout=120)
@@ -128,11 +164,28 @@ def test_ctrl_c_while_a_command_starts_is_one_line(lan: LAN) -> None:
     lan.crawl()
     first = max(0.1, 3 * _interpreter_start_s())
     commands = {
-        "search": [sys.executable, "-m", "cli.main", "search", "--crawl-dir",
-                   str(lan.crawl_dir), "madonna"],
-        "crawl": [sys.executable, "-m", "cli.main", "crawl", "--crawl-dir", str(lan.crawl_dir),
-                  "--hosts-file", str(lan.hosts_file), "--runner", "inline"],
-    }  # fmt: skip
+        "search": [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "search",
+            "--crawl-dir",
+            str(lan.crawl_dir),
+            "madonna",
+        ],
+        "crawl": [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "crawl",
+            "--crawl-dir",
+            str(lan.crawl_dir),
+            "--hosts-file",
+            str(lan.hosts_file),
+            "--runner",
+            "inline",
+        ],
+    }
     stopped = 0
     for name, command in commands.items():
         for step in range(6):

@@ -49,9 +49,24 @@ partition_max_bytes = 100
 host_timeout_s = 10
 liveness_timeout_s = 1
 """
-TIMES = {"first_seen", "last_seen", "tagged_at", "last_scan", "last_change", "started",
-         "duration_s", "listing_s", "tags_s", "last_check", "checked_at", "rate_per_h",
-         "est_scan_s", "list_s_per_folder", "tag_s_per_file", "history"}  # fmt: skip
+TIMES = {
+    "first_seen",
+    "last_seen",
+    "tagged_at",
+    "last_scan",
+    "last_change",
+    "started",
+    "duration_s",
+    "listing_s",
+    "tags_s",
+    "last_check",
+    "checked_at",
+    "rate_per_h",
+    "est_scan_s",
+    "list_s_per_folder",
+    "tag_s_per_file",
+    "history",
+}
 TEMP = re.compile(r"^\..+\.tmp")
 
 
@@ -62,8 +77,12 @@ def build(lan: LAN, smb_root: Path) -> None:
     for host, share in (("alpha", "music"), ("beta", "share")):
         for folder in ("Albums", "Jazz", "Live", "Misc", "Rock"):
             for t in range(3):
-                lan.media(host, f"{share}/{folder}/{host} {folder} {t:02d}.mp3",
-                          artist=f"{host} {folder}", title=f"Song {t}")  # fmt: skip
+                lan.media(
+                    host,
+                    f"{share}/{folder}/{host} {folder} {t:02d}.mp3",
+                    artist=f"{host} {folder}",
+                    title=f"Song {t}",
+                )
     (lan.host("beta") / "share/Misc/readme.txt").write_text("not media")
     for folder, fmt in (("Kino", "flac"), ("Madonna", "ogg"), ("Queen", "m4a")):
         for t in range(2):
@@ -102,8 +121,10 @@ def content(crawl_dir: Path) -> dict[str, list]:
     history as its changed flags in order; the round's fetch log."""
     crawl = CrawlDir(crawl_dir)
     live = crawl.current()
-    tables = {name: crawl.read(live, name) for name in
-              ("files", "media", "partitions", "hosts", "prefix_stats")}  # fmt: skip
+    tables = {
+        name: crawl.read(live, name)
+        for name in ("files", "media", "partitions", "hosts", "prefix_stats")
+    }
     tables["fetchlog"] = pq.read_table(crawl.segment_dir(live) / "fetchlog.parquet")
     out: dict[str, list] = {}
     for name, table in tables.items():
@@ -111,8 +132,9 @@ def content(crawl_dir: Path) -> dict[str, list]:
         rows = table.select(columns).to_pylist()
         out[name] = sorted((tuple(r.items()) for r in rows), key=repr)
     partitions = tables["partitions"].select(["partition_id", "history"]).to_pylist()
-    out["history"] = sorted((p["partition_id"], [e["changed"] for e in p["history"] or []])
-                            for p in partitions)  # fmt: skip
+    out["history"] = sorted(
+        (p["partition_id"], [e["changed"] for e in p["history"] or []]) for p in partitions
+    )
     return out
 
 
@@ -141,8 +163,12 @@ def round_stage(crawl_dir: Path) -> str:
 
 
 def temp_names(root: Path) -> list[str]:
-    return [os.path.join(f, n) for f, dirs, files in os.walk(root) for n in dirs + files
-            if TEMP.match(n)]  # fmt: skip
+    return [
+        os.path.join(f, n)
+        for f, dirs, files in os.walk(root)
+        for n in dirs + files
+        if TEMP.match(n)
+    ]
 
 
 # -- running crawls --------------------------------------------------------------------
@@ -156,12 +182,30 @@ class Setup:
 
 
 def crawl_process(setup: Setup, crawl_dir: Path, tmpdir: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "cli.main", "crawl", "--rounds", "1", "--crawl-dir",
-           str(crawl_dir), "--hosts-file", str(setup.hosts_file), "--runner", "inline"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "cli.main",
+        "crawl",
+        "--rounds",
+        "1",
+        "--crawl-dir",
+        str(crawl_dir),
+        "--hosts-file",
+        str(setup.hosts_file),
+        "--runner",
+        "inline",
+    ]
     env = {**os.environ, "LUIGI_CONFIG_PATH": str(setup.cfg), "TMPDIR": str(tmpdir)}
-    return subprocess.Popen(cmd, cwd=tmpdir, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)  # fmt: skip
+    return subprocess.Popen(
+        cmd,
+        cwd=tmpdir,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
 
 
 @dataclass
@@ -216,10 +260,17 @@ def kill_and_rerun(setup: Setup, point: KillPoint, work: Path) -> Outcome:
         if rerun.returncode:
             error = f"exit {rerun.returncode}: {stderr.decode(errors='replace')[-2000:]}"
     return Outcome(
-        point, in_round, stage, live, seen, error, None if error else content(crawl_dir),
-        temp_names(crawl_dir), [p.name for p in tmpdir.glob("sharecrawl-mrjob-*")],
+        point,
+        in_round,
+        stage,
+        live,
+        seen,
+        error,
+        None if error else content(crawl_dir),
+        temp_names(crawl_dir),
+        [p.name for p in tmpdir.glob("sharecrawl-mrjob-*")],
         CrawlDir(crawl_dir).segment_dir(3).exists(),
-    )  # fmt: skip
+    )
 
 
 def current_is(version: int) -> Callable[[Path], bool]:
@@ -300,11 +351,14 @@ def _check(setup: Setup, work: Path) -> None:
     assert len(expected["history"]) > 6 and any(flags for _, flags in expected["history"])
 
     rng = random.Random(SEED)
-    points = [KillPoint(f"random {i}", delay_s=rng.uniform(0, length - began[0]))
-              for i in range(RANDOM_KILLS)] + deterministic_points()  # fmt: skip
+    points = [
+        KillPoint(f"random {i}", delay_s=rng.uniform(0, length - began[0]))
+        for i in range(RANDOM_KILLS)
+    ] + deterministic_points()
     with ThreadPoolExecutor(AT_ONCE) as pool:
-        outcomes = list(pool.map(lambda ip: kill_and_rerun(setup, ip[1], work / f"k{ip[0]}"),
-                                 enumerate(points)))  # fmt: skip
+        outcomes = list(
+            pool.map(lambda ip: kill_and_rerun(setup, ip[1], work / f"k{ip[0]}"), enumerate(points))
+        )
 
     before = content(setup.prepared)
     for o in outcomes:

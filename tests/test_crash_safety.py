@@ -37,8 +37,9 @@ def test_round_stopped_before_publish_is_finished_by_the_next_run(lan: LAN, run_
     # Round 2 fetched, then the process "died" while writing version 2: a half-written
     # temporary folder and even a finished but unpublished v000002.
     config.override(hosts_file=lan.hosts_file, crawl_dir=lan.crawl_dir, runner="inline")
-    assert luigi.build([Fetch(crawl_dir=str(lan.crawl_dir), round=2)], local_scheduler=True,
-                       log_level="WARNING")  # fmt: skip
+    assert luigi.build(
+        [Fetch(crawl_dir=str(lan.crawl_dir), round=2)], local_scheduler=True, log_level="WARNING"
+    )
     (crawl.crawldb / ".v000002.tmp" / "files").mkdir(parents=True)
     (crawl.crawldb / ".v000002.tmp" / "files" / "alpha.parquet").write_bytes(b"PAR1 half")
     (crawl.version_dir(2) / "files").mkdir(parents=True)
@@ -64,8 +65,18 @@ def test_killed_crawl_process_leaves_a_whole_version(lan: LAN, run_json) -> None
     lan.crawl()
     crawl = CrawlDir(lan.crawl_dir)
     lan.media("beta", "share/late/track10.mp3", artist="Kino", title="Gruppa krovi")
-    cmd = [sys.executable, "-m", "cli.main", "crawl", "--crawl-dir", str(lan.crawl_dir),
-           "--hosts-file", str(lan.hosts_file), "--runner", "inline"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "cli.main",
+        "crawl",
+        "--crawl-dir",
+        str(lan.crawl_dir),
+        "--hosts-file",
+        str(lan.hosts_file),
+        "--runner",
+        "inline",
+    ]
     proc = subprocess.Popen(cmd, start_new_session=True, stderr=subprocess.DEVNULL)
     fetchlog = crawl.segment_dir(2) / "fetchlog.parquet"
     deadline = time.monotonic() + 120
@@ -103,8 +114,11 @@ def test_a_killed_attempts_listing_part_does_not_outlive_the_refetch(lan: LAN) -
 def files_naming(root: Path, text: str) -> list[str]:
     """The files under `root` whose bytes hold `text`."""
     needle = text.encode()
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*")
-                  if p.is_file() and needle in p.read_bytes())  # fmt: skip
+    return sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file() and needle in p.read_bytes()
+    )
 
 
 def test_a_crawl_dir_moved_mid_round_finishes_the_round_at_its_new_path(
@@ -118,8 +132,9 @@ def test_a_crawl_dir_moved_mid_round_finishes_the_round_at_its_new_path(
     lan.crawl()
     lan.media("alpha", "music/new/track09.mp3", artist="Nautilus Pompilius", title="Skovannye")
     config.override(hosts_file=lan.hosts_file, crawl_dir=lan.crawl_dir, runner="inline")
-    assert luigi.build([Fetch(crawl_dir=str(lan.crawl_dir), round=2)], local_scheduler=True,
-                       log_level="WARNING")  # fmt: skip
+    assert luigi.build(
+        [Fetch(crawl_dir=str(lan.crawl_dir), round=2)], local_scheduler=True, log_level="WARNING"
+    )
     old = lan.crawl_dir
     seg = CrawlDir(old).segment_dir(2)
     manifest = write_manifest(listing_parts(seg), seg / "jobs" / "listing.manifest", groups=2)

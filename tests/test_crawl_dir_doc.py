@@ -70,10 +70,30 @@ def test_every_name_in_a_crawl_directory_is_documented(lan: LAN, capsys) -> None
     writer = HintsWriter(lan.crawl_dir)  # as `sharecrawl watch` writes
     now = datetime.now(UTC)
     for path in ("a.mp3", "b.mp3"):
-        writer.append([{"host": "alpha", "share": "music", "path": path, "action": "added",
-                        "overflow": False, "seen_at": now}])  # fmt: skip
-    writer.write_watches([{"host": "alpha", "share": "music", "state": "watching",
-                           "since": now, "alive_at": now, "detail": None}])  # fmt: skip
+        writer.append(
+            [
+                {
+                    "host": "alpha",
+                    "share": "music",
+                    "path": path,
+                    "action": "added",
+                    "overflow": False,
+                    "seen_at": now,
+                }
+            ]
+        )
+    writer.write_watches(
+        [
+            {
+                "host": "alpha",
+                "share": "music",
+                "state": "watching",
+                "since": now,
+                "alive_at": now,
+                "detail": None,
+            }
+        ]
+    )
     writer.close()
     (HintsStore(lan.crawl_dir).dir / part_name(1, 1)).write_bytes(b"PAR1 garbage")
     HintsWriter(lan.crawl_dir).close()  # the next watcher sets the damaged part aside
@@ -86,8 +106,17 @@ def test_every_name_in_a_crawl_directory_is_documented(lan: LAN, capsys) -> None
     (lan.crawl_dir / "index" / f".search.duckdb.tmp-{2**22 + 1}").write_bytes(b"")  # a leftover
 
     seen = {p.relative_to(lan.crawl_dir).parts[0] for p in lan.crawl_dir.iterdir()}
-    assert {"LOCK", "crawldb", "segments", "index", "hints", "damaged", "rules.good",
-            "rules.auto", "rules.disabled"} <= seen  # fmt: skip
+    assert {
+        "LOCK",
+        "crawldb",
+        "segments",
+        "index",
+        "hints",
+        "damaged",
+        "rules.good",
+        "rules.auto",
+        "rules.disabled",
+    } <= seen
     assert (lan.crawl_dir / "rules.good").read_text().strip()  # the operator's rules
     assert list((lan.crawl_dir / "hints").glob("*.damaged"))
     assert undocumented(lan.crawl_dir, DOC.read_text(encoding="utf-8")) == []
@@ -99,11 +128,16 @@ def test_an_undocumented_name_is_found(tmp_path: Path) -> None:
     (crawl / "crawldb" / "v000003" / "files" / "pc%3A445.parquet").write_bytes(b"")
     (crawl / "crawldb" / "v000003" / "stray.bin").write_bytes(b"")
     (crawl / "segments" / "r000004").mkdir(parents=True)
-    doc = "`crawldb/` `crawldb/vNNNNNN/` `crawldb/vNNNNNN/files/` `segments/`\n" \
-          "`crawldb/vNNNNNN/files/<host>.parquet` `segments/rNNNNNN/`"  # fmt: skip
+    doc = (
+        "`crawldb/` `crawldb/vNNNNNN/` `crawldb/vNNNNNN/files/` `segments/`\n"
+        "`crawldb/vNNNNNN/files/<host>.parquet` `segments/rNNNNNN/`"
+    )
     assert undocumented(crawl, doc) == ["crawldb/vNNNNNN/stray.bin"]
-    assert documented_name(Path("damaged/20250101T000000Z/crawldb/v000002"), True) == \
-        "damaged/<time>/"  # fmt: skip
-    assert documented_name(Path("hints/h3-9.parquet.damaged"), False) == \
-        "hints/h<first>-<last>.parquet.damaged"  # fmt: skip
+    assert (
+        documented_name(Path("damaged/20250101T000000Z/crawldb/v000002"), True) == "damaged/<time>/"
+    )
+    assert (
+        documented_name(Path("hints/h3-9.parquet.damaged"), False)
+        == "hints/h<first>-<last>.parquet.damaged"
+    )
     assert documented_name(Path("crawldb/.CURRENT.tmp123"), False) == ".<name>.tmp<pid>"

@@ -84,8 +84,11 @@ def garble_pages(path: Path, column: str) -> None:
     meta = pq.read_metadata(path)
     data = bytearray(path.read_bytes())
     for g in range(meta.num_row_groups):
-        chunk = next(c for i in range(meta.num_columns)
-                     if (c := meta.row_group(g).column(i)).path_in_schema == column)  # fmt: skip
+        chunk = next(
+            c
+            for i in range(meta.num_columns)
+            if (c := meta.row_group(g).column(i)).path_in_schema == column
+        )
         start = chunk.dictionary_page_offset or chunk.data_page_offset
         for i in range(start, start + chunk.total_compressed_size):
             data[i] ^= 0xFF
@@ -97,8 +100,9 @@ def warnings(err: str) -> list[str]:
 
 
 def hosts_of(run: Callable, table: str) -> dict[str, int]:
-    status, out, err = run("sql", "--json", f"SELECT host, count(*) AS n FROM {table} "
-                                            "GROUP BY host ORDER BY host")  # fmt: skip
+    status, out, err = run(
+        "sql", "--json", f"SELECT host, count(*) AS n FROM {table} GROUP BY host ORDER BY host"
+    )
     assert status == 0, err
     return {r["host"]: r["n"] for r in json.loads(out)}
 

@@ -140,20 +140,33 @@ def test_names_compare_composed() -> None:
 @pytest.mark.parametrize(
     ("glob", "path", "matches"),
     [
-        ("*", "a", True), ("*", "a/b", False), ("**", "a/b", True), ("a/**", "a", False),
-        ("a/**", "a/", True), ("**/b", "b", True), ("**/b", "x/y/b", True), ("a?c", "abc", True),
-        ("a?c", "a/c", False), ("[!x]y", "zy", True), ("[!x]y", "/y", False), ("[]]", "]", True),
-        ("[a-c]", "b", True), ("[", "[", True), ("a.b", "axb", False), ("x\ny", "x\ny", True),
+        ("*", "a", True),
+        ("*", "a/b", False),
+        ("**", "a/b", True),
+        ("a/**", "a", False),
+        ("a/**", "a/", True),
+        ("**/b", "b", True),
+        ("**/b", "x/y/b", True),
+        ("a?c", "abc", True),
+        ("a?c", "a/c", False),
+        ("[!x]y", "zy", True),
+        ("[!x]y", "/y", False),
+        ("[]]", "]", True),
+        ("[a-c]", "b", True),
+        ("[", "[", True),
+        ("a.b", "axb", False),
+        ("x\ny", "x\ny", True),
     ],
-)  # fmt: skip
+)
 def test_glob_translation(glob: str, path: str, matches: bool) -> None:
     import re
 
     assert (re.fullmatch(glob_to_regex(glob), path, re.DOTALL) is not None) is matches
 
 
-names = st.text(st.characters(blacklist_characters="/", blacklist_categories=("Cs",)),
-                min_size=1, max_size=6)  # fmt: skip
+names = st.text(
+    st.characters(blacklist_characters="/", blacklist_categories=("Cs",)), min_size=1, max_size=6
+)
 paths = st.lists(names, min_size=1, max_size=4).map("/".join)
 
 
@@ -243,10 +256,20 @@ def test_malformed_first_file_gives_no_rules_and_the_error(tmp_path: Path) -> No
 def stats(*rows: tuple[str, str, str, int, int, int]) -> pa.Table:
     """(host, share, prefix, n_files, n_folders, n_media) rows."""
     return pa.Table.from_pylist(
-        [{"host": h, "share": s, "prefix": p, "depth": len(p.split("/")) if p else 0,
-          "n_files": f, "n_folders": d, "n_media": m} for h, s, p, f, d, m in rows],
+        [
+            {
+                "host": h,
+                "share": s,
+                "prefix": p,
+                "depth": len(p.split("/")) if p else 0,
+                "n_files": f,
+                "n_folders": d,
+                "n_media": m,
+            }
+            for h, s, p, f, d, m in rows
+        ],
         PREFIX_STATS,
-    )  # fmt: skip
+    )
 
 
 def test_auto_rules_take_topmost_media_free_folders() -> None:
@@ -262,16 +285,21 @@ def test_auto_rules_take_topmost_media_free_folders() -> None:
     assert [r.id for r in found] == [auto_rule_id("pc", "d", "src")]
     assert found[0].action == "exclude"
     lenient = auto_rules(table, min_entries=1000, max_media_share=0.01)
-    assert {r.id for r in lenient} == {auto_rule_id("pc", "d", "src"),
-                                       auto_rule_id("pc", "e", "src")}  # fmt: skip
+    assert {r.id for r in lenient} == {
+        auto_rule_id("pc", "d", "src"),
+        auto_rule_id("pc", "e", "src"),
+    }
     assert auto_rules(table, min_entries=1000, min_host_media=100) == []
 
 
 def test_disabled_rule_stays_disabled(tmp_path: Path) -> None:
     crawl = tmp_path / "crawl"
     store = RulesStore(crawl, None)
-    table = stats(("pc", "d", "", 9000, 10, 5), ("pc", "d", "src", 5000, 5, 0),
-                  ("pc", "d", "cache", 3000, 5, 0))  # fmt: skip
+    table = stats(
+        ("pc", "d", "", 9000, 10, 5),
+        ("pc", "d", "src", 5000, 5, 0),
+        ("pc", "d", "cache", 3000, 5, 0),
+    )
     generated = store.regenerate_auto(table, min_entries=1000)
     assert len(generated) == 2
     src = auto_rule_id("pc", "d", "src")
@@ -317,8 +345,9 @@ def test_generated_rule_removes_source_tree_and_no_media(lan: LAN, tmp_path: Pat
 
     crawl = CrawlDir(lan.crawl_dir)
     vdir = crawl.version_dir(crawl.current())
-    prefix_stats = run_prefix_stats(host_parts(vdir, None, ["pc-1"]), "inline", 3, 1,
-                                    tmp_path / "work")  # fmt: skip
+    prefix_stats = run_prefix_stats(
+        host_parts(vdir, None, ["pc-1"]), "inline", 3, 1, tmp_path / "work"
+    )
     store = RulesStore(crawl.root, None)
     generated = store.regenerate_auto(prefix_stats, min_entries=1000)
     assert [r.line() for r in generated] == [
@@ -336,8 +365,9 @@ def test_generated_rule_removes_source_tree_and_no_media(lan: LAN, tmp_path: Pat
 
     # the walk over the filtered source, as the fetcher runs it: the tree is never listed
     source = CountingSource(open_source(parse_host_url(f"file://{lan.host('pc-1')}")))
-    walked = list(walk_partition(filtered(source, current, "pc-1"), share_root("pc-1", "docs"),
-                                 Ranges([])))  # fmt: skip
+    walked = list(
+        walk_partition(filtered(source, current, "pc-1"), share_root("pc-1", "docs"), Ranges([]))
+    )
     assert not any(path.startswith("projects") for path, _ in walked)
     assert not any(path.startswith("projects") for path in source.listed)
     assert sum(path.endswith(".mp3") for path, _ in walked) == 7

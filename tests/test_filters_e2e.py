@@ -32,8 +32,9 @@ def test_excluded_subtree_leaves_the_index_and_is_not_listed(lan: LAN, run_json)
     assert run_json(lan, "search", "kukushka")
     files = run_json(lan, "sql", "SELECT path FROM files WHERE host = 'alpha' ORDER BY path")
     assert [f["path"] for f in files] == ["Kino", "Kino/track01.mp3"]
-    listing = run_json(lan, "sql", "SELECT sum(n_entries) AS n FROM fetchlog WHERE round = 2 "
-                                   "AND host = 'alpha'")  # fmt: skip
+    listing = run_json(
+        lan, "sql", "SELECT sum(n_entries) AS n FROM fetchlog WHERE round = 2 AND host = 'alpha'"
+    )
     assert listing[0]["n"] == 2  # Temp was not listed at all
 
 

@@ -25,37 +25,61 @@ LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)
 
 def build(lan: LAN) -> None:
     for album in range(12):
-        lan.media("alpha", f"music/Album {album:02d}/track.mp3", artist="Band",
-                  title=f"song {album}")  # fmt: skip
+        lan.media(
+            "alpha", f"music/Album {album:02d}/track.mp3", artist="Band", title=f"song {album}"
+        )
     lan.media("alpha", "films/Film/a.mp3", artist="Film band", title="theme")
     lan.media("beta", "share/x/song_01.ogg", "ogg", artist="Kino", title="Kukushka")
     hosts(lan)
 
 
 def hosts(lan: LAN, trusted: tuple[str, ...] = ("alpha",), extra: tuple[str, ...] = ()) -> None:
-    lines = [f"file://{lan.host(name)}" + ("?notify=trusted" if name in trusted else "")
-             for name in ("alpha", "beta", *extra)]  # fmt: skip
+    lines = [
+        f"file://{lan.host(name)}" + ("?notify=trusted" if name in trusted else "")
+        for name in ("alpha", "beta", *extra)
+    ]
     lan.hosts_file.write_text("".join(f"{line}\n" for line in lines))
 
 
-def watch(lan: LAN, since: datetime = LONG_AGO, hints: list[tuple] = (),
-          shares: dict[str, list[str]] | None = None) -> None:  # fmt: skip
+def watch(
+    lan: LAN,
+    since: datetime = LONG_AGO,
+    hints: list[tuple] = (),
+    shares: dict[str, list[str]] | None = None,
+) -> None:
     """Write what a watcher would: hints (host, share, path[, overflow]) seen now, and every
     share watched since `since`, alive now."""
     now = datetime.now(UTC)
     shares = shares or {"alpha": ["films", "music"], "beta": ["share"]}
     writer = HintsWriter(lan.crawl_dir)
     try:
-        writer.append([
-            {"host": h[0], "share": h[1], "path": h[2], "overflow": len(h) > 3,
-             "action": "overflow" if len(h) > 3 else "added", "seen_at": now}
-            for h in hints
-        ])  # fmt: skip
-        writer.write_watches([
-            {"host": host, "share": share, "state": "watching", "since": since, "alive_at": now,
-             "detail": None}
-            for host, names in shares.items() for share in names
-        ])  # fmt: skip
+        writer.append(
+            [
+                {
+                    "host": h[0],
+                    "share": h[1],
+                    "path": h[2],
+                    "overflow": len(h) > 3,
+                    "action": "overflow" if len(h) > 3 else "added",
+                    "seen_at": now,
+                }
+                for h in hints
+            ]
+        )
+        writer.write_watches(
+            [
+                {
+                    "host": host,
+                    "share": share,
+                    "state": "watching",
+                    "since": since,
+                    "alive_at": now,
+                    "detail": None,
+                }
+                for host, names in shares.items()
+                for share in names
+            ]
+        )
     finally:
         writer.close()
 
@@ -96,8 +120,12 @@ def test_a_silent_trusted_watch_lists_nothing_until_the_safety_interval(
     assert {r["reason"] for r in rows["beta"]} == {"scheduled"}  # untrusted: the policy's
     assert not any(r["watched"] for r in rows["beta"])
     status = run_json(lan, "status")
-    assert status["hints"] == {"waiting": 0, "consumed": 0, "watched_shares": 3,
-                               "scanned_for_hints": 0}  # fmt: skip
+    assert status["hints"] == {
+        "waiting": 0,
+        "consumed": 0,
+        "watched_shares": 3,
+        "scanned_for_hints": 0,
+    }
     luigi_cfg("[sharecrawl]\nsafety_interval_s = 0.001\n")  # a day has passed, as it were
     watch(lan)
     lan.crawl()

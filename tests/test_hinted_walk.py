@@ -93,8 +93,9 @@ def test_what_cannot_be_merged_asks_for_a_full_walk(tmp_path: Path) -> None:
         hinted_walk(source, root, ranges, stored[1:], walk_hash(stored), {"top.txt"}, WalkStats())
     shutil.rmtree(share / "Abba")
     with pytest.raises(WholeScan):  # a hinted folder that is gone, its parent not hinted
-        hinted_walk(source, root, ranges, stored, walk_hash(stored), {"Abba/One/00.mp3"},
-                    WalkStats())  # fmt: skip
+        hinted_walk(
+            source, root, ranges, stored, walk_hash(stored), {"Abba/One/00.mp3"}, WalkStats()
+        )
 
 
 OPS = st.lists(
@@ -108,8 +109,9 @@ OPS = st.lists(
 )
 
 
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(ops=OPS)
 def test_random_changes_with_their_notifications(tmp_path_factory, ops) -> None:
     root = tmp_path_factory.mktemp("lan")

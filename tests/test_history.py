@@ -25,8 +25,9 @@ def table(histories: list[list[tuple[float, bool]] | None]) -> pa.Table:
             "root": "",
             "history": None
             if h is None
-            else [{"t": datetime.fromtimestamp(t, UTC), "changed": c, "complete": False}
-                  for t, c in h],
+            else [
+                {"t": datetime.fromtimestamp(t, UTC), "changed": c, "complete": False} for t, c in h
+            ],
         }
         for i, h in enumerate(histories)
     ]
@@ -84,8 +85,9 @@ def test_complete_events_count_as_notified_changes_over_watched_time() -> None:
     events = [(float(t), True) for t in times]
     hist = Histories.of(table([events, events]))
     t_us = hist.t_us.copy()
-    hist = Histories(hist.ids, hist.offsets, t_us, hist.changed,
-                     np.r_[np.ones(200, bool), np.zeros(200, bool)])  # fmt: skip
+    hist = Histories(
+        hist.ids, hist.offsets, t_us, hist.changed, np.r_[np.ones(200, bool), np.zeros(200, bool)]
+    )
     complete, incomplete = hist.rates_per_s(NOW)
     truth = 199 / float(times[-1] - times[0])
     assert complete == pytest.approx(truth, rel=0.02)
@@ -98,8 +100,9 @@ def test_complete_events_count_as_notified_changes_over_watched_time() -> None:
 
 def test_histories_written_before_complete_existed_read_as_incomplete() -> None:
     old_event = pa.struct([("t", pa.timestamp("us", tz="UTC")), ("changed", pa.bool_())])
-    column = pa.array([[{"t": datetime.fromtimestamp(NOW, UTC), "changed": True}]],
-                      pa.list_(old_event))  # fmt: skip
+    column = pa.array(
+        [[{"t": datetime.fromtimestamp(NOW, UTC), "changed": True}]], pa.list_(old_event)
+    )
     legacy = pa.table({"partition_id": ["p0"], "history": column})
     hist = Histories.of(legacy)
     assert hist.complete.tolist() == [False] and hist.events() == [[(NOW, True)]]

@@ -118,8 +118,17 @@ def private_lan(lan: LAN, smbd_factory: Callable[..., SmbServer], tmp_path: Path
 
 def crawl(lan: LAN, cfg: Path, password: str, user: str = "root"):
     env = {"SHARECRAWL_SMB_USER": user, "SHARECRAWL_SMB_PASSWORD": password}
-    return run_cli("crawl", "--crawl-dir", str(lan.crawl_dir), "--hosts-file",
-                   str(lan.hosts_file), "--runner", "inline", env=env, config=cfg)  # fmt: skip
+    return run_cli(
+        "crawl",
+        "--crawl-dir",
+        str(lan.crawl_dir),
+        "--hosts-file",
+        str(lan.hosts_file),
+        "--runner",
+        "inline",
+        env=env,
+        config=cfg,
+    )
 
 
 def test_wrong_password_is_auth_failed_and_stays_searchable(private_lan, run_json) -> None:

@@ -54,8 +54,9 @@ def test_a_group_past_twice_the_target_is_cut_and_small_groups_are_compacted() -
     assert list(plan.values()) == [[f"p{2 * i}", f"p{2 * i + 1}"] for i in range(5)]
     assert plan_groups({0: list(rows)}, rows, list(rows), {}, target=20) == {0: list(rows)}
     shrunk = {"a": 1, "b": 1, "c": 8, "d": 0}
-    plan = plan_groups({0: ["a"], 1: ["b"], 2: ["c"], 4: ["d"]}, shrunk, ["a", "b", "c", "d"],
-                       {}, target=8)  # fmt: skip
+    plan = plan_groups(
+        {0: ["a"], 1: ["b"], 2: ["c"], 4: ["d"]}, shrunk, ["a", "b", "c", "d"], {}, target=8
+    )
     assert plan == {0: ["a", "b"], 2: ["c"]}
 
 
@@ -79,8 +80,12 @@ def build(lan: LAN) -> None:
     for share in SHARES:
         for album in range(2):
             for track in range(2):
-                lan.media("alpha", f"{share}/Album {album}/t{track}.mp3", artist=f"{share} band",
-                          title=f"{share} {album} {track}")  # fmt: skip
+                lan.media(
+                    "alpha",
+                    f"{share}/Album {album}/t{track}.mp3",
+                    artist=f"{share} band",
+                    title=f"{share} {album} {track}",
+                )
     lan.media("beta", "share/x/song.ogg", "ogg", artist="Kino", title="Kukushka")
     lan.write_hosts("alpha", "beta")
 
@@ -91,28 +96,39 @@ def inodes(crawl: CrawlDir, version: int, table: str) -> dict[str, int]:
 
 def rows(crawl: CrawlDir, version: int, table: str) -> list[tuple]:
     columns = ["host", "share", "path", "partition_id"]
-    return sorted(crawl.read(version, table).select(columns).to_pylist(),
-                  key=lambda r: (r["host"], r["share"], r["path"]))  # fmt: skip
+    return sorted(
+        crawl.read(version, table).select(columns).to_pylist(),
+        key=lambda r: (r["host"], r["share"], r["path"]),
+    )
 
 
 def group_of(crawl: CrawlDir, version: int, share: str) -> str:
     """The name of alpha's files part holding `share`'s root partition."""
-    (pid,) = {r["partition_id"] for r in rows(crawl, version, "files")
-              if r["host"] == "alpha" and r["share"] == share}  # fmt: skip
-    (name,) = [p.name for p in crawl.table_parts(version, "files")
-               if pid in (footer_partitions(p) or ())]  # fmt: skip
+    (pid,) = {
+        r["partition_id"]
+        for r in rows(crawl, version, "files")
+        if r["host"] == "alpha" and r["share"] == share
+    }
+    (name,) = [
+        p.name for p in crawl.table_parts(version, "files") if pid in (footer_partitions(p) or ())
+    ]
     return name
 
 
 def test_a_change_rewrites_only_the_group_of_its_partition(
     lan: LAN, small_groups, run_json
-) -> None:  # fmt: skip
+) -> None:
     build(lan)
     lan.crawl()
     crawl = CrawlDir(lan.crawl_dir)
     names = sorted(inodes(crawl, 1, "files"))
-    assert names == ["alpha.parquet", "alpha@1.parquet", "alpha@2.parquet", "alpha@3.parquet",
-                     "beta.parquet"]  # fmt: skip
+    assert names == [
+        "alpha.parquet",
+        "alpha@1.parquet",
+        "alpha@2.parquet",
+        "alpha@3.parquet",
+        "beta.parquet",
+    ]
     held = [footer_partitions(p) for p in crawl.table_parts(1, "files")]
     assert all(held) and len(set().union(*held)) == sum(len(h) for h in held) == 5
     before = {t: inodes(crawl, 1, t) for t in ("files", "media", "folders")}
@@ -155,16 +171,18 @@ def test_a_damaged_group_costs_only_its_partitions(lan: LAN, small_groups, run_j
     lan.crawl()
     log = pq.read_table(crawl.segment_dir(2) / "fetchlog.parquet").to_pylist()
     status = {r["share"]: r["status"] for r in log if r["host"] == "alpha"}
-    assert status == {"a-music": "unchanged", "b-films": "new", "c-talks": "unchanged",
-                      "d-misc": "unchanged"}  # fmt: skip
+    assert status == {
+        "a-music": "unchanged",
+        "b-films": "new",
+        "c-talks": "unchanged",
+        "d-misc": "unchanged",
+    }
     assert sum(r["n_tags_read"] for r in log) == 4  # b-films' tags, read again
     assert rows(crawl, 2, "files") == expected
     assert lan.cli("check") == 0
 
 
-def test_a_fetch_reads_only_the_groups_of_the_partitions_it_needs(
-    lan: LAN, small_groups
-) -> None:  # fmt: skip
+def test_a_fetch_reads_only_the_groups_of_the_partitions_it_needs(lan: LAN, small_groups) -> None:
     build(lan)
     lan.crawl()
     crawl = CrawlDir(lan.crawl_dir)
@@ -203,17 +221,22 @@ def strip_to_previous_release(crawl: CrawlDir, version: int) -> None:
     for table in ("files", "media", "folders"):
         for part in crawl.table_parts(version, table):
             data = pq.read_table(part)
-            metadata = {k: v for k, v in (data.schema.metadata or {}).items()
-                        if k != PARTITIONS_KEY}  # fmt: skip
-            pq.write_table(data.replace_schema_metadata(metadata), part, compression="zstd",
-                           write_page_checksum=True)  # fmt: skip
+            metadata = {
+                k: v for k, v in (data.schema.metadata or {}).items() if k != PARTITIONS_KEY
+            }
+            pq.write_table(
+                data.replace_schema_metadata(metadata),
+                part,
+                compression="zstd",
+                write_page_checksum=True,
+            )
             assert footer_partitions(part) is None
     write_manifest(crawl.version_dir(version), {})
 
 
 def test_a_crawl_dir_of_one_part_per_host_is_read_and_converted_as_hosts_change(
     lan: LAN, monkeypatch: pytest.MonkeyPatch, run_json
-) -> None:  # fmt: skip
+) -> None:
     build(lan)
     lan.crawl()  # the default group size: one part per host, as the previous release had
     crawl = CrawlDir(lan.crawl_dir)
@@ -229,14 +252,20 @@ def test_a_crawl_dir_of_one_part_per_host_is_read_and_converted_as_hosts_change(
     parts = inodes(crawl, 2, "files")
     assert parts["beta.parquet"] == beta  # untouched: linked as it was
     assert sorted(n for n in parts if n.startswith("alpha")) == [
-        "alpha.parquet", "alpha@1.parquet", "alpha@2.parquet", "alpha@3.parquet"]  # fmt: skip
+        "alpha.parquet",
+        "alpha@1.parquet",
+        "alpha@2.parquet",
+        "alpha@3.parquet",
+    ]
+
     def moved_back(r: dict) -> tuple[str, str, str]:
         if r["share"] == "d-misc" and r["path"].startswith("Moved"):
             return r["host"], "a-music", r["path"].replace("Moved", "Album 1", 1)
         return r["host"], r["share"], r["path"]
 
     assert sorted(map(moved_back, rows(crawl, 2, "files"))) == sorted(
-        (r["host"], r["share"], r["path"]) for r in expected)  # fmt: skip
+        (r["host"], r["share"], r["path"]) for r in expected
+    )
     assert lan.cli("check") == 0
     assert run_json(lan, "sql", "SELECT count(*) AS n FROM media") == [{"n": 17}]
 
@@ -247,20 +276,36 @@ STABLE_COLUMNS = {  # every column but the clocks and the measured costs
     "media": [c for c in MEDIA.names if c != "tagged_at"],
     "folders": FOLDERS.names,
     "hosts": ["host", "url", "online", "last_error", "status"],
-    "partitions": ["partition_id", "host", "share", "root", "lo", "hi", "parent_id", "hash",
-                   "n_folders", "n_files", "n_media", "bytes", "n_scans", "n_changes",
-                   "status"],
-}  # fmt: skip
+    "partitions": [
+        "partition_id",
+        "host",
+        "share",
+        "root",
+        "lo",
+        "hi",
+        "parent_id",
+        "hash",
+        "n_folders",
+        "n_files",
+        "n_media",
+        "bytes",
+        "n_scans",
+        "n_changes",
+        "status",
+    ],
+}
 
 
 def stable_tables(crawl: CrawlDir, version: int) -> dict[str, list[dict]]:
-    return {table: sorted(crawl.read(version, table).select(columns).to_pylist(), key=repr)
-            for table, columns in STABLE_COLUMNS.items()}  # fmt: skip
+    return {
+        table: sorted(crawl.read(version, table).select(columns).to_pylist(), key=repr)
+        for table, columns in STABLE_COLUMNS.items()
+    }
 
 
 def test_groups_hold_exactly_the_rows_one_part_per_host_holds(
     lan: LAN, monkeypatch: pytest.MonkeyPatch, run_json
-) -> None:  # fmt: skip
+) -> None:
     """The same LAN crawled into two crawl dirs, round by round through a new file, a move
     and a deletion: one with one part per host, one with groups of one share. Every table,
     every sql answer and every search answer is the same."""
@@ -268,8 +313,10 @@ def test_groups_hold_exactly_the_rows_one_part_per_host_holds(
     one_part, groups = lan.crawl_dir, lan.root / "crawl-groups"
 
     def crawl_both() -> None:
-        for crawl_dir, group_rows in ((one_part, crawl_io.part_groups.GROUP_ROWS),
-                                      (groups, GROUP_ROWS)):  # fmt: skip
+        for crawl_dir, group_rows in (
+            (one_part, crawl_io.part_groups.GROUP_ROWS),
+            (groups, GROUP_ROWS),
+        ):
             with monkeypatch.context() as m:
                 m.setattr(crawl_io.part_groups, "GROUP_ROWS", group_rows)
                 m.setattr(lan, "crawl_dir", crawl_dir)
@@ -286,9 +333,13 @@ def test_groups_hold_exactly_the_rows_one_part_per_host_holds(
     assert a.current() == b.current() == 3
     assert len(a.table_parts(3, "files")) == 2 and len(b.table_parts(3, "files")) > 2
     assert stable_tables(a, 3) == stable_tables(b, 3)
-    asked = [("sql", "SELECT share, count(*) AS n FROM media GROUP BY share ORDER BY share"),
-             ("sql", "SELECT * FROM duplicate_folders ORDER BY ALL"),
-             ("search", "lecture"), ("search", "band"), ("search", "artist:kino")]  # fmt: skip
+    asked = [
+        ("sql", "SELECT share, count(*) AS n FROM media GROUP BY share ORDER BY share"),
+        ("sql", "SELECT * FROM duplicate_folders ORDER BY ALL"),
+        ("search", "lecture"),
+        ("search", "band"),
+        ("search", "artist:kino"),
+    ]
     answers = []
     for crawl_dir in (one_part, groups):
         monkeypatch.setattr(lan, "crawl_dir", crawl_dir)
@@ -299,7 +350,7 @@ def test_groups_hold_exactly_the_rows_one_part_per_host_holds(
 
 def test_check_repair_sets_aside_one_damaged_group_and_the_next_round_lists_only_it(
     lan: LAN, small_groups, capsys: pytest.CaptureFixture[str]
-) -> None:  # fmt: skip
+) -> None:
     build(lan)
     lan.crawl()
     crawl = CrawlDir(lan.crawl_dir)
@@ -311,15 +362,20 @@ def test_check_repair_sets_aside_one_damaged_group_and_the_next_round_lists_only
 
     capsys.readouterr()
     assert lan.cli("check") == 1
-    assert capsys.readouterr().out.splitlines() == [f"{damaged}: checksum mismatch (its bytes "
-                                                    "changed since it was written)"]  # fmt: skip
+    assert capsys.readouterr().out.splitlines() == [
+        f"{damaged}: checksum mismatch (its bytes changed since it was written)"
+    ]
     assert lan.cli("check", "--repair") == 0
     assert f"moved damaged crawldb/v000001/media/{damaged.name}" in capsys.readouterr().out
     assert not damaged.exists() and crawl.current() == 1
     lan.crawl()
     log = pq.read_table(crawl.segment_dir(2) / "fetchlog.parquet").to_pylist()
     status = {r["share"]: r["status"] for r in log if r["host"] == "alpha"}
-    assert status == {"a-music": "unchanged", "b-films": "unchanged", "c-talks": "new",
-                      "d-misc": "unchanged"}  # fmt: skip
+    assert status == {
+        "a-music": "unchanged",
+        "b-films": "unchanged",
+        "c-talks": "new",
+        "d-misc": "unchanged",
+    }
     assert rows(crawl, 2, "files") == expected
     assert lan.cli("check") == 0

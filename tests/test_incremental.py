@@ -14,8 +14,12 @@ def build(lan: LAN) -> None:
     for share in ("music", "films", "incoming", "old"):
         for i in range(3):
             word = ("alpha", "bravo", "charlie")[i]
-            lan.media("alpha", f"{share}/Album {i}/track{i:02d}.mp3", artist=f"{share} band",
-                      title=f"{share} song {word}")  # fmt: skip
+            lan.media(
+                "alpha",
+                f"{share}/Album {i}/track{i:02d}.mp3",
+                artist=f"{share} band",
+                title=f"{share} song {word}",
+            )
     lan.media("beta", "share/x/song_01.ogg", "ogg", artist="Kino", title="Kukushka")
     lan.write_hosts("alpha", "beta")
 
@@ -37,11 +41,22 @@ def test_k_changed_files_in_m_partitions_cost_k_tag_reads(lan: LAN, run_json) ->
     assert status["tags_read"] == 3
     assert status["partitions"]["changed"] == 2
     assert status["partitions"]["unchanged"] == 3
-    assert set(status) >= {"round", "partitions", "tags_read", "bytes_read", "listing_s",
-                           "tags_s", "errors", "change_share"}  # fmt: skip
+    assert set(status) >= {
+        "round",
+        "partitions",
+        "tags_read",
+        "bytes_read",
+        "listing_s",
+        "tags_s",
+        "errors",
+        "change_share",
+    }
     assert status["errors"] == 0 and 0 < status["change_share"] < 1
-    changed = run_json(lan, "sql", "SELECT share FROM fetchlog WHERE round = 2 AND "
-                                   "status = 'changed' ORDER BY share")  # fmt: skip
+    changed = run_json(
+        lan,
+        "sql",
+        "SELECT share FROM fetchlog WHERE round = 2 AND status = 'changed' ORDER BY share",
+    )
     assert [r["share"] for r in changed] == ["films", "music"]
     # listing rows are written for the changed partitions only
     in_changed = "SELECT count(*) AS n FROM files WHERE share IN ('films', 'music')"
@@ -71,8 +86,9 @@ def test_removed_folder_leaves_the_crawldb_and_search(lan: LAN, run_json) -> Non
     lan.crawl()
     status = run_json(lan, "status")
     assert status["partitions"]["gone"] == 1  # the share 'old' vanished with its folder
-    left = run_json(lan, "sql", "SELECT count(*) AS n FROM files WHERE share = 'old' OR "
-                                "path LIKE 'x%'")  # fmt: skip
+    left = run_json(
+        lan, "sql", "SELECT count(*) AS n FROM files WHERE share = 'old' OR path LIKE 'x%'"
+    )
     assert left[0]["n"] == 0
     assert (
         run_json(lan, "sql", "SELECT count(*) AS n FROM partitions WHERE share = 'old'")[0]["n"]
@@ -125,10 +141,14 @@ def test_scan_history_and_rates_follow_the_scans(lan: LAN, run_json) -> None:
     for i in range(2):
         lan.media("alpha", f"incoming/new{i}.mp3", artist="x", title=f"new {i}")
         lan.crawl()
-    rows = run_json(lan, "sql", "SELECT share, n_scans, n_changes, rate_per_h, "
-                                "[e.changed FOR e IN history] AS changed, "
-                                "[epoch(e.t) FOR e IN history] AS t, last_scan "
-                                "FROM partitions WHERE host = 'alpha' ORDER BY share")  # fmt: skip
+    rows = run_json(
+        lan,
+        "sql",
+        "SELECT share, n_scans, n_changes, rate_per_h, "
+        "[e.changed FOR e IN history] AS changed, "
+        "[epoch(e.t) FOR e IN history] AS t, last_scan "
+        "FROM partitions WHERE host = 'alpha' ORDER BY share",
+    )
     by_share = {r["share"]: r for r in rows}
     assert by_share["incoming"]["changed"] == [True, True]
     assert by_share["music"]["changed"] == [False, False]

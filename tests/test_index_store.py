@@ -22,8 +22,10 @@ def two_indexes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("store")
     first, second = root / "first.duckdb", root / "second.duckdb"
     build_index(write_version(root / "a", MEDIA_ROWS, name="v000001"), first)
-    more = [*MEDIA_ROWS, media("alpha", "Music/Madonna/Holiday.mp3", artist="Madonna",
-                               title="Holiday", year=1983)]  # fmt: skip
+    more = [
+        *MEDIA_ROWS,
+        media("alpha", "Music/Madonna/Holiday.mp3", artist="Madonna", title="Holiday", year=1983),
+    ]
     build_index(write_version(root / "b", more, name="v000002"), second)
     return first, second
 

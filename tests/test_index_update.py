@@ -22,10 +22,29 @@ from queries.search import search
 from tests.test_search import media
 
 HOSTS = ["alpha", "beta", "gamma", "delta"]
-ARTISTS = ["Metallica", "Metalica", "Madonna", "Björk", "B.O.S.E.", "Мумий Тролль", "Beyoncé",
-           "Andrew Lloyd Webber", None]  # fmt: skip
-TITLES = ["One", "Battery", "Frozen", "Hyperballad", "Army of Me", "Spider-Man", "Утекай",
-          "Music of the Night", "Halo", None]  # fmt: skip
+ARTISTS = [
+    "Metallica",
+    "Metalica",
+    "Madonna",
+    "Björk",
+    "B.O.S.E.",
+    "Мумий Тролль",
+    "Beyoncé",
+    "Andrew Lloyd Webber",
+    None,
+]
+TITLES = [
+    "One",
+    "Battery",
+    "Frozen",
+    "Hyperballad",
+    "Army of Me",
+    "Spider-Man",
+    "Утекай",
+    "Music of the Night",
+    "Halo",
+    None,
+]
 SERIES = ["Lost", "Friends"]
 FOLDERS = ["Music", "Music/Rock", "Music/Pop", "Backup/Old", "Музыка", "Incoming"]
 FORMATS = ["mp3", "flac", "ogg"]
@@ -48,19 +67,30 @@ class Lan:
         if rng.random() < 0.15:  # an episode, named as a crawler names it
             series, season, episode = rng.choice(SERIES), rng.randint(1, 3), rng.randint(1, 4)
             path = f"Video/{series}/{series}.S{season:02d}E{episode:02d}.{self.serial}.mkv"
-            return media(host, path, series=series, season=season, episode=episode,
-                         size=rng.randint(1, 9) * 10**8)  # fmt: skip
+            return media(
+                host,
+                path,
+                series=series,
+                season=season,
+                episode=episode,
+                size=rng.randint(1, 9) * 10**8,
+            )
         folder = self.rng.choice(FOLDERS)
         fmt = rng.choice(FORMATS)
         if rng.random() < 0.15:  # an untagged generic name: grouped by its folder
             return media(host, f"{folder}/CD{self.serial % 3}/track0{self.serial % 4}.{fmt}")
         artist, title = rng.choice(ARTISTS), rng.choice(TITLES)
         name = f"{artist or 'Unknown'} - {title or self.serial}.{fmt}"
-        return media(host, f"{folder}/{name}", artist=artist, title=title,
-                     album=rng.choice([None, "Best of", "Live"]),
-                     year=rng.choice([None, 1986, 1998, 2000, 2005]),
-                     bitrate_kbps=rng.choice([128, 192, 320, 900]),
-                     size=rng.randint(1, 50) * 10**6)  # fmt: skip
+        return media(
+            host,
+            f"{folder}/{name}",
+            artist=artist,
+            title=title,
+            album=rng.choice([None, "Best of", "Live"]),
+            year=rng.choice([None, 1986, 1998, 2000, 2005]),
+            bitrate_kbps=rng.choice([128, 192, 320, 900]),
+            size=rng.randint(1, 50) * 10**6,
+        )
 
     def add(self) -> None:
         row = self.new_row(self.rng.choice(HOSTS))
@@ -83,7 +113,7 @@ class Lan:
             "size": [1, 2, 3],
             "album": ["Live", None],
         }
-        row[field] = self.rng.choice(pools[field])  # fmt: skip
+        row[field] = self.rng.choice(pools[field])
 
     def move(self) -> None:
         if not self.rows:
@@ -121,15 +151,17 @@ class Lan:
         return out
 
 
-def write_version(crawldb: Path, number: int, lan: Lan, previous: Path | None,
-                  manifest: bool) -> Path:  # fmt: skip
+def write_version(
+    crawldb: Path, number: int, lan: Lan, previous: Path | None, manifest: bool
+) -> Path:
     """Version `number` of the LAN: a part whose rows did not change is a hard link to the
     previous version's, as Publish makes it."""
     version = crawldb / f"v{number:06d}"
     (version / "media").mkdir(parents=True)
-    hosts = [{n: None for n in schema.HOSTS.names} | {"host": h, "url": f"smb://{h}",
-                                                       "online": on}
-             for h, on in lan.online.items()]  # fmt: skip
+    hosts = [
+        {n: None for n in schema.HOSTS.names} | {"host": h, "url": f"smb://{h}", "online": on}
+        for h, on in lan.online.items()
+    ]
     pq.write_table(pa.Table.from_pylist(hosts, schema.HOSTS), version / "hosts.parquet")
     for name, rows in lan.parts().items():
         target = version / "media" / name
@@ -147,11 +179,32 @@ def write_version(crawldb: Path, number: int, lan: Lan, previous: Path | None,
 
 def queries(lan: Lan) -> list[str]:
     """Words of every name, typos, fields and filters: some hundreds of queries."""
-    found: set[str] = {"metalica", "metallica", "bose", "b.o.s.e", "spiderman", "spider man",
-                       "beyonce", "bjork", "мадонна", "madona", "lost", "friends", "track",
-                       "kind:video", "kind:audio lost", "year:1990..2000", "year:2005",
-                       "format:flac", "host:beta", "host:alpha music", "season:2 lost",
-                       "artist:madonna", "title:frozen year:..2000", "music night"}  # fmt: skip
+    found: set[str] = {
+        "metalica",
+        "metallica",
+        "bose",
+        "b.o.s.e",
+        "spiderman",
+        "spider man",
+        "beyonce",
+        "bjork",
+        "мадонна",
+        "madona",
+        "lost",
+        "friends",
+        "track",
+        "kind:video",
+        "kind:audio lost",
+        "year:1990..2000",
+        "year:2005",
+        "format:flac",
+        "host:beta",
+        "host:alpha music",
+        "season:2 lost",
+        "artist:madonna",
+        "title:frozen year:..2000",
+        "music night",
+    }
     for row in lan.rows.values():
         for value in (row["artist"], row["title"], row["series"]):
             if value:
@@ -162,9 +215,11 @@ def queries(lan: Lan) -> list[str]:
 
 
 def answers(index: Path, query_list: list[str]) -> list[list[dict]]:
-    return [search(index, q, limit=30, all_hosts=all_hosts, latest=latest)
-            for q in query_list
-            for all_hosts, latest in ((False, False), (True, False), (True, True))]  # fmt: skip
+    return [
+        search(index, q, limit=30, all_hosts=all_hosts, latest=latest)
+        for q in query_list
+        for all_hosts, latest in ((False, False), (True, False), (True, True))
+    ]
 
 
 def table_rows(index: Path) -> dict[str, list[tuple]]:

@@ -91,8 +91,11 @@ def test_bad_credentials_file_exits_2_before_anything_is_written(
 def test_credentials_file_that_is_not_a_file(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo, 0o600)
-    for path, message in ((tmp_path, "not a regular file"), (fifo, "not a regular file"),
-                          (tmp_path / "creds" / "x", "does not exist")):  # fmt: skip
+    for path, message in (
+        (tmp_path, "not a regular file"),
+        (fifo, "not a regular file"),
+        (tmp_path / "creds" / "x", "does not exist"),
+    ):
         with pytest.raises(ConfigError, match=message):
             check_credentials({"SHARECRAWL_SMB_CREDENTIALS": str(path)})
     with pytest.raises(ConfigError, match="set but empty"):
@@ -103,8 +106,9 @@ def test_credentials_file_that_is_not_a_file(tmp_path: Path) -> None:
 
 
 def test_good_credentials_file_with_comments_and_domain(tmp_path: Path) -> None:
-    path = cred_file(tmp_path, "# lab\nusername = bob\n\n; smbclient style\npassword = p=1\n"
-                               "domain = LAB\n")  # fmt: skip
+    path = cred_file(
+        tmp_path, "# lab\nusername = bob\n\n; smbclient style\npassword = p=1\ndomain = LAB\n"
+    )
     env = {"SHARECRAWL_SMB_CREDENTIALS": str(path)}
     check_credentials(env)
     creds = credentials_for(parse_host_url("smb://nas/music"), env)
@@ -143,8 +147,18 @@ def test_bad_host_names_and_ports_exit_2(small_lan: LAN, capsys, url: str, messa
 
 
 def test_good_host_names() -> None:
-    for name in ("nas", "dorm5-pc", "lab_3.local", "10.0.0.7", "::1", "fe80::1%eth0",
-                 "мадонна-пк", "bücher.example", "a" * 63 + ".lan", "fqdn.example."):  # fmt: skip
+    for name in (
+        "nas",
+        "dorm5-pc",
+        "lab_3.local",
+        "10.0.0.7",
+        "::1",
+        "fe80::1%eth0",
+        "мадонна-пк",
+        "bücher.example",
+        "a" * 63 + ".lan",
+        "fqdn.example.",
+    ):
         assert check_hostname(name) is None, name
     assert parse_host_url("smb://мадонна-пк/музыка").share == "музыка"
     assert parse_host_url("smb://[::1]:1445/media").port == 1445
@@ -205,8 +219,14 @@ def test_bad_setting_in_luigi_config_path_exits_2(small_lan: LAN, tmp_path: Path
 
     cfg = tmp_path / "bad.cfg"
     cfg.write_text("[sharecrawl]\nhost_timeout_s = nan\n")
-    done = run_cli("crawl", "--crawl-dir", str(small_lan.crawl_dir), "--hosts-file",
-                   str(small_lan.hosts_file), config=cfg)  # fmt: skip
+    done = run_cli(
+        "crawl",
+        "--crawl-dir",
+        str(small_lan.crawl_dir),
+        "--hosts-file",
+        str(small_lan.hosts_file),
+        config=cfg,
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "sharecrawl: error: [sharecrawl] host_timeout_s (luigi.cfg or LUIGI_CONFIG_PATH) must "
@@ -248,8 +268,11 @@ def test_bad_input_leaves_an_existing_crawl_dir_unchanged(
 
 
 def test_options_argparse_refuses_get_one_line(small_lan: LAN, capsys) -> None:
-    for args in (["crawl", "--crawlers", "many"], ["search", "--limit", "x", "q"],
-                 ["crawl", "--bogus"]):  # fmt: skip
+    for args in (
+        ["crawl", "--crawlers", "many"],
+        ["search", "--limit", "x", "q"],
+        ["crawl", "--bogus"],
+    ):
         with pytest.raises(SystemExit) as done:
             small_lan.cli(*args)
         assert done.value.code == 2

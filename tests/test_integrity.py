@@ -35,8 +35,11 @@ def scans(crawl: CrawlDir, version: int) -> dict[str, tuple[int, int]]:
 
 def tree(root: Path) -> dict[str, tuple[int, int]]:
     """Every path under root with its size and mtime, the lock file left out."""
-    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in root.rglob("*") if p.name != "LOCK"}  # fmt: skip
+    return {
+        str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in root.rglob("*")
+        if p.name != "LOCK"
+    }
 
 
 def run(lan: LAN, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -57,8 +60,9 @@ def flip_byte_in_a_page(path: Path) -> None:
     """Bit rot: flip the last byte of the `path` column's chunk (inside its last data
     page, past the page header), keeping the file's size."""
     meta = pq.read_metadata(path).row_group(0)
-    column = next(meta.column(i) for i in range(meta.num_columns)
-                  if meta.column(i).path_in_schema == "path")  # fmt: skip
+    column = next(
+        meta.column(i) for i in range(meta.num_columns) if meta.column(i).path_in_schema == "path"
+    )
     start = column.dictionary_page_offset or column.data_page_offset
     offset = start + column.total_compressed_size - 1
     data = bytearray(path.read_bytes())
@@ -68,7 +72,7 @@ def flip_byte_in_a_page(path: Path) -> None:
 
 def test_every_part_is_in_the_manifest_and_linked_parts_carry_their_entries(
     lan: LAN, capsys
-) -> None:  # fmt: skip
+) -> None:
     crawl = two_rounds(lan)
     v1, v2 = crawl.version_dir(1), crawl.version_dir(2)
     manifest = read_manifest(v2)
@@ -88,12 +92,13 @@ def test_every_part_is_in_the_manifest_and_linked_parts_carry_their_entries(
     assert out.splitlines() == [f"v000002: {len(manifest)} parts intact"]
 
 
-def test_a_truncated_part_is_named_by_check_and_its_host_fetched_again(
-    lan: LAN, capsys
-) -> None:  # fmt: skip
+def test_a_truncated_part_is_named_by_check_and_its_host_fetched_again(lan: LAN, capsys) -> None:
     crawl = two_rounds(lan)
-    files, media, history = (rows(crawl, 2, "files", FILE_COLUMNS),
-                             rows(crawl, 2, "media", MEDIA_COLUMNS), scans(crawl, 2))  # fmt: skip
+    files, media, history = (
+        rows(crawl, 2, "files", FILE_COLUMNS),
+        rows(crawl, 2, "media", MEDIA_COLUMNS),
+        scans(crawl, 2),
+    )
     part = crawl.version_dir(2) / "files" / "alpha.parquet"
     os.truncate(part, part.stat().st_size // 2)
 
@@ -117,9 +122,7 @@ def test_a_truncated_part_is_named_by_check_and_its_host_fetched_again(
         assert (new / "alpha.parquet").stat().st_ino != (old / "alpha.parquet").stat().st_ino
 
 
-def test_bit_rot_is_a_checksum_mismatch_caught_by_page_crcs_and_repaired(
-    lan: LAN, capsys
-) -> None:  # fmt: skip
+def test_bit_rot_is_a_checksum_mismatch_caught_by_page_crcs_and_repaired(lan: LAN, capsys) -> None:
     crawl = two_rounds(lan)
     files = rows(crawl, 2, "files", FILE_COLUMNS)
     part = crawl.version_dir(2) / "files" / "beta.parquet"
@@ -131,8 +134,9 @@ def test_bit_rot_is_a_checksum_mismatch_caught_by_page_crcs_and_repaired(
 
     code, out, _ = run(lan, capsys, "check")
     assert code == 1
-    assert out.splitlines() == [f"{part}: checksum mismatch (its bytes changed since it was "
-                                "written)"]  # fmt: skip
+    assert out.splitlines() == [
+        f"{part}: checksum mismatch (its bytes changed since it was written)"
+    ]
 
     code, out, _ = run(lan, capsys, "check", "--repair")
     assert code == 0
@@ -151,7 +155,7 @@ def test_bit_rot_is_a_checksum_mismatch_caught_by_page_crcs_and_repaired(
 )
 def test_a_broken_current_stops_every_command_in_one_line_until_repaired(
     lan: LAN, capsys, current: str
-) -> None:  # fmt: skip
+) -> None:
     crawl = two_rounds(lan)
     if current == "manifest-deleted":  # CURRENT names a version that is not complete
         (crawl.version_dir(2) / MANIFEST_NAME).unlink()
@@ -182,10 +186,19 @@ def test_a_broken_current_gives_one_line_and_no_traceback_from_the_command(lan: 
     (crawl.crawldb / "CURRENT").write_text("")
     for command in ("status", "crawl"):
         proc = subprocess.run(
-            [sys.executable, "-m", "cli.main", command, "--crawl-dir", str(lan.crawl_dir),
-             *(["--hosts-file", str(lan.hosts_file)] if command == "crawl" else [])],
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "cli.main",
+                command,
+                "--crawl-dir",
+                str(lan.crawl_dir),
+                *(["--hosts-file", str(lan.hosts_file)] if command == "crawl" else []),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 1
         assert proc.stderr.splitlines() == [
             f"sharecrawl: error: {crawl.crawldb / 'CURRENT'} is empty; "
@@ -195,7 +208,7 @@ def test_a_broken_current_gives_one_line_and_no_traceback_from_the_command(lan: 
 
 def test_a_deleted_partitions_table_stops_the_round_and_repair_keeps_history(
     lan: LAN, capsys
-) -> None:  # fmt: skip
+) -> None:
     crawl = two_rounds(lan)
     history = scans(crawl, 1)
     (crawl.version_dir(2) / "partitions.parquet").unlink()
@@ -238,9 +251,7 @@ def test_a_damaged_part_of_an_offline_host_is_not_linked_forward(lan: LAN, capsy
     assert run(lan, capsys, "check")[0] == 0
 
 
-def test_a_crawl_dir_of_the_previous_release_is_read_and_gets_manifests(
-    lan: LAN, capsys
-) -> None:  # fmt: skip
+def test_a_crawl_dir_of_the_previous_release_is_read_and_gets_manifests(lan: LAN, capsys) -> None:
     crawl = two_rounds(lan)
     for version in (1, 2):
         (crawl.version_dir(version) / MANIFEST_NAME).unlink()
@@ -276,7 +287,7 @@ def test_check_names_a_garbled_search_index_and_repair_rebuilds_it(lan: LAN, cap
 
 def test_bit_rot_in_a_changed_hosts_part_is_caught_when_read_and_the_host_listed_whole(
     lan: LAN, capsys
-) -> None:  # fmt: skip
+) -> None:
     crawl = two_rounds(lan)
     paths = {(r["host"], r["path"]) for r in rows(crawl, 2, "files", FILE_COLUMNS)}
     flip_byte_in_a_page(crawl.version_dir(2) / "files" / "alpha.parquet")

@@ -28,8 +28,9 @@ from jobs.subtree_hash import (
     summarize,
 )
 
-names = st.text(st.characters(blacklist_characters="/\0", blacklist_categories=("Cs",)),
-                min_size=1, max_size=8)  # fmt: skip
+names = st.text(
+    st.characters(blacklist_characters="/\0", blacklist_categories=("Cs",)), min_size=1, max_size=8
+)
 trees = st.dictionaries(
     st.lists(names, min_size=1, max_size=4).map("/".join),
     st.tuples(st.integers(0, 10**9), st.integers(0, 2 * 10**15)),
@@ -47,19 +48,34 @@ def listing(host: str, pid: str, files: dict[str, tuple[int, int]]) -> pa.Table:
     rows = [r for r in rows if r[0] not in folders]  # a path cannot be a file and a folder
     rows += [(f, True, 0, 0) for f in folders]
     return pa.Table.from_pylist(
-        [{"host": host, "share": "s", "path": p, "name": p.rsplit("/", 1)[-1], "is_dir": d,
-          "size": size, "mtime": datetime.fromtimestamp(m / 1e6, UTC), "partition_id": pid}
-         for p, d, size, m in rows],
+        [
+            {
+                "host": host,
+                "share": "s",
+                "path": p,
+                "name": p.rsplit("/", 1)[-1],
+                "is_dir": d,
+                "size": size,
+                "mtime": datetime.fromtimestamp(m / 1e6, UTC),
+                "partition_id": pid,
+            }
+            for p, d, size, m in rows
+        ],
         LISTING,
-    )  # fmt: skip
+    )
 
 
 def expected(table: pa.Table) -> str:
     mtimes = table["mtime"].cast("int64").to_pylist()
     return partition_hash(
-        zip(table["path"].to_pylist(), table["is_dir"].to_pylist(), table["size"].to_pylist(),
-            mtimes, strict=True)
-    )  # fmt: skip
+        zip(
+            table["path"].to_pylist(),
+            table["is_dir"].to_pylist(),
+            table["size"].to_pylist(),
+            mtimes,
+            strict=True,
+        )
+    )
 
 
 @settings(max_examples=40, deadline=None)
@@ -88,13 +104,28 @@ def test_job_runs_on_mrjob_runners(tmp_path: Path, runner: str) -> None:
     manifest = write_manifest(parts, tmp_path / "m")
     out = ListingResults.of(run_job(MRListingJobs, manifest, runner)).summaries
     assert out == {
-        "pa": {"hash": expected(tables["pa"]), "n_folders": 1, "n_files": 3, "n_media": 2,
-               "bytes": 21},
-        "pb1": {"hash": expected(tables["pb1"]), "n_folders": 1, "n_files": 1, "n_media": 1,
-                "bytes": 11},
-        "pb2": {"hash": expected(tables["pb2"]), "n_folders": 1, "n_files": 1, "n_media": 1,
-                "bytes": 13},
-    }  # fmt: skip
+        "pa": {
+            "hash": expected(tables["pa"]),
+            "n_folders": 1,
+            "n_files": 3,
+            "n_media": 2,
+            "bytes": 21,
+        },
+        "pb1": {
+            "hash": expected(tables["pb1"]),
+            "n_folders": 1,
+            "n_files": 1,
+            "n_media": 1,
+            "bytes": 11,
+        },
+        "pb2": {
+            "hash": expected(tables["pb2"]),
+            "n_folders": 1,
+            "n_files": 1,
+            "n_media": 1,
+            "bytes": 13,
+        },
+    }
 
 
 @pytest.mark.parametrize("runner", ["inline", "local"])
@@ -115,8 +146,9 @@ def test_a_partition_in_two_listing_parts_is_an_error(tmp_path: Path) -> None:
     write_parquet(a, tmp_path / "a.parquet")
     write_parquet(a, tmp_path / "b.parquet")
     with pytest.raises(ValueError, match="two listing parts"):
-        run_listing_jobs([tmp_path / "a.parquet", tmp_path / "b.parquet"], tmp_path, None,
-                         JobRunner("inline"))  # fmt: skip
+        run_listing_jobs(
+            [tmp_path / "a.parquet", tmp_path / "b.parquet"], tmp_path, None, JobRunner("inline")
+        )
 
 
 @settings(max_examples=30, deadline=None)
@@ -136,8 +168,13 @@ def test_rows_in_fetch_order_or_shuffled_hash_alike(files, rnd) -> None:
 
 def reference_folders(table: pa.Table, with_times: bool) -> dict[str, str]:
     mtimes = table["mtime"].cast("int64").to_pylist()
-    rows = zip(table["path"].to_pylist(), table["is_dir"].to_pylist(), table["size"].to_pylist(),
-               mtimes, strict=True)  # fmt: skip
+    rows = zip(
+        table["path"].to_pylist(),
+        table["is_dir"].to_pylist(),
+        table["size"].to_pylist(),
+        mtimes,
+        strict=True,
+    )
     return folder_hashes(rows, with_times=with_times)
 
 
@@ -146,8 +183,9 @@ def reference_folders(table: pa.Table, with_times: bool) -> dict[str, str]:
 def test_folder_hashes_are_the_hash_definition(files) -> None:
     table = listing("h", "p1", files)
     got = folder_summaries(table).to_pylist()
-    folders = {p for p, d in zip(table["path"].to_pylist(), table["is_dir"].to_pylist(),
-                                 strict=True) if d}  # fmt: skip
+    folders = {
+        p for p, d in zip(table["path"].to_pylist(), table["is_dir"].to_pylist(), strict=True) if d
+    }
     assert {r["path"] for r in got} == folders
     with_times, content = reference_folders(table, True), reference_folders(table, False)
     for row in got:
@@ -182,8 +220,26 @@ def test_duplicate_folders_view_finds_an_album_on_two_hosts() -> None:
     ]
 
 
-NAME_PARTS = st.sampled_from(["mp3", "MP3", "flac", "Mkv", "txt", "jpg", ".", "..", "a", " ",
-                              "\n", "mp3\n", "m\u212av", "ｍｐ3", "ogg.txt", "tar.gz"])  # fmt: skip
+NAME_PARTS = st.sampled_from(
+    [
+        "mp3",
+        "MP3",
+        "flac",
+        "Mkv",
+        "txt",
+        "jpg",
+        ".",
+        "..",
+        "a",
+        " ",
+        "\n",
+        "mp3\n",
+        "m\u212av",
+        "ｍｐ3",
+        "ogg.txt",
+        "tar.gz",
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)

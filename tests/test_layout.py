@@ -17,9 +17,14 @@ import ast
 import fnmatch
 import os
 import re
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,8 +49,7 @@ NOT_PACKAGES = {"tests", "bench"}  # never imported by a package
 MAX_LINES = 400
 # Modules over MAX_LINES today, with their line counts: it may only shrink. An entry goes
 # when its module is split under the limit, and its number follows the module down.
-OVERSIZED: dict[str, int] = {
-}
+OVERSIZED: dict[str, int] = {}
 
 # Words from outside the project (case-insensitive): the names and numbers of the source
 # documents' files, and tracker numbers.
@@ -55,8 +59,24 @@ OUTSIDE_WORDS = {
     "a source document's file name": re.compile(r"\b\d{3}_[0-9a-f]{16}\b", re.I),
     "a tracker number": re.compile(r"\bissues?\s*#?\s*\d+", re.I),
 }
-TEXT_SUFFIXES = {".py", ".md", ".txt", ".cfg", ".toml", ".ini", ".rules", ".html", ".css",
-                 ".js", ".svg", ".json", ".yml", ".yaml", ".sh", ""}  # fmt: skip
+TEXT_SUFFIXES = {
+    ".py",
+    ".md",
+    ".txt",
+    ".cfg",
+    ".toml",
+    ".ini",
+    ".rules",
+    ".html",
+    ".css",
+    ".js",
+    ".svg",
+    ".json",
+    ".yml",
+    ".yaml",
+    ".sh",
+    "",
+}
 
 
 # -- the import graph ------------------------------------------------------------------
@@ -100,8 +120,11 @@ def _imported_names(tree: ast.AST) -> Iterator[tuple[ast.AST, str, int, list[str
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
             first = node.args[0]
-            if name in ("import_module", "__import__") and isinstance(first, ast.Constant) \
-                    and isinstance(first.value, str):  # fmt: skip
+            if (
+                name in ("import_module", "__import__")
+                and isinstance(first, ast.Constant)
+                and isinstance(first.value, str)
+            ):
                 yield node, first.value, 0, []
 
 
@@ -142,8 +165,7 @@ def imports(sources: dict[str, str]) -> list[Import]:
                 continue
             named = {f"{module}.{n}" for n in names} & modules or {resolve(module)}
             for target in sorted(named - {source}):
-                found.append(Import(source, target, rel, node.lineno,
-                                    node.lineno in in_function))  # fmt: skip
+                found.append(Import(source, target, rel, node.lineno, node.lineno in in_function))
     return found
 
 
@@ -244,22 +266,29 @@ def size_problems(lines: dict[str, int], oversized: dict[str, int]) -> list[str]
     for rel, n in sorted(lines.items()):
         listed = oversized.get(rel)
         if n > MAX_LINES and listed is None:
-            problems.append(f"{rel} has {n} lines, over {MAX_LINES}: split it into modules "
-                            "of one idea each")  # fmt: skip
+            problems.append(
+                f"{rel} has {n} lines, over {MAX_LINES}: split it into modules of one idea each"
+            )
         elif listed is not None and n > listed:
-            problems.append(f"{rel} grew to {n} lines (OVERSIZED allows {listed}): split it "
-                            "rather than grow it")  # fmt: skip
+            problems.append(
+                f"{rel} grew to {n} lines (OVERSIZED allows {listed}): split it rather than grow it"
+            )
     for rel, listed in sorted(oversized.items()):
         n = lines.get(rel)
         if n is None:
-            problems.append(f"OVERSIZED names {rel}, which is gone: remove its entry in "
-                            "tests/test_layout.py")  # fmt: skip
+            problems.append(
+                f"OVERSIZED names {rel}, which is gone: remove its entry in tests/test_layout.py"
+            )
         elif n <= MAX_LINES:
-            problems.append(f"{rel} is {n} lines now, within {MAX_LINES}: remove its entry "
-                            "from OVERSIZED in tests/test_layout.py")  # fmt: skip
+            problems.append(
+                f"{rel} is {n} lines now, within {MAX_LINES}: remove its entry "
+                "from OVERSIZED in tests/test_layout.py"
+            )
         elif n < listed:
-            problems.append(f"{rel} shrank to {n} lines: set its OVERSIZED entry in "
-                            f"tests/test_layout.py to {n} (from {listed})")  # fmt: skip
+            problems.append(
+                f"{rel} shrank to {n} lines: set its OVERSIZED entry in "
+                f"tests/test_layout.py to {n} (from {listed})"
+            )
     return problems
 
 
@@ -322,12 +351,17 @@ def test_every_top_level_package_has_a_place_in_the_layers() -> None:
 
 def test_no_import_loops() -> None:
     loops = import_loops(IMPORTS)
-    lines = [f"import loop among {', '.join(group)}: " + "; ".join(i.where() for i in loop)
-             for group, loop in loops]  # fmt: skip
+    lines = [
+        f"import loop among {', '.join(group)}: " + "; ".join(i.where() for i in loop)
+        for group, loop in loops
+    ]
     assert not loops, "\n".join(
-        [*lines, "Break each: move what both sides need into a module below both (or pass "
-                 "it in), so that imports run one way; a lazy import still counts."]
-    )  # fmt: skip
+        [
+            *lines,
+            "Break each: move what both sides need into a module below both (or pass "
+            "it in), so that imports run one way; a lazy import still counts.",
+        ]
+    )
 
 
 def test_imports_follow_the_layer_order() -> None:
@@ -352,31 +386,38 @@ def test_no_words_from_outside_the_project() -> None:
 
 # -- each check fails on what it forbids -----------------------------------------------
 def test_a_lazy_import_loop_is_found() -> None:
-    found = imports({
-        "pipeline/a.py": "from pipeline.b import B\n",
-        "pipeline/b.py": "def f():\n    from pipeline import a\n",
-        "pipeline/c.py": "import importlib\nimportlib.import_module('pipeline.d')\n",
-        "pipeline/d.py": "__import__('pipeline.c')\n",
-        "pipeline/e.py": "from . import a\n",
-    })  # fmt: skip
+    found = imports(
+        {
+            "pipeline/a.py": "from pipeline.b import B\n",
+            "pipeline/b.py": "def f():\n    from pipeline import a\n",
+            "pipeline/c.py": "import importlib\nimportlib.import_module('pipeline.d')\n",
+            "pipeline/d.py": "__import__('pipeline.c')\n",
+            "pipeline/e.py": "from . import a\n",
+        }
+    )
     loops = import_loops(found)
-    assert [group for group, _ in loops] == [["pipeline.a", "pipeline.b"],
-                                             ["pipeline.c", "pipeline.d"]]  # fmt: skip
+    assert [group for group, _ in loops] == [
+        ["pipeline.a", "pipeline.b"],
+        ["pipeline.c", "pipeline.d"],
+    ]
     assert [sorted(imp.source for imp in loop) for _, loop in loops] == [
-        ["pipeline.a", "pipeline.b"], ["pipeline.c", "pipeline.d"]
+        ["pipeline.a", "pipeline.b"],
+        ["pipeline.c", "pipeline.d"],
     ]
     assert any(imp.lazy and imp.target == "pipeline.a" for imp in loops[0][1])
     assert Import("pipeline.e", "pipeline.a", "pipeline/e.py", 1, False) in found
 
 
 def test_an_import_against_the_layers_is_found() -> None:
-    found = imports({
-        "crawl_io/x.py": "def f():\n    from pipeline.y import g\n",
-        "queries/q.py": "import pipeline.y\n",
-        "web/w.py": "from cli.main import main\nfrom sensors import s\n",
-        "cli/main.py": "from web import w\nfrom jobs import j\n",
-        "jobs/j.py": "from tests.media import make_media\n",
-    })  # fmt: skip
+    found = imports(
+        {
+            "crawl_io/x.py": "def f():\n    from pipeline.y import g\n",
+            "queries/q.py": "import pipeline.y\n",
+            "web/w.py": "from cli.main import main\nfrom sensors import s\n",
+            "cli/main.py": "from web import w\nfrom jobs import j\n",
+            "jobs/j.py": "from tests.media import make_media\n",
+        }
+    )
     breaches = layer_breaches(found)
     assert len(breaches) == 5, breaches
     assert breaches[0].startswith("crawl_io/x.py:2 imports pipeline (lazily, inside")
@@ -388,8 +429,7 @@ def test_sizes_over_the_limit_and_a_stale_list_are_found() -> None:
         {"a.py": 401, "b.py": 500, "c.py": 390, "d.py": 450, "e.py": 460},
         {"b.py": 480, "c.py": 420, "d.py": 460, "gone.py": 500, "e.py": 460},
     )
-    assert [p.split(" ", 1)[0] for p in problems] == ["a.py", "b.py", "c.py", "d.py",
-                                                      "OVERSIZED"]  # fmt: skip
+    assert [p.split(" ", 1)[0] for p in problems] == ["a.py", "b.py", "c.py", "d.py", "OVERSIZED"]
     assert "grew to 500 lines" in problems[1]
     assert "remove its entry" in problems[2]
     assert "set its OVERSIZED entry in tests/test_layout.py to 450" in problems[3]
@@ -398,11 +438,32 @@ def test_sizes_over_the_limit_and_a_stale_list_are_found() -> None:
 def test_words_from_outside_are_found() -> None:
     # each forbidden word split in two literals, so that this file never says it
     texts = {
-        "a.py": "# automatic rules (Seed 0" "02)\nx = 1  # as issue #" "7 asked\n",
-        "b.md": "see shared/SEEDS" "/ and 000_" "3e85c2d210b096a2.txt; issue " "12\n",
+        "a.py": "# automatic rules (Seed 0" + "02)\nx = 1  # as issue #" + "7 asked\n",
+        "b.md": "see shared/SEEDS" + "/ and 000_" + "3e85c2d210b096a2.txt; issue " + "12\n",
         "c.py": "rng = Random(seed)  # seed 7, thesis §3.2, --seed 1234\n",
     }
     found = outside_words(texts)
     assert [p.split(":", 2)[:2] for p in found] == [
-        ["a.py", "1"], ["a.py", "2"], ["b.md", "1"], ["b.md", "1"], ["b.md", "1"]
+        ["a.py", "1"],
+        ["a.py", "2"],
+        ["b.md", "1"],
+        ["b.md", "1"],
+        ["b.md", "1"],
     ]
+
+
+def test_the_code_is_lint_clean_and_formatted() -> None:
+    """What `make lint` checks, so that the suite fails where it would: `ruff check` and
+    `ruff format --check` (no comment that skips the formatter: its layout is the layout)."""
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed (make test installs it)")
+    for command in (["check", "."], ["format", "--check", "."]):
+        done = subprocess.run([ruff, *command], cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, f"ruff {' '.join(command)}:\n{done.stdout}{done.stderr}"
+    skips = [
+        rel
+        for rel, text in repository_texts().items()
+        if rel.endswith(".py") and "fmt: " + "skip" in text
+    ]
+    assert not skips, skips

@@ -18,13 +18,24 @@ from tests.test_pipeline import build
 
 
 def tree(root: Path) -> dict[str, tuple[int, int]]:
-    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in root.rglob("*")}  # fmt: skip
+    return {
+        str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")
+    }
 
 
 def crawl_command(lan: LAN) -> list[str]:
-    return [sys.executable, "-m", "cli.main", "crawl", "--crawl-dir", str(lan.crawl_dir),
-            "--hosts-file", str(lan.hosts_file), "--runner", "inline"]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "cli.main",
+        "crawl",
+        "--crawl-dir",
+        str(lan.crawl_dir),
+        "--hosts-file",
+        str(lan.hosts_file),
+        "--runner",
+        "inline",
+    ]
 
 
 def test_a_second_lock_is_refused_at_once_naming_the_holder(tmp_path: Path) -> None:
@@ -44,13 +55,17 @@ def test_a_second_lock_is_refused_at_once_naming_the_holder(tmp_path: Path) -> N
 
 def test_a_second_crawl_is_refused_readers_run_and_a_killed_holder_frees_the_lock(
     lan: LAN, capsys
-) -> None:  # fmt: skip
+) -> None:
     build(lan)
     lan.crawl()
     crawl = CrawlDir(lan.crawl_dir)
     lan.media("alpha", "music/new/track09.mp3", artist="Nautilus Pompilius", title="Skovannye")
-    first = subprocess.Popen(crawl_command(lan), start_new_session=True,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    first = subprocess.Popen(
+        crawl_command(lan),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         lock = CrawlLock(lan.crawl_dir)
         deadline = time.monotonic() + 120
@@ -70,8 +85,12 @@ def test_a_second_crawl_is_refused_readers_run_and_a_killed_holder_frees_the_loc
         assert tree(lan.crawl_dir) == before  # the refused crawl wrote nothing
 
         # readers neither take nor wait for the lock (its holder is stopped)
-        for command in (["status"], ["search", "madonna"], ["sql", "SELECT count(*) FROM files"],
-                        ["check"]):  # fmt: skip
+        for command in (
+            ["status"],
+            ["search", "madonna"],
+            ["sql", "SELECT count(*) FROM files"],
+            ["check"],
+        ):
             capsys.readouterr()
             assert lan.cli(*command) == 0, command
         assert tree(lan.crawl_dir) == before
@@ -121,9 +140,12 @@ def test_held_says_whether_a_process_holds_the_lock_and_never_blocks_it(tmp_path
         f"CrawlLock({str(tmp_path)!r}).acquire(); print('locked', flush=True); time.sleep(60)"
     )
     holder = subprocess.Popen(
-        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-        cwd=Path(__file__).resolve().parents[1], start_new_session=True,
-    )  # fmt: skip
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        start_new_session=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
         assert probe.held() and probe.held()  # probing twice: no lock of its own is left

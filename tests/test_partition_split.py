@@ -20,9 +20,10 @@ from crawl_io.connect import open_source
 from crawl_io.crawldir import write_parquet
 from crawl_io.schema import LISTING
 from crawl_io.sources import parse_host_url
-from jobs.bstar_split import plan_repartition, split_ranges
+from jobs.bstar_split import split_ranges
 from jobs.membership import PartitionKey, Ranges, assign_partition_ids, partition_key, share_root
 from jobs.mr_listing import ListingResults, MRListingJobs, SplitState, run_listing_jobs, write_state
+from jobs.repartition_plan import plan_repartition
 from jobs.runner import JobRunner, run_job, write_manifest
 from jobs.scan_cost import HostCost, Limits, listing_cost
 from jobs.walk import walk_partition
@@ -47,18 +48,29 @@ def tree_table(files: dict[str, int], folders: set[str] = frozenset(), host: str
     root_id = share_root(host, "s").id
     return pa.table(
         {
-            "host": [host] * len(rows), "share": ["s"] * len(rows),
-            "path": [p for p, _, _ in rows], "name": [p.rsplit("/", 1)[-1] for p, _, _ in rows],
-            "is_dir": [d for _, d, _ in rows], "size": [s for _, _, s in rows],
-            "mtime": [T0] * len(rows), "partition_id": [root_id] * len(rows),
+            "host": [host] * len(rows),
+            "share": ["s"] * len(rows),
+            "path": [p for p, _, _ in rows],
+            "name": [p.rsplit("/", 1)[-1] for p, _, _ in rows],
+            "is_dir": [d for _, d, _ in rows],
+            "size": [s for _, _, s in rows],
+            "mtime": [T0] * len(rows),
+            "partition_id": [root_id] * len(rows),
         }
-    ).cast(LISTING)  # fmt: skip
+    ).cast(LISTING)
 
 
 def root_row(host: str = "h") -> dict:
     key = share_root(host, "s")
-    return {"partition_id": key.id, "host": host, "share": "s", "root": "", "lo": None,
-            "hi": None, "parent_id": None}  # fmt: skip
+    return {
+        "partition_id": key.id,
+        "host": host,
+        "share": "s",
+        "root": "",
+        "lo": None,
+        "hi": None,
+        "parent_id": None,
+    }
 
 
 def apply(partitions: list[dict], plan: dict, table: pa.Table) -> tuple[list[dict], pa.Table]:
@@ -71,14 +83,18 @@ def apply(partitions: list[dict], plan: dict, table: pa.Table) -> tuple[list[dic
         parts[pid]["parent_id"] = parent
     keys = [partition_key(p) for p in parts.values()]
     table = table.set_column(
-        table.schema.get_field_index("partition_id"), "partition_id",
+        table.schema.get_field_index("partition_id"),
+        "partition_id",
         assign_partition_ids(table, keys),
-    )  # fmt: skip
+    )
     for pid, part in parts.items():
         rows = table.filter(pc.equal(table["partition_id"], pid))
         n_media = sum(1 for r in rows.to_pylist() if not r["is_dir"] and r["name"].endswith(".mp3"))
-        part.update(n_folders=pc.sum(rows["is_dir"].cast(pa.int64())).as_py() or 0,
-                    n_media=n_media, mem_bytes=listing_cost(rows, COST)[1])  # fmt: skip
+        part.update(
+            n_folders=pc.sum(rows["is_dir"].cast(pa.int64())).as_py() or 0,
+            n_media=n_media,
+            mem_bytes=listing_cost(rows, COST)[1],
+        )
     return list(parts.values()), table
 
 
@@ -98,12 +114,15 @@ def loads(table: pa.Table, cost: HostCost = COST) -> dict[str, float]:
 
 def own_loads(table: pa.Table) -> dict[str, float]:
     """Each folder's own load: its listing and the media directly in it."""
-    media = Counter(p.rsplit("/", 1)[0] if "/" in p else ""
-                    for p, d in zip(table["path"].to_pylist(), table["is_dir"].to_pylist(),
-                                    strict=True) if not d and p.endswith(".mp3"))  # fmt: skip
+    media = Counter(
+        p.rsplit("/", 1)[0] if "/" in p else ""
+        for p, d in zip(table["path"].to_pylist(), table["is_dir"].to_pylist(), strict=True)
+        if not d and p.endswith(".mp3")
+    )
     folders = ["", *pc.filter(table["path"], table["is_dir"]).to_pylist()]
-    return {f: LIMITS.load(COST.list_s_per_folder + media[f] * COST.tag_s_per_file, 0)
-            for f in folders}  # fmt: skip
+    return {
+        f: LIMITS.load(COST.list_s_per_folder + media[f] * COST.tag_s_per_file, 0) for f in folders
+    }
 
 
 def check_partitioning(parts: list[dict], table: pa.Table) -> None:
@@ -177,7 +196,11 @@ def test_a_few_files_added_or_removed_repartition_nothing(shape, data) -> None:
     parts, table, _ = split_tree(tree_table(files))
     # rescanned unchanged: nothing to do
     assert plan_repartition(parts, table, limits=LIMITS, host_costs={"h": COST}) == {
-        "create": [], "delete": [], "merge": [], "reparent": []}  # fmt: skip
+        "create": [],
+        "delete": [],
+        "merge": [],
+        "reparent": [],
+    }
     media = sorted(p for p in files if p.endswith(".mp3"))
     removed = data.draw(st.lists(st.sampled_from(media), max_size=5, unique=True)) if media else []
     folders = sorted({p.rsplit("/", 1)[0] for p in files})
@@ -215,8 +238,10 @@ def test_right_weighted_tree() -> None:
     plan = plan_repartition([root_row()], table, limits=limits, host_costs={"h": COST})
     parts, table = apply([root_row()], plan, table)
     assert 10_000 / 300 / 1.75 <= len(parts) <= 10_000 / 300 / 0.75 + 1
-    for pid, cost in ((p, listing_cost(table.filter(pc.equal(table["partition_id"], p)), COST))
-                      for p in pc.unique(table["partition_id"]).to_pylist()):  # fmt: skip
+    for pid, cost in (
+        (p, listing_cost(table.filter(pc.equal(table["partition_id"], p)), COST))
+        for p in pc.unique(table["partition_id"]).to_pylist()
+    ):
         assert limits.load(*cost) <= 2.0, pid
 
 
@@ -271,16 +296,20 @@ def test_partition_changes_grow_linearly_with_file_changes() -> None:
     counts = {}
     for n in (250, 500, 1000, 2000):
         grown = dict(files) | {f"new/al{i // 5:04d}/{i % 5}.mp3": 1 for i in range(n)}
-        plan = plan_repartition(parts, rescan(parts, grown), limits=LIMITS,
-                                host_costs={"h": COST})  # fmt: skip
+        plan = plan_repartition(parts, rescan(parts, grown), limits=LIMITS, host_costs={"h": COST})
         counts[n] = ops(plan)
         added_load = n * 1.2 / LIMITS.max_seconds
         assert added_load / 1.75 - 1 <= counts[n] <= added_load / 0.75 + 2
     assert counts[2000] > counts[250]
     # removing files: each whole partition gone is one change, a handful none
     shrunk = {p: s for p, s in files.items() if not p.startswith(("g00/", "g01/", "g02/"))}
-    plan = plan_repartition(parts, rescan(parts, shrunk), limits=LIMITS, host_costs={"h": COST},
-                            rescanned=[p["partition_id"] for p in parts])  # fmt: skip
+    plan = plan_repartition(
+        parts,
+        rescan(parts, shrunk),
+        limits=LIMITS,
+        host_costs={"h": COST},
+        rescanned=[p["partition_id"] for p in parts],
+    )
     assert 1 <= ops(plan) <= 3 * 150 * 1.1 / 50 / 0.75 + 2
 
 
@@ -298,13 +327,21 @@ def test_gone_root_is_deleted_small_merged_big_split(tmp_path: Path) -> None:
         left = {p: s for p, s in files.items() if not p.startswith(gone_root + "/")}
         plan = plan_repartition(parts, rescan(parts, left), limits=LIMITS, host_costs={"h": COST})
         assert nested[0]["partition_id"] in plan["delete"]
-    plan = plan_repartition(parts, rescan(parts, files), limits=LIMITS, host_costs={"h": COST},
-                            gone=[victim["partition_id"]])  # fmt: skip
+    plan = plan_repartition(
+        parts,
+        rescan(parts, files),
+        limits=LIMITS,
+        host_costs={"h": COST},
+        gone=[victim["partition_id"]],
+    )
     assert victim["partition_id"] in plan["delete"]
     # merge: most of a range's files removed
     keep_one = top[0]
-    shrunk = {p: s for p, s in files.items()
-              if p.split("/")[0] not in top or p.startswith(keep_one + "/al00/")}  # fmt: skip
+    shrunk = {
+        p: s
+        for p, s in files.items()
+        if p.split("/")[0] not in top or p.startswith(keep_one + "/al00/")
+    }
     plan = plan_repartition(parts, rescan(parts, shrunk), limits=LIMITS, host_costs={"h": COST})
     assert [victim["partition_id"], victim["parent_id"]] in plan["merge"]
     # split: a range grown past twice the limits is cut, and replaced when its top level is
@@ -337,8 +374,11 @@ def test_walks_over_a_real_tree_cover_every_entry_once(tmp_path: Path) -> None:
 # -- the job ---------------------------------------------------------------------------------
 def job_inputs(tmp_path: Path) -> tuple[list[Path], SplitState, dict]:
     """Two hosts, each a freshly injected share root rescanned with its whole tree."""
-    listings, partitions, expected = [], [], {"create": [], "delete": [], "merge": [],
-                                              "reparent": []}  # fmt: skip
+    listings, partitions, expected = (
+        [],
+        [],
+        {"create": [], "delete": [], "merge": [], "reparent": []},
+    )
     for host in ("a", "b"):
         table = tree_table(base_files(), host=host)
         write_parquet(table, tmp_path / f"{host}.parquet")
@@ -384,8 +424,9 @@ def _spark_missing() -> str | None:
 def test_job_runs_on_spark(tmp_path: Path) -> None:
     parts, state, expected = job_inputs(tmp_path)
     try:
-        results = run_listing_jobs(parts, tmp_path / "jobs", state,
-                                   JobRunner("spark", spark_master="local[2]"))  # fmt: skip
+        results = run_listing_jobs(
+            parts, tmp_path / "jobs", state, JobRunner("spark", spark_master="local[2]")
+        )
     except subprocess.CalledProcessError as e:  # pragma: no cover - diagnostics only
         pytest.fail(f"spark-submit failed: {e}")
     assert results.plan == expected

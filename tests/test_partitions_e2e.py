@@ -19,8 +19,12 @@ def small_limits(luigi_cfg: Callable[[str], None]) -> None:
 def build(lan: LAN) -> None:
     for i in range(24):
         for t in range(2):
-            lan.media("alpha", f"music/Album {i:02d}/track{t:02d}.mp3", artist=f"Band {i}",
-                      title=f"Song {i} {t}")  # fmt: skip
+            lan.media(
+                "alpha",
+                f"music/Album {i:02d}/track{t:02d}.mp3",
+                artist=f"Band {i}",
+                title=f"Song {i} {t}",
+            )
     lan.media("alpha", "music/loose.mp3", artist="Loose", title="Single")
     lan.write_hosts("alpha")
 
@@ -28,15 +32,20 @@ def build(lan: LAN) -> None:
 def test_big_share_is_split_and_stays_stable(lan: LAN, run_json, small_limits: None) -> None:
     build(lan)
     lan.crawl()
-    parts = run_json(lan, "sql", "SELECT partition_id, root, lo, hi, parent_id, n_files "
-                                 "FROM partitions ORDER BY lo NULLS FIRST")  # fmt: skip
+    parts = run_json(
+        lan,
+        "sql",
+        "SELECT partition_id, root, lo, hi, parent_id, n_files "
+        "FROM partitions ORDER BY lo NULLS FIRST",
+    )
     assert len(parts) > 3
     root = parts[0]
     assert (root["root"], root["lo"], root["hi"]) == ("", None, None)
     assert all(p["parent_id"] == root["partition_id"] for p in parts[1:])
     # every file and folder in exactly one partition, and the partition knows it
-    orphans = run_json(lan, "sql", "SELECT count(*) AS n FROM files f ANTI JOIN partitions p "
-                                   "USING (partition_id)")  # fmt: skip
+    orphans = run_json(
+        lan, "sql", "SELECT count(*) AS n FROM files f ANTI JOIN partitions p USING (partition_id)"
+    )
     assert orphans[0]["n"] == 0
     counted = run_json(lan, "sql", "SELECT sum(n_files) AS n FROM partitions")[0]["n"]
     assert counted == 49

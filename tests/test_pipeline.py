@@ -46,8 +46,9 @@ def test_two_rounds_reflect_added_retagged_and_deleted_files(lan: LAN, run_json)
     assert results[0]["copies"] == 2
 
     lan.media("beta", "share/misc/track05.mp3", artist="Zemfira", title="Ariva")  # added
-    retagged = lan.media("alpha", "music/Rock/track03.ogg", "ogg", artist="Queen",
-                         title="The Show Must Go On")  # fmt: skip
+    retagged = lan.media(
+        "alpha", "music/Rock/track03.ogg", "ogg", artist="Queen", title="The Show Must Go On"
+    )
     os.remove(lan.host("alpha") / "music/Rock/track02.flac")  # deleted
     lan.tick(retagged.parent)
     lan.crawl()
@@ -61,9 +62,12 @@ def test_two_rounds_reflect_added_retagged_and_deleted_files(lan: LAN, run_json)
     assert run_json(lan, "search", "innuendo") == []
     media = sql(lan, run_json, "SELECT path, title FROM media ORDER BY path")
     assert {m["title"] for m in media} == {"Music", "Army of Me", "Ariva", "The Show Must Go On"}
-    first_seen = sql(lan, run_json,
-                     "SELECT first_seen < last_seen AS kept FROM files WHERE path = 'song_01.mp3'"
-                     " AND host = 'alpha'")  # fmt: skip
+    first_seen = sql(
+        lan,
+        run_json,
+        "SELECT first_seen < last_seen AS kept FROM files WHERE path = 'song_01.mp3'"
+        " AND host = 'alpha'",
+    )
     assert first_seen == [] or all(r["kept"] for r in first_seen)
 
 
@@ -116,15 +120,22 @@ def test_hosts_file_is_read_every_round(lan: LAN, run_json) -> None:
 def test_local_runner_gives_the_same_tables(lan: LAN, run_json, tmp_path) -> None:
     build(lan)
     lan.crawl(runner="local")
-    local = sql(lan, run_json, "SELECT partition_id, hash, n_files, n_media FROM partitions "
-                               "ORDER BY 1")  # fmt: skip
+    local = sql(
+        lan, run_json, "SELECT partition_id, hash, n_files, n_media FROM partitions ORDER BY 1"
+    )
     other = LAN(tmp_path / "again")
     other.hosts_dir = lan.hosts_dir
     other.hosts_file = lan.hosts_file
     other.crawl_dir = tmp_path / "again-crawl"
     other.crawl(runner="inline")
-    assert sql(other, run_json, "SELECT partition_id, hash, n_files, n_media FROM partitions "
-                                "ORDER BY 1") == local  # fmt: skip
+    assert (
+        sql(
+            other,
+            run_json,
+            "SELECT partition_id, hash, n_files, n_media FROM partitions ORDER BY 1",
+        )
+        == local
+    )
     assert all(p["hash"] for p in local) and sum(p["n_media"] for p in local) == 5
 
 
@@ -189,12 +200,14 @@ def test_duplicate_folders_view_finds_an_album_on_two_hosts(lan: LAN, run_json) 
     for host in ("alpha", "beta"):
         for t in range(3):
             path = lan.media(host, f"music/Kino/Album/track{t}.mp3", artist="Kino", title=f"S{t}")
-            path.write_bytes(lan.host("alpha").joinpath(f"music/Kino/Album/track{t}.mp3")
-                             .read_bytes())  # fmt: skip
+            path.write_bytes(
+                lan.host("alpha").joinpath(f"music/Kino/Album/track{t}.mp3").read_bytes()
+            )
     lan.write_hosts("alpha", "beta")
     lan.crawl()
-    rows = run_json(lan, "sql", "SELECT n_hosts, n_files, hosts FROM duplicate_folders "
-                                "ORDER BY n_files DESC")  # fmt: skip
+    rows = run_json(
+        lan, "sql", "SELECT n_hosts, n_files, hosts FROM duplicate_folders ORDER BY n_files DESC"
+    )
     assert rows and rows[0]["n_hosts"] == 2 and rows[0]["hosts"] == ["alpha", "beta"]
     assert rows[0]["n_files"] == 3
 
@@ -225,10 +238,22 @@ def test_fetch_workers_do_not_rerun_the_main_script(lan: LAN, tmp_path: Path, ru
         "if __name__ == '__main__':\n"
         "    sys.exit(main(sys.argv[1:]))\n"
     )
-    args = ["crawl", "--crawl-dir", str(lan.crawl_dir), "--hosts-file", str(lan.hosts_file),
-            "--runner", "inline"]  # fmt: skip
-    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parents[1], timeout=300)  # fmt: skip
+    args = [
+        "crawl",
+        "--crawl-dir",
+        str(lan.crawl_dir),
+        "--hosts-file",
+        str(lan.hosts_file),
+        "--runner",
+        "inline",
+    ]
+    done = subprocess.run(
+        [sys.executable, str(script), *args],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert runs.read_text().split() == ["__main__"]  # not once more per worker
     assert run_json(lan, "sql", "SELECT count(*) AS n FROM media") == [{"n": 2}]

@@ -46,12 +46,18 @@ def files_table(host: str, tree: dict[tuple[str, str], tuple[int, int]]) -> pa.T
 
 def media_table(files: pa.Table, errors: set[str]) -> pa.Table:
     rows = [
-        {"host": r["host"], "share": r["share"], "path": r["path"], "size": r["size"],
-         "tag_error": "unreadable" if r["path"] in errors else None}
+        {
+            "host": r["host"],
+            "share": r["share"],
+            "path": r["path"],
+            "size": r["size"],
+            "tag_error": "unreadable" if r["path"] in errors else None,
+        }
         for r in files.to_pylist()
-        if not r["is_dir"] and r["name"].lower().endswith((".mp3", ".flac"))
+        if not r["is_dir"]
+        and r["name"].lower().endswith((".mp3", ".flac"))
         and not r["name"].startswith(".")
-    ]  # fmt: skip
+    ]
     return pa.Table.from_pylist(rows, MEDIA)
 
 
@@ -91,8 +97,9 @@ HAVING count(*) FILTER (NOT is_deleted) >= $min OR count(*) FILTER (is_deleted) 
 COLUMNS = [c for c in PREFIX_STATS.names if c != "depth"]
 
 
-def reference(host: str, new: pa.Table, old: pa.Table, media: pa.Table, depth: int,
-              min_entries: int) -> list[tuple]:  # fmt: skip
+def reference(
+    host: str, new: pa.Table, old: pa.Table, media: pa.Table, depth: int, min_entries: int
+) -> list[tuple]:
     con = duckdb.connect()
     for name, table in (("new", new), ("old", old), ("media", media)):
         con.register(name, table)
@@ -124,11 +131,15 @@ def write_host(vdir: Path, host: str, files: pa.Table, media: pa.Table) -> None:
 
 
 HOSTS = {
-    "pc-1": {("s", "Music/Abba/01.mp3"): (100, 1), ("s", "Music/Abba/02.flac"): (50, 1),
-             ("s", "src/a/b/c/d.c"): (7, 1), ("t", "x.txt"): (3, 1)},
+    "pc-1": {
+        ("s", "Music/Abba/01.mp3"): (100, 1),
+        ("s", "Music/Abba/02.flac"): (50, 1),
+        ("s", "src/a/b/c/d.c"): (7, 1),
+        ("t", "x.txt"): (3, 1),
+    },
     "лаб/2": {("s", "Видео/фильм.mp3"): (9, 1), ("s", "a b/'q'/c.txt"): (1, 1)},
     "empty": {},
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("runner", ["inline", "local"])
@@ -159,18 +170,34 @@ def test_incremental_rounds_equal_a_complete_round(tmp_path: Path) -> None:
     for host, tree in HOSTS.items():
         write_host(v1, host, files_table(host, tree), media_table(files_table(host, tree), set()))
     first = round_prefix_stats(
-        round_=1, version_dir=v1, prev_dir=v0, old_stats=PREFIX_STATS.empty_table(),
-        listed=HOSTS, touched=HOSTS, runner="inline", depth=3, min_entries=1, stats_every=10,
+        round_=1,
+        version_dir=v1,
+        prev_dir=v0,
+        old_stats=PREFIX_STATS.empty_table(),
+        listed=HOSTS,
+        touched=HOSTS,
+        runner="inline",
+        depth=3,
+        min_entries=1,
+        stats_every=10,
         workdir=tmp_path / "w1",
-    )  # fmt: skip
+    )
     assert first.filter(pa.compute.greater(first["n_new"], 0)).num_rows > 0
     for host, tree in HOSTS.items():
         tree = {**tree, ("s", "more.mp3"): (1, 1)} if host == "pc-1" else tree
         files = files_table(host, tree)
         write_host(v2, host, files, media_table(files, set()))
-    common = {"version_dir": v2, "prev_dir": v1, "old_stats": first, "listed": HOSTS,
-              "touched": {"pc-1"}, "runner": "inline", "depth": 3, "min_entries": 1,
-              "stats_every": 10}  # fmt: skip
+    common = {
+        "version_dir": v2,
+        "prev_dir": v1,
+        "old_stats": first,
+        "listed": HOSTS,
+        "touched": {"pc-1"},
+        "runner": "inline",
+        "depth": 3,
+        "min_entries": 1,
+        "stats_every": 10,
+    }
     incremental = round_prefix_stats(round_=2, workdir=tmp_path / "w2", **common)
     complete = round_prefix_stats(round_=10, workdir=tmp_path / "w3", **common)
     assert incremental.to_pylist() == complete.to_pylist()
@@ -190,8 +217,13 @@ def test_crawl_statistics_equal_group_by_over_files(
     lan.write_hosts("pc-1", "pc-2")
     lan.crawl()
     crawl = CrawlDir(lan.crawl_dir)
-    got = run_prefix_stats(host_parts(crawl.version_dir(crawl.current()), None, ["pc-1", "pc-2"]),
-                           "local", 2, 1, tmp_path / "work")  # fmt: skip
+    got = run_prefix_stats(
+        host_parts(crawl.version_dir(crawl.current()), None, ["pc-1", "pc-2"]),
+        "local",
+        2,
+        1,
+        tmp_path / "work",
+    )
     query = """
         WITH prefixes AS (SELECT DISTINCT host, share, path AS prefix FROM files
                           WHERE is_dir AND len(string_split(path, '/')) <= 2

@@ -19,8 +19,10 @@ LONG_RUNNING = ("sharecrawl serve", "sharecrawl watch", "sharecrawl simulate")
 
 
 def code_blocks(markdown: str) -> list[list[str]]:
-    return [block.strip("\n").splitlines()
-            for block in re.findall(r"^```[a-z]*\n(.*?)^```", markdown, re.M | re.S)]  # fmt: skip
+    return [
+        block.strip("\n").splitlines()
+        for block in re.findall(r"^```[a-z]*\n(.*?)^```", markdown, re.M | re.S)
+    ]
 
 
 def section(markdown: str, title: str) -> str:
@@ -47,8 +49,13 @@ def test_the_readme_commands_run_in_a_fresh_login_shell(tmp_path: Path) -> None:
         pytest.skip("no bash")
     lines = [line for line in code_blocks(section(README.read_text(), "Using it"))[0] if line]
     assert lines[0].startswith("echo ") and any(ln.startswith("sharecrawl crawl") for ln in lines)
-    make_media(tmp_path / "lan" / "alpha" / "music" / "song_01.mp3", "mp3", artist="Madonna",
-               title="Music", year=2000)  # fmt: skip
+    make_media(
+        tmp_path / "lan" / "alpha" / "music" / "song_01.mp3",
+        "mp3",
+        artist="Madonna",
+        title="Music",
+        year=2000,
+    )
     last_echo = max(i for i, line in enumerate(lines) if line.startswith("echo "))
     lines.insert(last_echo + 1, f"echo 'file://{tmp_path / 'lan' / 'alpha'}' >> hosts.txt")
     script = [f"cd {REPO}", ". .venv/bin/activate", f"cd {tmp_path}"]  # as the README says
@@ -64,10 +71,20 @@ def test_the_readme_commands_run_in_a_fresh_login_shell(tmp_path: Path) -> None:
         script.append(command)
     home = tmp_path / "home"
     home.mkdir()
-    env = {"HOME": str(home), "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
-           "TERM": "dumb"}  # fmt: skip
-    done = subprocess.run([bash, "-lc", "\n".join(script)], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    env = {
+        "HOME": str(home),
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+    }
+    done = subprocess.run(
+        [bash, "-lc", "\n".join(script)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     outputs = {c: (tmp_path / f"out{n}.txt").read_text() for n, c in enumerate(commands)}
     search = next(c for c in commands if c.startswith("sharecrawl search") and "--json" not in c)

@@ -58,11 +58,23 @@ def running_luigid(home: Path, config: str) -> Iterator[int]:
     port = free_port()
     env = {**os.environ, "LUIGI_CONFIG_PATH": str(home / "luigid.cfg")}
     proc = subprocess.Popen(
-        [str(LUIGID), "--address", "127.0.0.1", "--port", str(port),
-         "--state-path", str(home / "state.pickle"), "--logdir", str(home)],
-        cwd=home, env=env, stdout=subprocess.DEVNULL, stderr=open(home / "stderr", "w"),
+        [
+            str(LUIGID),
+            "--address",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--state-path",
+            str(home / "state.pickle"),
+            "--logdir",
+            str(home),
+        ],
+        cwd=home,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(home / "stderr", "w"),
         start_new_session=True,
-    )  # fmt: skip
+    )
     try:
         deadline = time.monotonic() + 60
         while not listening(port):
@@ -110,8 +122,10 @@ def tables(crawl_dir: Path) -> dict[str, list]:
     """The crawl's partitions and files, in a stable order."""
     crawl = CrawlDir(crawl_dir)
     out = {}
-    wanted = {"partitions": ["partition_id", "hash", "n_files", "n_media"],
-              "files": ["host", "share", "path", "size", "partition_id"]}  # fmt: skip
+    wanted = {
+        "partitions": ["partition_id", "hash", "n_files", "n_media"],
+        "files": ["host", "share", "path", "size", "partition_id"],
+    }
     for name, columns in wanted.items():
         table = crawl.read(crawl.current(), name).select(columns)
         out[name] = sorted(table.to_pylist(), key=lambda r: json.dumps(r, sort_keys=True))
@@ -128,17 +142,28 @@ def test_a_round_under_luigid_runs_each_shard_once_and_matches_a_local_round(
         "[sharecrawl]\nfetch_shards = 3\ncrawlers = 2\n"
     )
     central = tmp_path / "central-crawl"
-    done = run_cli("crawl", "--crawl-dir", str(central), "--hosts-file", str(lan.hosts_file),
-                   "--rounds", "1", "--runner", "inline", config=cfg)  # fmt: skip
+    done = run_cli(
+        "crawl",
+        "--crawl-dir",
+        str(central),
+        "--hosts-file",
+        str(lan.hosts_file),
+        "--rounds",
+        "1",
+        "--runner",
+        "inline",
+        config=cfg,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert (central / "crawldb" / "CURRENT").read_text().strip() == "v000001"
 
     # luigid ran the round: three fetch shards, each once, and every stage after them
     ran = scheduler_tasks(luigid, "DONE")
     shards = sorted(
-        (t["params"]["shard"], t["params"]["shards"]) for t in ran.values()
+        (t["params"]["shard"], t["params"]["shards"])
+        for t in ran.values()
         if t["name"] == "FetchShard" and t["params"]["round"] == "1"
-    )  # fmt: skip
+    )
     assert shards == [("0", "3"), ("1", "3"), ("2", "3")]
     assert {"Generate", "Fetch", "Update", "Index"} <= {t["name"] for t in ran.values()}
     assert scheduler_tasks(luigid, "FAILED") == {}
@@ -148,8 +173,7 @@ def test_a_round_under_luigid_runs_each_shard_once_and_matches_a_local_round(
     # each host fetched by its shard, once; the shards' markers count them
     seg = central / "segments" / "r000001"
     markers = sorted((seg / "fetch").iterdir())
-    assert [m.name for m in markers] == ["shard-000-of-003", "shard-001-of-003",
-                                         "shard-002-of-003"]  # fmt: skip
+    assert [m.name for m in markers] == ["shard-000-of-003", "shard-001-of-003", "shard-002-of-003"]
     per_shard = [int(m.read_text().split()[0]) for m in markers]
     keys = host_keys(seg, hosts)
     assert per_shard == [sum(shard_of(h, 3) == i for h in keys) for i in range(3)]
@@ -182,26 +206,62 @@ def two_processes_share_a_round(lan: LAN, luigid: int, tmp_path: Path) -> None:
     worker_cfg.write_text(cfg.read_text().replace("fetch_shards = 4", "fetch_shards = 3"))
     repo = Path(__file__).resolve().parents[1]
     worker = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "crawl", "--join", "--crawl-dir", str(central),
-         *scheduler],
-        cwd=repo, env={**env, "LUIGI_CONFIG_PATH": str(worker_cfg)}, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "crawl",
+            "--join",
+            "--crawl-dir",
+            str(central),
+            *scheduler,
+        ],
+        cwd=repo,
+        env={**env, "LUIGI_CONFIG_PATH": str(worker_cfg)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         driver = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "crawl", "--crawl-dir", str(central),
-             "--hosts-file", str(lan.hosts_file), "--rounds", "1", "--runner", "inline",
-             *scheduler],
-            cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "cli.main",
+                "crawl",
+                "--crawl-dir",
+                str(central),
+                "--hosts-file",
+                str(lan.hosts_file),
+                "--rounds",
+                "1",
+                "--runner",
+                "inline",
+                *scheduler,
+            ],
+            cwd=repo,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
             start_new_session=True,
-        )  # fmt: skip
+        )
         # while the round runs, a second crawl of the same directory is refused
         deadline = time.monotonic() + 60
         while not (central / "LOCK").exists() or not (central / "LOCK").read_text():
             assert time.monotonic() < deadline and driver.poll() is None
             time.sleep(0.1)
-        second = run_cli("crawl", "--crawl-dir", str(central), "--hosts-file",
-                         str(lan.hosts_file), "--rounds", "1", config=cfg)  # fmt: skip
+        second = run_cli(
+            "crawl",
+            "--crawl-dir",
+            str(central),
+            "--hosts-file",
+            str(lan.hosts_file),
+            "--rounds",
+            "1",
+            config=cfg,
+        )
         if driver.poll() is None:  # (the round may have ended meanwhile)
             assert second.returncode == 75 and "holds" in second.stderr
         out, err = driver.communicate(timeout=600)
@@ -239,13 +299,19 @@ def test_a_host_goes_to_the_same_shard_in_every_process() -> None:
     (several crawl processes each decide which hosts their shard holds)."""
     hosts = [f"file:///srv/lan/pc{i}" for i in range(40)]
     here = [shard_of(h, 4) for h in hosts]
-    code = ("import json, sys; from pipeline.fetch import shard_of; "
-            f"print(json.dumps([shard_of(h, 4) for h in {hosts!r}]))")  # fmt: skip
+    code = (
+        "import json, sys; from pipeline.fetch import shard_of; "
+        f"print(json.dumps([shard_of(h, 4) for h in {hosts!r}]))"
+    )
     for seed in ("1", "2"):
         other = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True,
-            cwd=Path(__file__).resolve().parents[1], env={**os.environ, "PYTHONHASHSEED": seed},
-        )  # fmt: skip
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parents[1],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        )
         assert json.loads(other.stdout) == here
     assert set(here) == {0, 1, 2, 3}  # 40 hosts reach every shard
 
@@ -280,8 +346,13 @@ def spark_cluster(home: Path, workers: int = 1) -> Iterator[str]:
     """A Spark standalone master and `workers` workers on loopback ports, started with
     pyspark's own spark-class, each in its own session; ended by their pids."""
     home.mkdir()
-    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
-           "SPARK_LOG_DIR": str(home), "SPARK_WORKER_DIR": str(home / "work")}  # fmt: skip
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(SPARK_HOME),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOG_DIR": str(home),
+        "SPARK_WORKER_DIR": str(home / "work"),
+    }
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
     port, ui = free_port(), free_port()
     master = f"spark://127.0.0.1:{port}"
@@ -289,16 +360,44 @@ def spark_cluster(home: Path, workers: int = 1) -> Iterator[str]:
 
     def start(name: str, *args: str) -> None:
         with open(home / f"{name}.log", "w") as log:  # the child keeps its own descriptor
-            procs.append(subprocess.Popen([spark_class, *args], env=env, cwd=home, stdout=log,
-                                          stderr=subprocess.STDOUT, start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    [spark_class, *args],
+                    env=env,
+                    cwd=home,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
 
     try:
-        start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-              "--port", str(port), "--webui-port", str(ui))  # fmt: skip
+        start(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(ui),
+        )
         for i in range(workers):
-            start(f"worker{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                  "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()),
-                  "--work-dir", str(home / f"work{i}"), master)  # fmt: skip
+            start(
+                f"worker{i}",
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                "1",
+                "--memory",
+                "1g",
+                "--webui-port",
+                str(free_port()),
+                "--work-dir",
+                str(home / f"work{i}"),
+                master,
+            )
         deadline = time.monotonic() + 120
         while True:
             try:
@@ -308,8 +407,9 @@ def spark_cluster(home: Path, workers: int = 1) -> Iterator[str]:
             except OSError:
                 pass
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
-                logs = "".join((home / f).read_text()[-1500:] for f in os.listdir(home)
-                               if f.endswith(".log"))  # fmt: skip
+                logs = "".join(
+                    (home / f).read_text()[-1500:] for f in os.listdir(home) if f.endswith(".log")
+                )
                 pytest.fail(f"the Spark cluster did not start:\n{logs}")
             time.sleep(0.5)
         yield master
@@ -361,9 +461,10 @@ def test_a_round_with_its_jobs_on_spark_equals_an_inline_round(
     assert {row["host"] for row in on_spark} == {f"pc{i:02d}" for i in range(3)}
 
 
-@pytest.mark.parametrize(("cap", "crawlers", "expected"),
-                         [(3, 5, {"smb_connections": 3}), (64, 5, {"smb_connections": 5}),
-                          (0, 5, {})])  # fmt: skip
+@pytest.mark.parametrize(
+    ("cap", "crawlers", "expected"),
+    [(3, 5, {"smb_connections": 3}), (64, 5, {"smb_connections": 5}), (0, 5, {})],
+)
 def test_a_shard_holds_its_connections_within_the_cap(
     luigi_cfg, cap: int, crawlers: int, expected: dict
 ) -> None:
@@ -379,14 +480,19 @@ def test_a_worker_that_cannot_reach_the_scheduler_says_so_in_one_line(tmp_path: 
     (crawl_dir / "segments" / "r000001").mkdir(parents=True)
     (crawl_dir / "segments" / "r000001" / "fetchlist.parquet").touch()  # a round at its fetch
     cfg = tmp_path / "c.cfg"
-    cfg.write_text(f"[core]\ndefault_scheduler_url = http://127.0.0.1:{free_port()}/\n"
-                   "rpc_retry_attempts = 1\nrpc_retry_wait = 0\n")  # fmt: skip
+    cfg.write_text(
+        f"[core]\ndefault_scheduler_url = http://127.0.0.1:{free_port()}/\n"
+        "rpc_retry_attempts = 1\nrpc_retry_wait = 0\n"
+    )
     with CrawlLock(crawl_dir).acquire():  # its driver
         done = subprocess.run(
             [sys.executable, "-m", "pipeline.rounds", "--join", str(crawl_dir), "--wait-s", "5"],
-            capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=Path(__file__).resolve().parents[1],
             env={**os.environ, "LUIGI_CONFIG_PATH": str(cfg)},
-        )  # fmt: skip
+        )
     assert done.returncode == 1
     assert done.stderr.splitlines()[-1].startswith(
         "sharecrawl: error: cannot reach the central scheduler at http://127.0.0.1:"

@@ -29,17 +29,32 @@ def rows(paths: dict[str, bool]) -> pa.Table:
     """LISTING rows of one partition; `paths` maps a path to is_dir."""
     names = [p.rsplit("/", 1)[-1] for p in paths]
     n = len(paths)
-    return pa.table({
-        "host": ["h"] * n, "share": ["s"] * n, "path": list(paths), "name": names,
-        "is_dir": list(paths.values()), "size": [0 if d else 10 for d in paths.values()],
-        "mtime": pa.array([0] * n, pa.timestamp("us", tz="UTC")), "partition_id": ["p"] * n,
-    }).cast(LISTING)  # fmt: skip
+    return pa.table(
+        {
+            "host": ["h"] * n,
+            "share": ["s"] * n,
+            "path": list(paths),
+            "name": names,
+            "is_dir": list(paths.values()),
+            "size": [0 if d else 10 for d in paths.values()],
+            "mtime": pa.array([0] * n, pa.timestamp("us", tz="UTC")),
+            "partition_id": ["p"] * n,
+        }
+    ).cast(LISTING)
 
 
-TREE = rows({
-    "a": True, "a/1.mp3": False, "a/2.flac": False, "a/cover.jpg": False,
-    "a/b": True, "a/b/3.ogg": False, "c.txt": False, "d.mp4": False,
-})  # fmt: skip
+TREE = rows(
+    {
+        "a": True,
+        "a/1.mp3": False,
+        "a/2.flac": False,
+        "a/cover.jpg": False,
+        "a/b": True,
+        "a/b/3.ogg": False,
+        "c.txt": False,
+        "d.mp4": False,
+    }
+)
 
 
 def test_listing_cost_counts_every_folder_and_media_file() -> None:
@@ -71,10 +86,20 @@ def test_stored_estimate_equals_the_listing_estimate() -> None:
 def test_generate_budgets_the_stored_estimate_or_the_limit() -> None:
     assert listing_seconds(None, 0.5) == 0.5  # an empty partition: its root is listed
     assert scheduled_seconds(None, 90.0) == 90.0 and scheduled_seconds(3.0, 90.0) == 3.0
-    partitions = pa.table({"partition_id": ["x", "y"],
-                           "history": pa.array([None, None], PARTITIONS.field("history").type)})
+    partitions = pa.table(
+        {
+            "partition_id": ["x", "y"],
+            "history": pa.array([None, None], PARTITIONS.field("history").type),
+        }
+    )
     part = {"host": "h", "last_scan": None, "rate_per_h": None}
-    states = partition_states(partitions, [{**part, "partition_id": "x", "est_scan_s": 4.0},
-                                           {**part, "partition_id": "y", "est_scan_s": None}],
-                              {"h": True}, Limits().max_seconds)  # fmt: skip
+    states = partition_states(
+        partitions,
+        [
+            {**part, "partition_id": "x", "est_scan_s": 4.0},
+            {**part, "partition_id": "y", "est_scan_s": None},
+        ],
+        {"h": True},
+        Limits().max_seconds,
+    )
     assert [s.cost_s for s in states] == [4.0, 90.0]

@@ -47,48 +47,126 @@ def media(host: str, path: str, **tags: object) -> dict:
 
 MEDIA_ROWS = [
     # One work, three hosts, two qualities, an ID3-tagged file with a meaningless name.
-    media("alpha", "Music/misc/song_01.mp3", artist="Madonna", title="Music", album="Music",
-          year=2000, bitrate_kbps=128, size=4_000_000),
-    media("beta", "incoming/song_01.flac", artist="MADONNA", title="Music", album="Music",
-          year=2000, bitrate_kbps=900, size=30_000_000),
-    media("gamma", "Music/song_01.mp3", artist="Madonna", title="Music ", album="Music",
-          year=2000, bitrate_kbps=128, size=4_000_000),
+    media(
+        "alpha",
+        "Music/misc/song_01.mp3",
+        artist="Madonna",
+        title="Music",
+        album="Music",
+        year=2000,
+        bitrate_kbps=128,
+        size=4_000_000,
+    ),
+    media(
+        "beta",
+        "incoming/song_01.flac",
+        artist="MADONNA",
+        title="Music",
+        album="Music",
+        year=2000,
+        bitrate_kbps=900,
+        size=30_000_000,
+    ),
+    media(
+        "gamma",
+        "Music/song_01.mp3",
+        artist="Madonna",
+        title="Music ",
+        album="Music",
+        year=2000,
+        bitrate_kbps=128,
+        size=4_000_000,
+    ),
     # Lossless copy on an offline host must not be "best" while an online copy exists.
-    media("delta", "Music/Madonna/Frozen.flac", artist="Madonna", title="Frozen",
-          album="Ray of Light", year=1998, bitrate_kbps=1000, size=40_000_000),
-    media("alpha", "Music/Madonna/Frozen.mp3", artist="Madonna", title="Frozen",
-          album="Ray of Light", year=1998, bitrate_kbps=192),
-    media("alpha", "Music/Madonna/Hung Up.mp3", artist="Madonna", title="Hung Up",
-          album="Confessions on a Dance Floor", year=2005, bitrate_kbps=320),
-    media("beta", "Music/Andrew Lloyd Webber/The Music of the Night.mp3",
-          artist="Andrew Lloyd Webber", title="The Music of the Night", year=1986),
-    media("gamma", "Музыка/Мумий Тролль/Владивосток 2000.mp3", artist="Мумий Тролль",
-          title="Владивосток 2000", album="Морская", year=1997, bitrate_kbps=256),
-    media("local", "Музыка/Мадонна/Мадонна - Холидей.mp3", artist="Мадонна", title="Холидей",
-          year=1983, bitrate_kbps=160),
+    media(
+        "delta",
+        "Music/Madonna/Frozen.flac",
+        artist="Madonna",
+        title="Frozen",
+        album="Ray of Light",
+        year=1998,
+        bitrate_kbps=1000,
+        size=40_000_000,
+    ),
+    media(
+        "alpha",
+        "Music/Madonna/Frozen.mp3",
+        artist="Madonna",
+        title="Frozen",
+        album="Ray of Light",
+        year=1998,
+        bitrate_kbps=192,
+    ),
+    media(
+        "alpha",
+        "Music/Madonna/Hung Up.mp3",
+        artist="Madonna",
+        title="Hung Up",
+        album="Confessions on a Dance Floor",
+        year=2005,
+        bitrate_kbps=320,
+    ),
+    media(
+        "beta",
+        "Music/Andrew Lloyd Webber/The Music of the Night.mp3",
+        artist="Andrew Lloyd Webber",
+        title="The Music of the Night",
+        year=1986,
+    ),
+    media(
+        "gamma",
+        "Музыка/Мумий Тролль/Владивосток 2000.mp3",
+        artist="Мумий Тролль",
+        title="Владивосток 2000",
+        album="Морская",
+        year=1997,
+        bitrate_kbps=256,
+    ),
+    media(
+        "local",
+        "Музыка/Мадонна/Мадонна - Холидей.mp3",
+        artist="Мадонна",
+        title="Холидей",
+        year=1983,
+        bitrate_kbps=160,
+    ),
     # Only on an offline host.
-    media("delta", "Music/Secret Band/Hidden Track.mp3", artist="Secret Band",
-          title="Hidden Track", year=2010),
+    media(
+        "delta",
+        "Music/Secret Band/Hidden Track.mp3",
+        artist="Secret Band",
+        title="Hidden Track",
+        year=2010,
+    ),
     # Generic untagged names: same name in two albums are two works.
     media("alpha", "Music/Album A/track01.mp3"),
     media("beta", "Backup/Album A/track01.mp3"),
     media("gamma", "Music/Album B/track01.mp3"),
     # A series: parsed fields given by the crawler, and one name left for guessit.
-    media("alpha", "Video/Lost/Season 6/Lost.S06E01.720p.mkv", series="Lost", season=6,
-          episode=1),
-    media("beta", "Video/Lost/Lost.S06E03.720p.mkv", series="Lost", season=6, episode=3,
-          size=700_000_000),
-    media("gamma", "TV/Lost.S06E03.1080p.mkv", series="Lost", season=6, episode=3,
-          size=1_400_000_000),
-    media("alpha", "Video/Lost/Season 6/Lost.S06E02.720p.mkv", series="Lost", season=6,
-          episode=2),
+    media("alpha", "Video/Lost/Season 6/Lost.S06E01.720p.mkv", series="Lost", season=6, episode=1),
+    media(
+        "beta",
+        "Video/Lost/Lost.S06E03.720p.mkv",
+        series="Lost",
+        season=6,
+        episode=3,
+        size=700_000_000,
+    ),
+    media(
+        "gamma", "TV/Lost.S06E03.1080p.mkv", series="Lost", season=6, episode=3, size=1_400_000_000
+    ),
+    media("alpha", "Video/Lost/Season 6/Lost.S06E02.720p.mkv", series="Lost", season=6, episode=2),
     media("alpha", "Video/Lost/Lost.S05E10.720p.HDTV.mkv"),
     # A film named only by its file name.
     media("beta", "Films/The Matrix (1999) 1080p.mkv"),
     # Names with quotes and SQL in them are just text too.
-    media("alpha", "Music/Bobby Tables/Robert'); DROP TABLE works;--.mp3",
-          artist="Bobby \"Tables\"", title="Robert'); DROP TABLE works;--"),
-]  # fmt: skip
+    media(
+        "alpha",
+        "Music/Bobby Tables/Robert'); DROP TABLE works;--.mp3",
+        artist='Bobby "Tables"',
+        title="Robert'); DROP TABLE works;--",
+    ),
+]
 
 
 def write_version(root: Path, rows: list[dict], hosts=HOSTS, name: str = "v000003") -> Path:
@@ -134,9 +212,21 @@ def test_madonna_music_is_one_work_ranked_first(index: Path) -> None:
     assert sum(1 for r in results if r["title"] and r["title"].strip() == "Music") == 1
     assert first["score"] > results[1]["score"]
     expected_keys = {
-        "rank", "score", "kind", "artist", "title", "album", "year", "series", "season",
-        "episode", "copies", "hosts", "online_copies", "best",
-    }  # fmt: skip
+        "rank",
+        "score",
+        "kind",
+        "artist",
+        "title",
+        "album",
+        "year",
+        "series",
+        "season",
+        "episode",
+        "copies",
+        "hosts",
+        "online_copies",
+        "best",
+    }
     assert expected_keys <= first.keys()
     assert {"url", "host", "path", "format", "bitrate_kbps", "size", "online"} <= set(first["best"])
 
@@ -260,8 +350,16 @@ def test_index_records_its_version_and_is_replaced_atomically(tmp_path: Path) ->
     assert sorted(p.name for p in out.parent.iterdir()) == ["search.duckdb"]
     with duckdb.connect(str(out), read_only=True) as con:
         tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-    assert {"works", "copies", "terms", "postings", "term_keys", "strings", "hosts",
-            "meta"} == tables
+    assert {
+        "works",
+        "copies",
+        "terms",
+        "postings",
+        "term_keys",
+        "strings",
+        "hosts",
+        "meta",
+    } == tables
 
 
 def test_empty_version_gives_an_empty_index(tmp_path: Path) -> None:
@@ -322,8 +420,9 @@ def test_ranking_equals_bm25_sums_in_sql(index: Path, query: str) -> None:
     work of each query word's best impact (weight times idf), plus the copies prior."""
     from queries.text import query_words
 
-    terms = [(position, term) for position, forms in enumerate(query_words(query))
-             for term in forms]  # fmt: skip
+    terms = [
+        (position, term) for position, forms in enumerate(query_words(query)) for term in forms
+    ]
     table = pa.table({"position": [p for p, _ in terms], "term": [t for _, t in terms]})
     with duckdb.connect(str(index), read_only=True) as con:
         con.register("query_terms", table)
@@ -356,9 +455,12 @@ def test_a_fresh_process_searches_like_a_warm_one(index: Path) -> None:
     )
     root = Path(__file__).resolve().parents[1]
     cold = subprocess.run(
-        [sys.executable, "-c", code, str(index)], check=True, capture_output=True, text=True,
+        [sys.executable, "-c", code, str(index)],
+        check=True,
+        capture_output=True,
+        text=True,
         cwd=root,
-    )  # fmt: skip
+    )
     search(index, "madonna")  # make sure this process holds the display rows
     assert json.loads(cold.stdout) == search(index, "madonna", limit=5)
 

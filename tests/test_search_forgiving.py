@@ -54,9 +54,16 @@ def test_hyphenated_names_meet_their_joined_and_split_forms(index: Path, query: 
 
 @pytest.mark.parametrize(
     ("query", "title"),
-    [("beyonce", "Halo"), ("BEYONCÉ", "Halo"), ("bjork", "Hyperballad"), ("björk", "Hyperballad"),
-     ("royksopp", "Eple"), ("мадонна", "Frozen"), ("mumiy troll", "Утекай")],
-)  # fmt: skip
+    [
+        ("beyonce", "Halo"),
+        ("BEYONCÉ", "Halo"),
+        ("bjork", "Hyperballad"),
+        ("björk", "Hyperballad"),
+        ("royksopp", "Eple"),
+        ("мадонна", "Frozen"),
+        ("mumiy troll", "Утекай"),
+    ],
+)
 def test_accents_and_scripts_fold(index: Path, query: str, title: str) -> None:
     assert titles(index, query) == [title]
 
@@ -104,9 +111,13 @@ def test_one_edit_is_exactly_one() -> None:
 
 @pytest.mark.parametrize(
     ("query", "message"),
-    [("year:abc", "is not a number"), ("year:2005..1990", "range"), ("kind:film", "not one of"),
-     ("host:", "needs a value")],
-)  # fmt: skip
+    [
+        ("year:abc", "is not a number"),
+        ("year:2005..1990", "range"),
+        ("kind:film", "not one of"),
+        ("host:", "needs a value"),
+    ],
+)
 def test_malformed_queries_say_what_is_wrong(index: Path, query: str, message: str) -> None:
     with pytest.raises(QueryError, match=message) as caught:
         search(index, query)

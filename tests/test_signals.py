@@ -75,8 +75,12 @@ def tree_state(root: Path) -> dict[str, tuple[int, int]]:
 
 
 def temp_names(root: Path) -> list[str]:
-    return [os.path.join(f, n) for f, dirs, files in os.walk(root) for n in dirs + files
-            if TEMP.match(n)]  # fmt: skip
+    return [
+        os.path.join(f, n)
+        for f, dirs, files in os.walk(root)
+        for n in dirs + files
+        if TEMP.match(n)
+    ]
 
 
 def wait_for(condition: Callable[[], bool], proc: subprocess.Popen, limit_s: float = 120.0) -> None:
@@ -107,14 +111,31 @@ def crawl_tmpdir() -> Iterator[Path]:
 
 def start_crawl(lan: LAN, cfg: Path, tmpdir: Path, runner: str = "inline") -> CrawlProcess:
     stderr = lan.root / "crawl.stderr"
-    cmd = [sys.executable, "-m", "cli.main", "crawl", "--rounds", "1", "--crawl-dir",
-           str(lan.crawl_dir), "--hosts-file", str(lan.hosts_file), "--runner", runner]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "cli.main",
+        "crawl",
+        "--rounds",
+        "1",
+        "--crawl-dir",
+        str(lan.crawl_dir),
+        "--hosts-file",
+        str(lan.hosts_file),
+        "--runner",
+        runner,
+    ]
     env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg), "TMPDIR": str(tmpdir)}
     with open(stderr, "wb") as err:
         proc = subprocess.Popen(
-            cmd, cwd=lan.root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=err, start_new_session=True,
-        )  # fmt: skip
+            cmd,
+            cwd=lan.root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
     return CrawlProcess(proc, stderr, tmpdir)
 
 
@@ -131,8 +152,10 @@ def assert_stopped_cleanly(run: CrawlProcess, signum: int, lan: LAN, live: int) 
     lines = run.lines()
     assert not [line for line in lines if "Traceback" in line], lines
     said = [line for line in lines if "interrupted" in line]
-    assert said == [f"sharecrawl: interrupted: the live version is still v{live:06d}; run the "
-                    f"same command again to finish round {live + 1}"], lines  # fmt: skip
+    assert said == [
+        f"sharecrawl: interrupted: the live version is still v{live:06d}; run the "
+        f"same command again to finish round {live + 1}"
+    ], lines
     assert lines[-1] == said[0]
     assert wait_until_gone(run.proc.pid) == {}
     assert temp_names(lan.crawl_dir) == []
@@ -175,8 +198,9 @@ def start_stalled(lan: LAN, cfg: Path, tmpdir: Path) -> CrawlProcess:
     """Start round 2 and wait until the file hosts are fetched and a worker waits on smbd."""
     run = start_crawl(lan, cfg, tmpdir)
     seg = CrawlDir(lan.crawl_dir).segment_dir(2)
-    wait_for(lambda: all((seg / "fetchlog" / host_file(h)).exists() for h in ("alpha", "beta")),
-             run.proc)  # fmt: skip
+    wait_for(
+        lambda: all((seg / "fetchlog" / host_file(h)).exists() for h in ("alpha", "beta")), run.proc
+    )
     assert not (seg / "fetchlog.parquet").exists()  # the fetch is still running
     assert fetch_workers(session_processes(run.proc.pid)) >= 2  # the server and a worker
     return run
@@ -293,8 +317,9 @@ def test_a_round_killed_after_publish_is_finished_by_its_index(lan: LAN, run_jso
     lan.crawl()
     lan.media("alpha", "music/new/track09.mp3", artist="Nautilus Pompilius", title="Skovannye")
     config.override(hosts_file=lan.hosts_file, crawl_dir=lan.crawl_dir, runner="inline")
-    assert luigi.build([Update(crawl_dir=str(lan.crawl_dir), round=2)], local_scheduler=True,
-                       log_level="WARNING")  # fmt: skip
+    assert luigi.build(
+        [Update(crawl_dir=str(lan.crawl_dir), round=2)], local_scheduler=True, log_level="WARNING"
+    )
     crawl = CrawlDir(lan.crawl_dir)
     assert crawl.current() == 2 and index_version(crawl.index) == "v000001"
     lan.crawl()
@@ -358,8 +383,9 @@ with interrupt.interruptible(watchdog=True):
 
 def test_a_crawl_wedged_after_the_signal_still_cleans_up_and_exits(tmp_path: Path) -> None:
     marker = tmp_path / "marker"
-    proc = subprocess.Popen([sys.executable, "-c", WEDGED, str(marker)], stderr=subprocess.PIPE,
-                            start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WEDGED, str(marker)], stderr=subprocess.PIPE, start_new_session=True
+    )
     deadline = time.monotonic() + 60
     while not marker.with_suffix(".ready").exists():
         assert proc.poll() is None and time.monotonic() < deadline

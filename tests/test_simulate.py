@@ -264,11 +264,18 @@ def test_hinted_scans_cut_the_staleness_of_notified_changes(hint_crawlers: int) 
     crawlers kept for notifications serve them sooner than with hinted partitions listed whole.
     (With none kept, hints wait for a round, whose length the budget sets, not the listing.)"""
     runs = {
-        folders: simulate(hosts=60, days=1.0, crawlers=3, seed=5, policies=["sensors"],
-                          notify_share=0.9, hint_crawlers=hint_crawlers,
-                          hinted_scan_folders=folders)["policies"]["sensors"]
+        folders: simulate(
+            hosts=60,
+            days=1.0,
+            crawlers=3,
+            seed=5,
+            policies=["sensors"],
+            notify_share=0.9,
+            hint_crawlers=hint_crawlers,
+            hinted_scan_folders=folders,
+        )["policies"]["sensors"]
         for folders in (0, 2)
-    }  # fmt: skip
+    }
     assert runs[2]["changes"] == runs[0]["changes"]
     assert runs[2]["staleness_mean_s"] < runs[0]["staleness_mean_s"]
     assert runs[2]["freshness"] >= runs[0]["freshness"]

@@ -24,8 +24,7 @@ def short_timeouts(luigi_cfg: Callable[[str], None]) -> None:
 @pytest.fixture
 def smb_lan(lan: LAN, smbd_factory: Callable[..., SmbServer], short_timeouts: None) -> tuple:
     root = make_base_dir() / "tree"  # pytest's tmp_path is closed to smbd's guest user
-    make_media(root / "media" / "Madonna" / "song_01.mp3", "flac", artist="Madonna",
-               title="Music")  # fmt: skip
+    make_media(root / "media" / "Madonna" / "song_01.mp3", "flac", artist="Madonna", title="Music")
     make_media(root / "media" / "misc" / "track02.ogg", "ogg", artist="Kino", title="Kukushka")
     (root / "private").mkdir()
     server = smbd_factory(root_dir=root)
@@ -94,8 +93,17 @@ def test_refused_and_wrong_password_are_reported(smb_lan, run_json, tmp_path) ->
     cfg = tmp_path / "short.cfg"
     cfg.write_text("[sharecrawl]\nhost_timeout_s = 3\nliveness_timeout_s = 1\n")
     env = {"SHARECRAWL_SMB_USER": server.user, "SHARECRAWL_SMB_PASSWORD": "not-" + server.password}
-    done = run_cli("crawl", "--crawl-dir", str(lan.crawl_dir), "--hosts-file", str(lan.hosts_file),
-                   "--runner", "inline", env=env, config=cfg)  # fmt: skip
+    done = run_cli(
+        "crawl",
+        "--crawl-dir",
+        str(lan.crawl_dir),
+        "--hosts-file",
+        str(lan.hosts_file),
+        "--runner",
+        "inline",
+        env=env,
+        config=cfg,
+    )
     assert done.returncode == 0, done.stderr
     refused = host_row(lan, run_json, "127.0.0.1:1")
     assert not refused["online"] and refused["last_error"] and refused["status"] == "refused"

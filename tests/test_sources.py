@@ -35,8 +35,18 @@ def make_tree(root: Path, paths: list[str]) -> None:
 
 @pytest.fixture
 def host(tmp_path: Path) -> FileSource:
-    make_tree(tmp_path / "h", ["s/a/b/x.mp3", "s/a b/y.mp3", "s/a/c.txt", "s/z.mp3",
-                               "s/m/n/o.flac", "s/empty/", "t/one.ogg"])  # fmt: skip
+    make_tree(
+        tmp_path / "h",
+        [
+            "s/a/b/x.mp3",
+            "s/a b/y.mp3",
+            "s/a/c.txt",
+            "s/z.mp3",
+            "s/m/n/o.flac",
+            "s/empty/",
+            "t/one.ogg",
+        ],
+    )
     return FileSource(parse_host_url(f"file://{tmp_path / 'h'}"))
 
 
@@ -111,8 +121,11 @@ def test_walk_is_canonical_and_stops_at_child_partitions(host: FileSource) -> No
 
 
 def test_every_entry_in_exactly_one_partition(host: FileSource) -> None:
-    keys = [share_root("h", "s"), PartitionKey("h", "s", "", "b", "n"),
-            PartitionKey("h", "s", "a", "a", "c")]  # fmt: skip
+    keys = [
+        share_root("h", "s"),
+        PartitionKey("h", "s", "", "b", "n"),
+        PartitionKey("h", "s", "a", "a", "c"),
+    ]
     ranges = Ranges(keys)
     seen: dict[str, PartitionKey] = {}
     for key in keys:
@@ -124,13 +137,19 @@ def test_every_entry_in_exactly_one_partition(host: FileSource) -> None:
 
 
 def test_hash_changes_with_any_entry_attribute(host: FileSource) -> None:
-    rows = [(p, e.is_dir, e.size, e.mtime_us) for p, e in
-            walk_partition(host, share_root("h", "s"), Ranges([]))]  # fmt: skip
+    rows = [
+        (p, e.is_dir, e.size, e.mtime_us)
+        for p, e in walk_partition(host, share_root("h", "s"), Ranges([]))
+    ]
     base = partition_hash(rows)
     assert partition_hash(list(reversed(rows))) == base  # any input order hashes canonically
     path, is_dir, size, mtime = rows[3]
-    for changed in [(path + "x", is_dir, size, mtime), (path, not is_dir, size, mtime),
-                    (path, is_dir, size + 1, mtime), (path, is_dir, size, mtime + 1)]:  # fmt: skip
+    for changed in [
+        (path + "x", is_dir, size, mtime),
+        (path, not is_dir, size, mtime),
+        (path, is_dir, size + 1, mtime),
+        (path, is_dir, size, mtime + 1),
+    ]:
         assert partition_hash([*rows[:3], changed, *rows[4:]]) != base
     assert partition_hash(rows[:-1]) != base
 
@@ -146,8 +165,12 @@ def test_walk_hash_is_the_partition_hash(host: FileSource) -> None:
 
 def test_host_urls() -> None:
     h = parse_host_url("smb://bob@nas.local:1445/music")
-    assert (h.host, h.user, h.share, h.url) == ("nas.local:1445", "bob", "music",
-                                                "smb://bob@nas.local:1445")  # fmt: skip
+    assert (h.host, h.user, h.share, h.url) == (
+        "nas.local:1445",
+        "bob",
+        "music",
+        "smb://bob@nas.local:1445",
+    )
     assert parse_host_url("smb://nas:445").host == "nas"
     assert parse_host_url("file:///srv/lan/alpha/").host == "alpha"
     for bad in ("http://x/y", "smb:///share", "smb://h/a/b", "file://other/x", "file:///"):

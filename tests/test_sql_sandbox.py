@@ -69,9 +69,11 @@ def sql_temp_dirs() -> set[str]:
 
 @pytest.fixture
 def run(
-    crawled: LAN, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    crawled: LAN,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-) -> Iterator[Callable[..., tuple[int, str, str]]]:  # fmt: skip
+) -> Iterator[Callable[..., tuple[int, str, str]]]:
     """Run `sharecrawl sql` (from an empty working directory) and return (status, out, err);
     after the test, no file anywhere near has changed and no temp folder is left behind."""
     cwd = tmp_path / "cwd"
@@ -97,14 +99,19 @@ def run(
 def fill(template: str, lan: LAN) -> str:
     live = lan.crawl_dir / "crawldb" / "v000002"
     return template.format(
-        secret=lan.root / "secret.txt", csv=lan.root / "secret.csv",
-        json=lan.root / "secret.json", parquet=lan.root / "secret.parquet",
-        duckdb=lan.root / "secret.duckdb", root=lan.root, out=lan.root / "out.csv",
-        current=lan.crawl_dir / "crawldb" / "CURRENT", live=live,
+        secret=lan.root / "secret.txt",
+        csv=lan.root / "secret.csv",
+        json=lan.root / "secret.json",
+        parquet=lan.root / "secret.parquet",
+        duckdb=lan.root / "secret.duckdb",
+        root=lan.root,
+        out=lan.root / "out.csv",
+        current=lan.crawl_dir / "crawldb" / "CURRENT",
+        live=live,
         old_part=lan.crawl_dir / "crawldb" / "v000001" / "files" / "pc-1.parquet",
         listing=lan.crawl_dir / "segments" / "r000002" / "listing",
         index=lan.crawl_dir / "index" / "search.duckdb",
-    )  # fmt: skip
+    )
 
 
 # Statements that write, read other files, load code or change settings: refused, exit 2.
@@ -379,16 +386,18 @@ ALLOWED = {
         {"n": 2}
     ],
     "select host, count(*) as n from media group by host order by host": [
-        {"host": "pc-1", "n": 3}, {"host": "pc-2", "n": 3},
+        {"host": "pc-1", "n": 3},
+        {"host": "pc-2", "n": 3},
     ],
     "FROM hosts SELECT host ORDER BY host": [{"host": "pc-1"}, {"host": "pc-2"}],
     "VALUES (1, 'a')": [{"col0": 1, "col1": "a"}],
     "SELECT count(*) AS n FROM range(5)": [{"n": 5}],
     "/* a comment first */ SELECT count(*) AS n FROM files WHERE NOT is_dir": [{"n": 6}],
     "SELECT title FROM works WHERE artist = 'Queen' ORDER BY title": [
-        {"title": "Headlong"}, {"title": "Innuendo"},
+        {"title": "Headlong"},
+        {"title": "Innuendo"},
     ],
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("query", ALLOWED)
@@ -404,8 +413,18 @@ def test_describe_show_summarize_explain(run: Callable) -> None:
     assert [r["column_name"] for r in json.loads(out)][:4] == ["host", "share", "path", "size"]
     status, out, _ = run("SHOW TABLES", "--json")
     names = {r["name"] for r in json.loads(out)}
-    assert {"files", "media", "hosts", "partitions", "prefix_stats", "fetchlog", "folders",
-            "duplicate_folders", "works", "copies"} <= names  # fmt: skip
+    assert {
+        "files",
+        "media",
+        "hosts",
+        "partitions",
+        "prefix_stats",
+        "fetchlog",
+        "folders",
+        "duplicate_folders",
+        "works",
+        "copies",
+    } <= names
     status, out, _ = run("SUMMARIZE media", "--json")
     summary = {r["column_name"]: r for r in json.loads(out)}
     assert status == 0 and summary["host"]["count"] == 6
@@ -426,8 +445,9 @@ def test_a_failing_query_exits_1(run: Callable) -> None:
 
 # --output: the CLI writes the result, whole, outside the crawl dir.
 
-RESULT_SQL = ("SELECT host, path, size, [size, 1] AS pair FROM media "
-              "WHERE artist = 'ABBA' ORDER BY path")  # fmt: skip
+RESULT_SQL = (
+    "SELECT host, path, size, [size, 1] AS pair FROM media WHERE artist = 'ABBA' ORDER BY path"
+)
 
 
 def expected_rows(run: Callable) -> list[dict]:
@@ -476,8 +496,9 @@ def test_output_json_is_what_json_prints(run: Callable, out_dir: Path) -> None:
     assert sorted(os.listdir(out_dir)) == ["abba.json"]
 
 
-@pytest.mark.parametrize("name", ["abba.txt", "abba", "abba.csv.gz", "abba.duckdb",
-                                  "missing/abba.csv", "."])  # fmt: skip
+@pytest.mark.parametrize(
+    "name", ["abba.txt", "abba", "abba.csv.gz", "abba.duckdb", "missing/abba.csv", "."]
+)
 def test_output_refused(run: Callable, out_dir: Path, name: str) -> None:
     status, out, err = run(RESULT_SQL, "--output", str(out_dir / name))
     assert status == 2 and out == "" and len(err.strip().splitlines()) == 1
@@ -499,8 +520,9 @@ def test_output_inside_the_crawl_dir_is_refused(crawled: LAN, run: Callable, out
 
 def test_refused_query_writes_no_output(crawled: LAN, run: Callable, out_dir: Path) -> None:
     target = out_dir / "x.csv"
-    assert_refused(*run(fill("SELECT * FROM read_text('{secret}')", crawled),
-                        "--output", str(target)))  # fmt: skip
+    assert_refused(
+        *run(fill("SELECT * FROM read_text('{secret}')", crawled), "--output", str(target))
+    )
     assert not target.exists()
     status, _, _ = run("SELECT nope FROM media", "--output", str(target))
     assert status == 1 and not target.exists()

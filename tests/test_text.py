@@ -32,7 +32,8 @@ class Works:
         "kind": np.array([1, 2, 2, 2]),  # audio, video, video, video
     }
     copies: ClassVar[dict[tuple[str, str], list[int]]] = {
-        ("host", "lab-2"): [0, 3], ("format", "flac"): [0]
+        ("host", "lab-2"): [0, 3],
+        ("format", "flac"): [0],
     }
 
     def __getitem__(self, name: str) -> np.ndarray:
@@ -82,9 +83,15 @@ def test_query_words_give_the_same_terms_as_the_index() -> None:
 
 @pytest.mark.parametrize(
     ("name", "generic"),
-    [("track01", True), ("01", True), ("Запись 3", True), ("CD1 Track 05", True),
-     ("01 - Holiday", False), ("Frozen", False)],
-)  # fmt: skip
+    [
+        ("track01", True),
+        ("01", True),
+        ("Запись 3", True),
+        ("CD1 Track 05", True),
+        ("01 - Holiday", False),
+        ("Frozen", False),
+    ],
+)
 def test_generic_names(name: str, generic: bool) -> None:
     assert text.is_generic_name(name) is generic
 
@@ -138,9 +145,18 @@ def test_sql_and_quotes_stay_values() -> None:
 
 @pytest.mark.parametrize(
     "query",
-    ["year:abc", "year:..", "year:1999..x", "year:-5", "kind:picture", "season:six",
-     "artist:", "", "  "],
-)  # fmt: skip
+    [
+        "year:abc",
+        "year:..",
+        "year:1999..x",
+        "year:-5",
+        "kind:picture",
+        "season:six",
+        "artist:",
+        "",
+        "  ",
+    ],
+)
 def test_malformed_queries(query: str) -> None:
     with pytest.raises(QueryError):
         parse_query(query)

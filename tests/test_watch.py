@@ -11,14 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.smbd import (
-    SmbServer,
-    free_port,
-    make_base_dir,
-    make_tree,
-    remove_tree,
-    start_smbd,
-)
+from tests.smbd import SmbServer, free_port, make_base_dir, make_tree, remove_tree, start_smbd
 from tests.watchtools import SmbWriter, WatchProcess, hinted_paths, smbclient_burst, wait_for
 
 pytestmark = pytest.mark.smb
@@ -67,11 +60,13 @@ def test_smb_changes_at_any_depth_are_hinted(server, writer, watches) -> None:
     writer.rename("one/two/three/new\uf022song\uf025.txt", "one/two/moved.txt")
     wait_for(lambda: "one/two/moved.txt" in hinted_paths(watch), 30, "rename", watch)
     writer.write("one/two/moved.txt", "rewritten, longer")  # an overwrite: truncate + write
-    wait_for(lambda: "modified" in hinted_paths(watch).get("one/two/moved.txt", ()), 30, "write",
-             watch)  # fmt: skip
+    wait_for(
+        lambda: "modified" in hinted_paths(watch).get("one/two/moved.txt", ()), 30, "write", watch
+    )
     writer.remove("one/two/moved.txt")
-    wait_for(lambda: "removed" in hinted_paths(watch).get("one/two/moved.txt", ()), 30, "delete",
-             watch)  # fmt: skip
+    wait_for(
+        lambda: "removed" in hinted_paths(watch).get("one/two/moved.txt", ()), 30, "delete", watch
+    )
     paths = hinted_paths(watch)
     assert {"one", "one/two", "one/two/three"} <= set(paths)
     assert "added" in paths["one/two/three"]
@@ -86,8 +81,7 @@ def test_disk_changes_in_the_top_folder_are_hinted(server, watches) -> None:
     watch.wait_watching(host_key(server), ["media"])
     watch.prime(server.root_dir / "media")
     (server.root_dir / "media" / "copied on the host: a|b.mp3").write_bytes(b"x")
-    wait_for(lambda: "copied on the host: a|b.mp3" in hinted_paths(watch), 30, "disk create",
-             watch)  # fmt: skip
+    wait_for(lambda: "copied on the host: a|b.mp3" in hinted_paths(watch), 30, "disk create", watch)
     assert watch.stop() == 0
 
 
@@ -136,8 +130,9 @@ def test_smbd_killed_and_restarted_under_a_running_watch(server, watches) -> Non
     assert log.count("watching again") == 1, log
 
 
-def test_a_host_refusing_notifications_is_reported_once(server, smbd_factory, writer,
-                                                        watches) -> None:  # fmt: skip
+def test_a_host_refusing_notifications_is_reported_once(
+    server, smbd_factory, writer, watches
+) -> None:
     root = make_base_dir() / "tree"
     (root / "media").mkdir(parents=True)
     # Samba's `change notify` is a global parameter: no share of this server sends any
@@ -200,9 +195,10 @@ def test_hints_for_excluded_paths_are_dropped(server, writer, watches) -> None:
 def test_bad_input_and_a_second_watcher_get_one_line(server, watches) -> None:
     empty = watches([])
     assert empty.process.wait(60) == 2
-    assert empty.stderr().startswith("sharecrawl: error: hosts file") and empty.stderr().count(
-        "\n"
-    ) == 1
+    assert (
+        empty.stderr().startswith("sharecrawl: error: hosts file")
+        and empty.stderr().count("\n") == 1
+    )
     first = watches([f"{server.url}/media"])
     first.wait_watching(host_key(server), ["media"])
     second = watches([f"{server.url}/media"], crawl_dir=first.crawl_dir)
@@ -226,8 +222,9 @@ def test_watch_killed_during_a_round_leaves_the_round_whole(smbd_factory, lan, w
     killer.join(150)
     assert watch.process.returncode == -signal.SIGKILL
     files = {r["path"] for r in run_sql_rows(lan, "SELECT path FROM files WHERE NOT is_dir")}
-    on_disk = {str(p.relative_to(root / "media")) for p in (root / "media").rglob("*")
-               if p.is_file()}  # fmt: skip
+    on_disk = {
+        str(p.relative_to(root / "media")) for p in (root / "media").rglob("*") if p.is_file()
+    }
     assert files == on_disk
     assert run_sql_rows(lan, "SELECT count(*) AS n FROM hints")[0]["n"] >= 1
     again = watches([f"{server.url}/media"], crawl_dir=lan.crawl_dir)  # the lock went with it

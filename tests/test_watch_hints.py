@@ -21,16 +21,35 @@ from queries.views import run_sql
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
 
-def hint(path: str, at: datetime, share: str = "music", action: str = "added",
-         host: str = "pc1", overflow: bool = False) -> dict:  # fmt: skip
-    return {"host": host, "share": share, "path": path, "action": action, "overflow": overflow,
-            "seen_at": at}  # fmt: skip
+def hint(
+    path: str,
+    at: datetime,
+    share: str = "music",
+    action: str = "added",
+    host: str = "pc1",
+    overflow: bool = False,
+) -> dict:
+    return {
+        "host": host,
+        "share": share,
+        "path": path,
+        "action": action,
+        "overflow": overflow,
+        "seen_at": at,
+    }
 
 
-def state(share: str, since: datetime, alive: datetime, state: str = "watching",
-          host: str = "pc1") -> dict:  # fmt: skip
-    return {"host": host, "share": share, "state": state, "since": since, "alive_at": alive,
-            "detail": None}  # fmt: skip
+def state(
+    share: str, since: datetime, alive: datetime, state: str = "watching", host: str = "pc1"
+) -> dict:
+    return {
+        "host": host,
+        "share": share,
+        "state": state,
+        "since": since,
+        "alive_at": alive,
+        "detail": None,
+    }
 
 
 @pytest.fixture
@@ -48,8 +67,11 @@ def test_parts_are_read_once_and_shown_by_the_view(writer: HintsWriter, tmp_path
     sql = "SELECT share, path, action, overflow FROM hints ORDER BY seen_at, path"
     columns, rows = run_sql(CrawlDir(tmp_path / "crawl"), sql)
     assert columns == ["share", "path", "action", "overflow"]
-    assert rows == [("music", "", "overflow", True), ("music", "a/x.mp3", "added", False),
-                    ("video", "weird\nname|?.mp3", "added", False)]  # fmt: skip
+    assert rows == [
+        ("music", "", "overflow", True),
+        ("music", "a/x.mp3", "added", False),
+        ("video", "weird\nname|?.mp3", "added", False),
+    ]
 
 
 def test_a_compacted_part_hides_the_parts_it_replaces() -> None:
@@ -65,8 +87,11 @@ def test_compaction_keeps_the_latest_sighting(writer, tmp_path, monkeypatch) -> 
         writer.append([hint("hot.mp3", at, action="modified"), hint(f"new {i}.mp3", at)], now=at)
     writer.append([], now=T0 + timedelta(seconds=71))  # compacted parts are deleted when due
     store = HintsStore(tmp_path / "crawl")
-    assert [p.name for p in store.parts()] == [part_name(1, 32), part_name(33, 64), *(
-        part_name(i, i) for i in range(65, 71))]  # fmt: skip
+    assert [p.name for p in store.parts()] == [
+        part_name(1, 32),
+        part_name(33, 64),
+        *(part_name(i, i) for i in range(65, 71)),
+    ]
     assert store.all_parts() == store.parts()
     table = store.read()
     hot = [r for r in table.to_pylist() if r["path"] == "hot.mp3"]
@@ -92,18 +117,24 @@ def test_retention_drops_old_hints_and_says_since_when(tmp_path, monkeypatch) ->
 
 
 def test_since_answers_for_generate(writer: HintsWriter, tmp_path: Path) -> None:
-    writer.append([
-        hint("Rock/a.mp3", T0 + timedelta(minutes=5)),
-        hint("Jazz/b.mp3", T0 + timedelta(minutes=20)),
-        hint("", T0 + timedelta(minutes=30), share="video", action="reconnected", overflow=True),
-    ])  # fmt: skip
+    writer.append(
+        [
+            hint("Rock/a.mp3", T0 + timedelta(minutes=5)),
+            hint("Jazz/b.mp3", T0 + timedelta(minutes=20)),
+            hint(
+                "", T0 + timedelta(minutes=30), share="video", action="reconnected", overflow=True
+            ),
+        ]
+    )
     alive = T0 + timedelta(hours=1)
-    writer.write_watches([
-        state("music", T0, alive),
-        state("video", T0 + timedelta(minutes=30), alive),
-        state("old", T0, alive - timedelta(minutes=10)),  # the watcher went silent
-        state("denied", T0, alive, state="refused"),
-    ])  # fmt: skip
+    writer.write_watches(
+        [
+            state("music", T0, alive),
+            state("video", T0 + timedelta(minutes=30), alive),
+            state("old", T0, alive - timedelta(minutes=10)),  # the watcher went silent
+            state("denied", T0, alive, state="refused"),
+        ]
+    )
     snapshot = HintsStore(tmp_path / "crawl").snapshot(now=alive + timedelta(seconds=2))
     music = snapshot.since("pc1", "music", T0 + timedelta(minutes=10))
     assert music.paths == {"Jazz/b.mp3"} and not music.overflow
@@ -120,12 +151,14 @@ def test_since_answers_for_generate(writer: HintsWriter, tmp_path: Path) -> None
 
 
 def test_count_hints_waiting_and_consumed(writer: HintsWriter, tmp_path: Path) -> None:
-    writer.append([
-        hint("Rock/a.mp3", T0),  # Rock is its own range partition, scanned after: consumed
-        hint("Jazz/b.mp3", T0),  # the root partition, scanned before: waiting
-        hint("c.mp3", T0, share="video"),  # a share never crawled: waiting
-        hint("", T0, share="books", action="overflow", overflow=True),
-    ])  # fmt: skip
+    writer.append(
+        [
+            hint("Rock/a.mp3", T0),  # Rock is its own range partition, scanned after: consumed
+            hint("Jazz/b.mp3", T0),  # the root partition, scanned before: waiting
+            hint("c.mp3", T0, share="video"),  # a share never crawled: waiting
+            hint("", T0, share="books", action="overflow", overflow=True),
+        ]
+    )
     later, earlier = T0 + timedelta(minutes=1), T0 - timedelta(minutes=1)
     rows = [
         {"host": "pc1", "share": "music", "root": "", "lo": None, "hi": None, "last_scan": earlier},
@@ -134,8 +167,9 @@ def test_count_hints_waiting_and_consumed(writer: HintsWriter, tmp_path: Path) -
         {"host": "pc1", "share": "books", "root": "", "lo": "A", "hi": None, "last_scan": later},
     ]
     for row in rows:
-        row["partition_id"] = partition_id(row["host"], row["share"], row["root"], row["lo"],
-                                           row["hi"])  # fmt: skip
+        row["partition_id"] = partition_id(
+            row["host"], row["share"], row["root"], row["lo"], row["hi"]
+        )
     partitions = pa.Table.from_pylist(rows, PARTITIONS)
     snapshot = HintsStore(tmp_path / "crawl").snapshot()
     counts = count_hints(snapshot, partitions)

@@ -22,8 +22,8 @@ def notify_entry(action: int, name: str, last: bool = False) -> bytes:
     raw = name.encode("utf-16-le")
     size = 12 + len(raw)
     padded = size + (-size % 4)
-    return struct.pack("<III", 0 if last else padded, action, len(raw)) + raw + b"\0" * (
-        padded - size
+    return (
+        struct.pack("<III", 0 if last else padded, action, len(raw)) + raw + b"\0" * (padded - size)
     )
 
 

@@ -29,8 +29,11 @@ def host_key(server: SmbServer) -> str:
 def server(smbd_factory: Callable[..., SmbServer]) -> SmbServer:
     root = make_base_dir() / "tree"
     for album in range(6):
-        make_media(root / "media" / f"Album {album}" / "track.mp3", artist="Smb band",
-                   title=f"old song {album}")  # fmt: skip
+        make_media(
+            root / "media" / f"Album {album}" / "track.mp3",
+            artist="Smb band",
+            title=f"old song {album}",
+        )
     return smbd_factory(root_dir=root)
 
 
@@ -54,13 +57,15 @@ def found(lan: LAN, run_json, *words: str) -> list[dict]:
     return run_json(lan, "search", *words)
 
 
-def test_watch_crawl_makes_a_copied_file_searchable(server, lan, watches, run_json,
-                                                    tmp_path) -> None:  # fmt: skip
+def test_watch_crawl_makes_a_copied_file_searchable(
+    server, lan, watches, run_json, tmp_path
+) -> None:
     url = f"{server.url}/media?notify=trusted"
     lan.hosts_file.write_text(url + "\n")
     lan.crawl()
-    watch = watches([url], "--crawl", "--settle", "2", crawl_dir=lan.crawl_dir,
-                    config="runner = inline\n")  # fmt: skip
+    watch = watches(
+        [url], "--crawl", "--settle", "2", crawl_dir=lan.crawl_dir, config="runner = inline\n"
+    )
     watch.wait_watching(host_key(server), ["media"])
     watch.prime(server.root_dir / "media")  # its own round comes and goes
     wait_for(lambda: "the round for the hints took" in watch.stderr(), 120, "probe round", watch)
@@ -72,8 +77,12 @@ def test_watch_crawl_makes_a_copied_file_searchable(server, lan, watches, run_js
     finally:
         writer.close()
     copied = time.monotonic()
-    hits = wait_for(lambda: found(lan, run_json, "copied", "just", "now"), FOUND_LIMIT_S,
-                    "the copied file found by search", watch)  # fmt: skip
+    hits = wait_for(
+        lambda: found(lan, run_json, "copied", "just", "now"),
+        FOUND_LIMIT_S,
+        "the copied file found by search",
+        watch,
+    )
     took = time.monotonic() - copied
     print(f"\ncopied onto the watched share -> found by search: {took:.1f} s")
     assert hits[0]["best"]["path"] == "Album 9/copied.mp3"
@@ -83,8 +92,7 @@ def test_watch_crawl_makes_a_copied_file_searchable(server, lan, watches, run_js
     assert watch.stop() == 0
 
 
-def test_silence_lists_nothing_and_a_restart_or_a_kill_ends_the_trust(server, lan,
-                                                                     watches) -> None:  # fmt: skip
+def test_silence_lists_nothing_and_a_restart_or_a_kill_ends_the_trust(server, lan, watches) -> None:
     url = f"{server.url}/media?notify=trusted"
     lan.hosts_file.write_text(url + "\n")
     lan.crawl()
@@ -133,8 +141,9 @@ def test_watch_crawl_waits_for_a_running_crawl(server, lan, watches, run_json) -
     url = f"{server.url}/media?notify=trusted"
     lan.hosts_file.write_text(url + "\n")
     lan.crawl()
-    watch = watches([url], "--crawl", "--settle", "1", crawl_dir=lan.crawl_dir,
-                    config="runner = inline\n")  # fmt: skip
+    watch = watches(
+        [url], "--crawl", "--settle", "1", crawl_dir=lan.crawl_dir, config="runner = inline\n"
+    )
     watch.wait_watching(host_key(server), ["media"])
     watch.prime(server.root_dir / "media")
     wait_for(lambda: "the round for the hints took" in watch.stderr(), 120, "probe round", watch)
@@ -147,8 +156,12 @@ def test_watch_crawl_waits_for_a_running_crawl(server, lan, watches, run_json) -
         assert watch.stderr().count("a round for the hints started") == started
     finally:
         lock.release()
-    wait_for(lambda: watch.stderr().count("the round for the hints took") >= 2, 120,
-             "the round after the crawl", watch)  # fmt: skip
+    wait_for(
+        lambda: watch.stderr().count("the round for the hints took") >= 2,
+        120,
+        "the round after the crawl",
+        watch,
+    )
     paths = {r["path"] for r in run_json(lan, "sql", "SELECT path FROM files")}
     assert "while locked.txt" in paths
     assert watch.stop() == 0

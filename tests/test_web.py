@@ -27,9 +27,22 @@ from web.views import windows_path
 
 __all__ = ["server", "web_lan"]  # module fixtures used here
 
-QUERIES = ["madonna", "frozen", "lost", "кино", "padding song", "artist:madonna year:1995..1999",
-           "kind:video", "secret", "onerror", "'); DROP TABLE works;--", "madonna host:lab-2",
-           "format:FLAC", "host:lab-3 madonna", "madona"]  # fmt: skip
+QUERIES = [
+    "madonna",
+    "frozen",
+    "lost",
+    "кино",
+    "padding song",
+    "artist:madonna year:1995..1999",
+    "kind:video",
+    "secret",
+    "onerror",
+    "'); DROP TABLE works;--",
+    "madonna host:lab-2",
+    "format:FLAC",
+    "host:lab-3 madonna",
+    "madona",
+]
 
 
 def cli_search(lan: LAN, capsys: pytest.CaptureFixture[str], *args: str) -> list[dict]:
@@ -194,10 +207,7 @@ def test_serving_writes_nothing_and_sql_in_a_query_is_text(server: Server, web_l
     before = digest(web_lan.crawl_dir)
     for query in [*QUERIES, "", "x' OR 1=1 --", '"; DROP TABLE copies; --', "\\x00 %00"]:
         assert server.api(q=query)[0] in (200, 400)
-        assert server.get("/?" + urlencode({"q": query}))[0] in (
-            200,
-            400,
-        )
+        assert server.get("/?" + urlencode({"q": query}))[0] in (200, 400)
     assert digest(web_lan.crawl_dir) == before
     assert server.api(q="madonna")[1]["results"]  # the index is whole
 

@@ -31,10 +31,18 @@ pytestmark = pytest.mark.skipif(
 
 # Root needs --no-sandbox; the rest keep Chromium from reaching for the network, which on a
 # closed machine makes it hang.
-CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                  "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-                  "--window-size=1280,1100")  # fmt: skip
+CHROMIUM_FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1280,1100",
+)
 
 
 @pytest.fixture(scope="module")

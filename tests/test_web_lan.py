@@ -104,12 +104,25 @@ class Server:
     """`sharecrawl serve` in its own session on a free 127.0.0.1 port; stop() ends it."""
 
     def __init__(self, crawl_dir: Path, *extra: str) -> None:
-        command = [sys.executable, "-m", "cli.main", "serve", "--crawl-dir", str(crawl_dir),
-                   "--port", "0", *extra]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "serve",
+            "--crawl-dir",
+            str(crawl_dir),
+            "--port",
+            "0",
+            *extra,
+        ]
         self.process = subprocess.Popen(
-            command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            command,
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
             start_new_session=True,
-        )  # fmt: skip
+        )
         self.log: list[str] = []
         self.url = ""
         ready = threading.Event()

@@ -34,7 +34,9 @@ def test_facet_links_read_back_as_query_fields() -> None:
     query = with_field(with_field("frozen", "host", "lab 3"), "format", "FLAC")
     assert query == 'frozen host:"lab 3" format:FLAC'
     assert parse_query(query).parts == [
-        TextQuery("frozen"), CopyQuery("host", "lab 3"), CopyQuery("format", "flac")
+        TextQuery("frozen"),
+        CopyQuery("host", "lab 3"),
+        CopyQuery("format", "flac"),
     ]
 
 

@@ -31,8 +31,13 @@ class SmbWriter:
         self.cache: dict = {}
         self.port = server.port
         self.unc = rf"\\{server.host}\{share}"
-        smbclient.register_session(server.host, username=server.user, password=server.password,
-                                   port=server.port, connection_cache=self.cache)  # fmt: skip
+        smbclient.register_session(
+            server.host,
+            username=server.user,
+            password=server.password,
+            port=server.port,
+            connection_cache=self.cache,
+        )
 
     def _path(self, path: str) -> str:
         return self.unc + "\\" + path.replace("/", "\\")
@@ -74,17 +79,26 @@ def smbclient_burst(server: SmbServer, share: str, folders: int, per_folder: int
                 commands.append(f"put {empty} {paths[-1]}")
         subprocess.run(
             ["smbclient", f"//{server.host}/{share}", "-p", str(server.port), "-A", str(auth)],
-            input="\n".join(commands) + "\n", capture_output=True, text=True, check=True,
+            input="\n".join(commands) + "\n",
+            capture_output=True,
+            text=True,
+            check=True,
             timeout=600,
-        )  # fmt: skip
+        )
     return paths
 
 
 class WatchProcess:
     """`sharecrawl watch` in its own process (and session), its stderr in a file."""
 
-    def __init__(self, work: Path, hosts: list[str], *args: str, config: str = "",
-                 crawl_dir: Path | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        work: Path,
+        hosts: list[str],
+        *args: str,
+        config: str = "",
+        crawl_dir: Path | None = None,
+    ) -> None:
         work.mkdir(parents=True, exist_ok=True)
         self.crawl_dir = crawl_dir or work / "crawl"
         self.hosts_file = work / "hosts.txt"
@@ -93,16 +107,31 @@ class WatchProcess:
         cfg = work / "watch.cfg"
         cfg.write_text("[sharecrawl]\nhost_timeout_s = 5\nliveness_timeout_s = 1\n" + config)
         self.stderr_path = work / "watch.stderr"
-        command = [sys.executable, "-m", "cli.main", "watch", "--hosts-file",
-                   str(self.hosts_file), "--crawl-dir", str(self.crawl_dir), "--rules-file",
-                   str(self.rules_file), *args]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "watch",
+            "--hosts-file",
+            str(self.hosts_file),
+            "--crawl-dir",
+            str(self.crawl_dir),
+            "--rules-file",
+            str(self.rules_file),
+            *args,
+        ]
         environment = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg)}
         self.started_at = datetime.now(UTC)
         with open(self.stderr_path, "wb") as stderr:
             self.process = subprocess.Popen(
-                command, cwd=REPO, env=environment, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True,
-            )  # fmt: skip
+                command,
+                cwd=REPO,
+                env=environment,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                start_new_session=True,
+            )
         self.store = HintsStore(self.crawl_dir)
 
     @property
@@ -124,13 +153,15 @@ class WatchProcess:
 
         def ready() -> bool:
             rows = [self.states().get((host, s)) for s in shares]
-            return all(r and r["state"] == "watching" and r["since"] >= self.started_at
-                       for r in rows)  # fmt: skip
+            return all(
+                r and r["state"] == "watching" and r["since"] >= self.started_at for r in rows
+            )
 
         wait_for(ready, limit_s, f"{host} {shares} watched", self)
 
-    def prime(self, share_dir: Path, name: str = "probe", share: str = "media",
-              limit_s: float = 60.0) -> None:  # fmt: skip
+    def prime(
+        self, share_dir: Path, name: str = "probe", share: str = "media", limit_s: float = 60.0
+    ) -> None:
         """Create probe files in the share's top folder until one is hinted: the server has
         then surely registered the watch (Samba does so asynchronously, in notifyd)."""
         deadline = time.monotonic() + limit_s
@@ -155,9 +186,11 @@ class WatchProcess:
 
 
 def wait_for(
-    predicate: Callable[[], Any], limit_s: float = 60.0, what: str = "",
+    predicate: Callable[[], Any],
+    limit_s: float = 60.0,
+    what: str = "",
     watch: WatchProcess | None = None,
-) -> Any:  # fmt: skip
+) -> Any:
     """Poll until `predicate` is truthy; fail with what was awaited (and the watcher's log)."""
     deadline = time.monotonic() + limit_s
     while True:

@@ -25,8 +25,9 @@ class Unavailable(Exception):
 class LiveIndex:
     """The served index of one crawl directory, switched when the index file changes."""
 
-    def __init__(self, crawl_dir: str | os.PathLike,
-                 on_open: Callable[[IndexFile], None] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, crawl_dir: str | os.PathLike, on_open: Callable[[IndexFile], None] | None = None
+    ) -> None:
         self.crawl = CrawlDir(crawl_dir)
         self.on_open = on_open  # called with each newly opened index file (to warm it)
         self._current: tuple[Identity, str] | None = None  # CURRENT's identity and name

@@ -40,21 +40,8 @@ path=Music type=dir`, or the walk never enters Music.
 """
 
 from jobs.crawl_rules.auto import auto_rule, auto_rule_id, auto_rules
-from jobs.crawl_rules.match import (
-    NO_RULES,
-    FilteredSource,
-    Rules,
-    ShareRules,
-    filtered,
-    load_rules,
-)
-from jobs.crawl_rules.parse import (
-    Rule,
-    compile_pattern,
-    glob_to_regex,
-    parse_rule,
-    parse_rules,
-)
+from jobs.crawl_rules.match import NO_RULES, FilteredSource, Rules, ShareRules, filtered, load_rules
+from jobs.crawl_rules.parse import Rule, compile_pattern, glob_to_regex, parse_rule, parse_rules
 
 __all__ = [
     "NO_RULES",

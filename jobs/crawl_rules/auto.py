@@ -19,16 +19,22 @@ def auto_rule_id(host: str, share: str, prefix: str) -> str:
 
 def auto_rule(host: str, share: str, prefix: str) -> Rule:
     conditions = (
-        ("id", auto_rule_id(host, share, prefix)), ("host", "exact:" + host),
-        ("share", "exact:" + share), ("path", "exact:" + prefix), ("type", "dir"),
-    )  # fmt: skip
+        ("id", auto_rule_id(host, share, prefix)),
+        ("host", "exact:" + host),
+        ("share", "exact:" + share),
+        ("path", "exact:" + prefix),
+        ("type", "dir"),
+    )
     return Rule("exclude", conditions)
 
 
 def auto_rules(
-    prefix_stats: pa.Table, *, min_entries: int = 1000, max_media_share: float = 0.0,
+    prefix_stats: pa.Table,
+    *,
+    min_entries: int = 1000,
+    max_media_share: float = 0.0,
     min_host_media: int = 0,
-) -> list[Rule]:  # fmt: skip
+) -> list[Rule]:
     """Exclusion rules for folders with at least `min_entries` entries below them of which at
     most `max_media_share` of the files are media (0: none at all -- such a rule removes no
     media), on hosts with at least `min_host_media` media (not to judge a host before enough of

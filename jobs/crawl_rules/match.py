@@ -200,12 +200,13 @@ def _compile(rule: Rule) -> _Pending:
         exts = frozenset(e.strip().lstrip(".").lower() for e in c["ext"].split(","))
     compiled = _Compiled(
         exclude=rule.action == "exclude",
-        path=None if path_value is None else compile_pattern(
-            path_value, ignore_case=ignore_case, name_glob=True),
+        path=None
+        if path_value is None
+        else compile_pattern(path_value, ignore_case=ignore_case, name_glob=True),
         exts=exts,
         dirs=kinds in (None, "dir") and exts is None,
         files=kinds in (None, "file"),
-    )  # fmt: skip
+    )
     exact = None
     if path_value is not None and not ignore_case and exts is None and kinds == "dir":
         kind, pattern = split_kind(path_value)

@@ -70,11 +70,7 @@ class LossPolicy(ScoringPolicy):
 
     def score(self, cands: Candidates, now: float, budget: Budget) -> np.ndarray:
         loss = expected_loss(
-            cands.rate_per_s,
-            cands.age_s,
-            self.threshold_s,
-            self.unchanged_loss,
-            self.changed_loss,
+            cands.rate_per_s, cands.age_s, self.threshold_s, self.unchanged_loss, self.changed_loss
         )
         if self.per_cost:
             loss = loss / np.maximum(cands.cost, 1e-3)
