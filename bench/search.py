@@ -70,9 +70,9 @@ def write_version(root: Path, rows: int, seed: int = 7) -> Path:
         schema.HOSTS,
     )
     pq.write_table(hosts, version / "hosts.parquet")
-    pq.write_table(schema.empty(schema.PARTITIONS), version / "partitions.parquet")
-    pq.write_table(schema.empty(schema.PREFIX_STATS), version / "prefix_stats.parquet")
-    pq.write_table(schema.empty(schema.FILES), version / "files" / "part-0.parquet")
+    pq.write_table(schema.PARTITIONS.empty_table(), version / "partitions.parquet")
+    pq.write_table(schema.PREFIX_STATS.empty_table(), version / "prefix_stats.parquet")
+    pq.write_table(schema.FILES.empty_table(), version / "files" / "part-0.parquet")
 
     words = vocabulary(rng, 30_000)
     con = duckdb.connect()

@@ -203,7 +203,3 @@ TABLES: dict[str, pa.Schema] = {
     "fetchlog": FETCHLOG,
     "folders": FOLDERS,  # beyond the contract's six: folder hashes, per host
 }
-
-
-def empty(schema: pa.Schema) -> pa.Table:
-    return schema.empty_table()

@@ -178,9 +178,9 @@ def write_version(root: Path, rows: list[dict], hosts=HOSTS, name: str = "v00000
         for h, u, on in hosts
     ]
     pq.write_table(pa.Table.from_pylist(host_rows, schema.HOSTS), version / "hosts.parquet")
-    pq.write_table(schema.empty(schema.PARTITIONS), version / "partitions.parquet")
-    pq.write_table(schema.empty(schema.PREFIX_STATS), version / "prefix_stats.parquet")
-    pq.write_table(schema.empty(schema.FILES), version / "files" / "part-0.parquet")
+    pq.write_table(schema.PARTITIONS.empty_table(), version / "partitions.parquet")
+    pq.write_table(schema.PREFIX_STATS.empty_table(), version / "prefix_stats.parquet")
+    pq.write_table(schema.FILES.empty_table(), version / "files" / "part-0.parquet")
     half = len(rows) // 2  # two part files, as the crawler writes them
     for i, part in enumerate((rows[:half], rows[half:])):
         table = pa.Table.from_pylist(part, schema.MEDIA)
