@@ -166,6 +166,9 @@ FETCHLOG = pa.schema(
         # its share was watched without a break since its previous scan on a host whose
         # notifications are trusted: every change since was notified (a complete signal)
         ("watched", pa.bool_()),
+        # the process that fetched it, "<host name>:<pid>": a round's fetch shards may run on
+        # several machines (a central scheduler's workers)
+        ("worker", pa.string()),
     ]
 )
 

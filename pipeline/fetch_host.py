@@ -7,7 +7,9 @@ fetchlog/ -- so a host whose fetchlog part exists is done and a rerun skips it.
 
 from __future__ import annotations
 
+import os
 import signal
+import socket
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -327,6 +329,7 @@ class _HostFetch:
             "denied": [],
             "reason": plan.get("reason", "new") if partition_id else None,
             "watched": plan.get("watched"),
+            "worker": f"{socket.gethostname()}:{os.getpid()}",
         }
 
     def _write(self, result: HostResult) -> HostResult:

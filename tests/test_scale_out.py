@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -283,6 +284,9 @@ def two_processes_share_a_round(lan: LAN, luigid: int, tmp_path: Path) -> None:
     pids = {int(m.split("pid ")[1]) for m in markers}
     assert pids == {driver.pid, worker.pid}  # both fetched shards
     assert sum(int(m.split()[0]) for m in markers) == len(hosts)
+    workers = pq.read_table(seg / "fetchlog.parquet", columns=["worker"])["worker"].to_pylist()
+    assert all(re.fullmatch(rf"{re.escape(socket.gethostname())}:\d+", w or "") for w in workers)
+    assert len(set(workers)) >= 2  # the fetch log names each partition's fetching process
     lan.crawl()
     assert tables(central) == tables(lan.crawl_dir)
 
