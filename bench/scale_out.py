@@ -36,6 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from crawl_io.crawldir import CrawlDir
+from simulator.progress import track
 from tests.smbd import (
     _make_media,
     free_port,
@@ -247,7 +248,7 @@ def main() -> None:
             f"request, {args.crawlers} hosts at once a process, {counts[-1]} fetch shards"
         )
         best: dict[int, dict[str, float]] = {}
-        for run in range(args.runs):
+        for run in track(range(args.runs), "runs"):
             for workers in counts:
                 r = crawl(work, f"crawl-{workers}-{run}", hosts_file, config, env, workers)
                 print(

@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir, host_file
 from crawl_io.schema import TABLES
 from queries.views import CrawlViews, query, rows
+from simulator.progress import step, track
 
 
 def synthetic(schema: pa.Schema, host: str, n: int) -> pa.Table:
@@ -111,7 +112,7 @@ def timed(fns: list, crawl: CrawlDir, passes: int) -> list[tuple[float, int]]:
     of a shared machine weighs on each alike."""
     times: list[list[float]] = [[] for _ in fns]
     results = [0] * len(fns)
-    for _ in range(passes):
+    for _ in track(range(passes), "timing the queries"):
         for i, fn in enumerate(fns):
             t0 = time.perf_counter()
             results[i] = fn(crawl)
@@ -127,7 +128,8 @@ def main() -> None:
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        crawl = write_crawl(Path(tmp) / "crawl", args.hosts, args.rounds)
+        with step("writing the crawl directory"):
+            crawl = write_crawl(Path(tmp) / "crawl", args.hosts, args.rounds)
         n_parts = args.hosts * len(PER_HOST_TABLES) + 3 + args.rounds
         print(f"wrote {n_parts} parts in {time.perf_counter() - t0:.1f} s")
         reference(crawl)  # warm the page cache for both
