@@ -66,6 +66,7 @@ TIMES = {
     "list_s_per_folder",
     "tag_s_per_file",
     "history",
+    "worker",  # which process fetched it: a rerun's are others
 }
 TEMP = re.compile(r"^\..+\.tmp")
 
