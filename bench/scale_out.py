@@ -25,21 +25,21 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from crawl_io.crawldir import CrawlDir
 from simulator.progress import track
+from tests.luigid import running_luigid
 from tests.smbd import (
     _make_media,
-    free_port,
     make_base_dir,
     remove_tree,
     smbd_skip_reason,
@@ -47,7 +47,6 @@ from tests.smbd import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
-LUIGID = Path(sys.executable).with_name("luigid")
 
 
 # -- hosts with latency --------------------------------------------------------------------
@@ -106,51 +105,6 @@ def make_share(root: Path, folders: int, files: int) -> int:
         for i in range(files):
             (folder / f"{i:02d} notes.txt").write_text("x" * i)
     return folders * (files + 2) + _make_media(share / "Music") + 1
-
-
-# -- luigid ----------------------------------------------------------------------------------
-def start_luigid(home: Path, cap: int) -> tuple[subprocess.Popen, int]:
-    home.mkdir()
-    (home / "luigid.cfg").write_text(f"[resources]\nsmb_connections = {cap}\n")
-    port = free_port()
-    env = {**os.environ, "LUIGI_CONFIG_PATH": str(home / "luigid.cfg")}
-    proc = subprocess.Popen(
-        [
-            str(LUIGID),
-            "--address",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--state-path",
-            str(home / "state.pickle"),
-            "--logdir",
-            str(home),
-        ],
-        cwd=home,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return proc, port
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("luigid did not start") from None
-            time.sleep(0.2)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
 
 
 # -- one crawl -------------------------------------------------------------------------------
@@ -224,7 +178,8 @@ def main() -> None:
         sys.exit(f"bench/scale_out.py: {reason}")
     base = make_base_dir()
     work = Path(tempfile.mkdtemp(prefix="bench-scale-out-"))
-    server = proxies = luigid = None
+    server = proxies = None
+    luigid = ExitStack()
     try:
         root = base / "root"
         entries = make_share(root, args.folders, 10)
@@ -232,7 +187,10 @@ def main() -> None:
         proxies = DelayProxies(args.hosts, server.port, args.delay_ms / 1000)
         hosts_file = work / "hosts.txt"
         hosts_file.write_text("".join(f"smb://127.0.0.1:{p}/media\n" for p in proxies.ports))
-        luigid, port = start_luigid(work / "luigid", counts[-1] * args.crawlers)
+        cap = counts[-1] * args.crawlers
+        port = luigid.enter_context(
+            running_luigid(work / "luigid", f"[resources]\nsmb_connections = {cap}\n")
+        )
         config = work / "central.cfg"
         config.write_text(
             f"[core]\ndefault_scheduler_host = 127.0.0.1\ndefault_scheduler_port = {port}\n"
@@ -268,8 +226,7 @@ def main() -> None:
         ]
         print(f"speed-up of the fetch over 1 worker (best of {args.runs}): {', '.join(ups)}")
     finally:
-        if luigid is not None:
-            stop(luigid)
+        luigid.close()
         if proxies is not None:
             proxies.stop()
         if server is not None:

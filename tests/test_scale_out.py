@@ -29,67 +29,22 @@ from pipeline.rounds import share_connection_cap
 from pipeline.settings import smb_connections
 from tests.cliproc import run_cli
 from tests.conftest import LAN
+from tests.luigid import LUIGID, LuigidFailed
+from tests.luigid import running_luigid as luigid_process
+from tests.smbd import free_port
 from tests.test_partition_split import job_inputs
-
-LUIGID = Path(sys.executable).with_name("luigid")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-    except OSError:
-        return False
-    return True
 
 
 @contextmanager
 def running_luigid(home: Path, config: str) -> Iterator[int]:
-    """A luigid of its own on a free loopback port, `config` its config file, in `home`;
-    ended by its pid."""
+    """tests.luigid's, skipped where luigid is not installed."""
     if not LUIGID.exists():
         pytest.skip(f"luigid is not installed next to {sys.executable}")
-    home.mkdir()
-    (home / "luigid.cfg").write_text(config)
-    port = free_port()
-    env = {**os.environ, "LUIGI_CONFIG_PATH": str(home / "luigid.cfg")}
-    proc = subprocess.Popen(
-        [
-            str(LUIGID),
-            "--address",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--state-path",
-            str(home / "state.pickle"),
-            "--logdir",
-            str(home),
-        ],
-        cwd=home,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=open(home / "stderr", "w"),
-        start_new_session=True,
-    )
     try:
-        deadline = time.monotonic() + 60
-        while not listening(port):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"luigid did not start: {(home / 'stderr').read_text()[-2000:]}")
-            time.sleep(0.2)
-        yield port
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        with luigid_process(home, config) as port:
+            yield port
+    except LuigidFailed as e:
+        pytest.fail(str(e))
 
 
 @pytest.fixture
