@@ -129,6 +129,7 @@ def _join(args: argparse.Namespace) -> int:
         hosts_file=args.hosts_file,
         rules_file=args.rules_file,
         crawlers=args.crawlers,
+        round_seconds=args.round_seconds,
     )
     if args.scheduler_url:
         config.set_scheduler_url(args.scheduler_url)
