@@ -19,7 +19,7 @@ import pytest
 from crawl_io.lock import EXIT_LOCKED
 from tests.cliproc import REPO
 from tests.conftest import LAN
-from tests.test_lock import tree
+from tests.test_lock import crawl_command, tree
 from tests.test_pipeline import build
 
 HOLD = """
@@ -173,18 +173,7 @@ def test_ctrl_c_while_a_command_starts_is_one_line(lan: LAN) -> None:
             str(lan.crawl_dir),
             "madonna",
         ],
-        "crawl": [
-            sys.executable,
-            "-m",
-            "cli.main",
-            "crawl",
-            "--crawl-dir",
-            str(lan.crawl_dir),
-            "--hosts-file",
-            str(lan.hosts_file),
-            "--runner",
-            "inline",
-        ],
+        "crawl": crawl_command(lan),
     }
     stopped = 0
     for name, command in commands.items():

@@ -7,7 +7,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from pipeline import settings as config
 from pipeline.fetch import Fetch
 from pipeline.update import listing_parts
 from tests.conftest import LAN
+from tests.test_lock import crawl_command
 from tests.test_pipeline import build
 
 
@@ -65,18 +65,7 @@ def test_killed_crawl_process_leaves_a_whole_version(lan: LAN, run_json) -> None
     lan.crawl()
     crawl = CrawlDir(lan.crawl_dir)
     lan.media("beta", "share/late/track10.mp3", artist="Kino", title="Gruppa krovi")
-    cmd = [
-        sys.executable,
-        "-m",
-        "cli.main",
-        "crawl",
-        "--crawl-dir",
-        str(lan.crawl_dir),
-        "--hosts-file",
-        str(lan.hosts_file),
-        "--runner",
-        "inline",
-    ]
+    cmd = crawl_command(lan)
     proc = subprocess.Popen(cmd, start_new_session=True, stderr=subprocess.DEVNULL)
     fetchlog = crawl.segment_dir(2) / "fetchlog.parquet"
     deadline = time.monotonic() + 120
