@@ -82,6 +82,14 @@ def error_status(error: BaseException) -> int | None:
     return status
 
 
+def _interrupted_query(error: Exception) -> bool:
+    """DuckDB turns a Ctrl-C during a query into an error of its own: the interruption."""
+    duckdb = sys.modules.get("duckdb")
+    if duckdb is not None and isinstance(error, duckdb.InterruptException):
+        return True
+    return isinstance(error, RuntimeError) and str(error) == "Query interrupted"
+
+
 def interrupted(error: KeyboardInterrupt) -> int:
     """One line for a command stopped by Ctrl-C (a crawl's says where its round stands)."""
     crawl = sys.modules.get("pipeline.interrupt")
@@ -93,28 +101,42 @@ def interrupted(error: KeyboardInterrupt) -> int:
 
 def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
     """A Ctrl-C whose exception Python could not raise where it landed (a weakref callback
-    of the import machinery prints it as "Exception ignored" and drops it): deliver the
-    signal again, so it stops the command in ordinary code with its one line."""
+    of the import machinery prints it as "Exception ignored" and drops it). A crawl's is
+    recorded, and its watchdog ends the crawl with its line (pipeline.interrupt); any other
+    command gets the signal again, from a thread, so that it lands in ordinary code."""
     error = unraisable.exc_value
     if not isinstance(error, KeyboardInterrupt):
         sys.__unraisablehook__(unraisable)
         return
     crawl = sys.modules.get("pipeline.interrupt")
-    if crawl is not None:
-        crawl.redeliver(error)
-    else:  # from another thread: raised here, in the hook, it would be dropped again
-        import os
-        import signal
-        import threading
+    if crawl is not None and crawl.received() is not None:
+        return
+    import _thread
+    import os
+    import signal
 
-        threading.Thread(target=os.kill, args=(os.getpid(), signal.SIGINT), daemon=True).start()
+    # _thread: a threading.Thread's start() waits for the thread, and the signal would land
+    # in that wait, here in the hook, and be dropped again
+    _thread.start_new_thread(os.kill, (os.getpid(), signal.SIGINT))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    finally:
+        if argv is None:  # the process's own command: its work is done, and a Ctrl-C now
+            import signal  # would only turn the exit into a traceback
+
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     sys.unraisablehook = _unraisable
     # multiprocessing's resource tracker (started with these options) frees what an
     # interrupted crawl's worker pool held, and would warn about each: not news to anyone.
-    sys.warnoptions.append("ignore::UserWarning:multiprocessing.resource_tracker")
+    quiet_tracker = "ignore::UserWarning:multiprocessing.resource_tracker"
+    if quiet_tracker not in sys.warnoptions:
+        sys.warnoptions.append(quiet_tracker)
     try:
         return _run(list(sys.argv[1:] if argv is None else argv))
     except KeyboardInterrupt as e:
@@ -125,6 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as e:
+        if _interrupted_query(e):
+            return interrupted(KeyboardInterrupt())
         status = error_status(e)
         if status is None:
             raise

@@ -56,16 +56,6 @@ def received() -> int | None:
     return _received
 
 
-def redeliver(error: KeyboardInterrupt) -> None:
-    """Raise the signal behind `error` again: Python dropped the exception (raised in a
-    callback it cannot propagate from), so the crawl would not stop until the watchdog."""
-    global _received
-    _received = None
-    signum = getattr(error, "signum", signal.SIGINT)
-    # From another thread: raised in the caller (an unraisable hook) it would be dropped again.
-    threading.Thread(target=os.kill, args=(os.getpid(), signum), daemon=True).start()
-
-
 def on_interrupt(cleanup: Callable[[], str] | None) -> None:
     """What stops the crawl once interrupted (None: nothing to stop): it ends the crawl's
     helper processes, removes temporary files and returns the line for the operator."""
