@@ -39,7 +39,8 @@ class UpdateCounts:
     paths: int  # media paths added, deleted or changed
     rows_new: int  # media rows added or changed
     hosts_switched: int  # hosts that went on or off line
-    works: int  # works grouped anew
+    works: int  # works grouped and posted anew
+    works_relabelled: int  # works grouped anew for their copies' online state alone
 
 
 def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -> UpdateCounts:
@@ -68,14 +69,20 @@ def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -
     )
     con.unregister("old_src")
     con.unregister("new_src")
+    # Works whose copies changed are grouped and posted anew (scope). Works that only have
+    # copies on a host that went on or off line keep their postings, which never depend on
+    # whether a copy is online, and are only grouped anew (relabel): their counts of online
+    # copies and their best copy change, their terms do not.
     con.execute(
         """
         CREATE TEMP TABLE scope AS
         SELECT DISTINCT c.work_id FROM copies c
         SEMI JOIN gone g ON c.host = g.host AND c.share = g.share AND c.path = g.path
-        UNION
-        SELECT DISTINCT work_id FROM copies WHERE host IN (SELECT host FROM switched)
         """
+    )
+    con.execute(
+        "CREATE TEMP TABLE relabel AS "
+        "SELECT DISTINCT work_id FROM copies WHERE host IN (SELECT host FROM switched)"
     )
     con.execute(
         """
@@ -100,21 +107,24 @@ def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -
     assign_work_ids(con, "mk", existing=True)
     con.execute(f"INSERT INTO copies {copies_select('mk')}")
     con.execute("INSERT INTO scope SELECT work_id FROM keyed_ids EXCEPT SELECT work_id FROM scope")
+    con.execute("DELETE FROM relabel WHERE work_id IN (SELECT work_id FROM scope)")
 
     con.execute(
         """
         CREATE TEMP TABLE scope_keys AS
-        SELECT work_id, work_key FROM works WHERE work_id IN (SELECT work_id FROM scope)
+        SELECT work_id, work_key FROM works
+        WHERE work_id IN (SELECT work_id FROM scope UNION ALL SELECT work_id FROM relabel)
         UNION SELECT work_id, work_key FROM keyed_ids
         """
     )
-    con.execute("DELETE FROM works WHERE work_id IN (SELECT work_id FROM scope)")
-    # the copies of the works in scope, read once for grouping and for postings
+    con.execute("DELETE FROM works WHERE work_id IN (SELECT work_id FROM scope_keys)")
+    # the copies of the works grouped anew, read once for grouping and for postings
     con.execute(
         "CREATE TEMP TABLE scope_copies AS "
-        "SELECT * FROM copies WHERE work_id IN (SELECT work_id FROM scope)"
+        "SELECT * FROM copies WHERE work_id IN (SELECT work_id FROM scope_keys)"
     )
     con.execute(f"INSERT INTO works {works_select('scope_keys', 'scope_copies')}")
+    con.execute("DELETE FROM scope_copies WHERE work_id IN (SELECT work_id FROM relabel)")
     work_postings(con, "scope_copies")
     replace_postings(con, "scope")
     counts = UpdateCounts(
@@ -123,6 +133,7 @@ def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -
         rows_new=_count(con, "came"),
         hosts_switched=_count(con, "switched"),
         works=_count(con, "scope"),
+        works_relabelled=_count(con, "relabel"),
     )
     for table in (
         "gone",
@@ -131,6 +142,7 @@ def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -
         "mk",
         "keyed_ids",
         "scope",
+        "relabel",
         "scope_keys",
         "scope_copies",
         "switched",

@@ -301,3 +301,31 @@ def test_one_changed_part_is_all_that_is_read(tmp_path: Path) -> None:
     assert [r["title"] for r in search(index, "nobody had", all_hosts=True)] == [
         "A Title Nobody Had"
     ]
+
+
+
+def test_a_host_switching_off_line_regroups_its_works_and_posts_nothing(tmp_path: Path) -> None:
+    lan = Lan(random.Random(9))
+    first = write_version(tmp_path / "crawldb", 1, lan, None, True)
+    host = next(h for h in HOSTS if any(k[0] == h for k in lan.rows))
+    lan.online[host] = False
+    second = write_version(tmp_path / "crawldb", 2, lan, first, True)
+    index = tmp_path / "search.duckdb"
+    build_index(first, index)
+    with duckdb.connect(str(index), read_only=True) as con:
+        (on_host,) = con.execute(
+            "SELECT count(DISTINCT work_id) FROM copies WHERE host = ?", [host]
+        ).fetchone()
+    before = table_rows(index)
+    counts = update_index(index, first, second)
+    # the works with a copy there are grouped anew (their online counts and best copy may
+    # change); none is posted anew: a posting does not depend on whether a copy is online
+    assert (counts.hosts_switched, counts.works, counts.works_relabelled) == (1, 0, on_host)
+    assert on_host > 0
+    after = table_rows(index)
+    assert after["postings"] == before["postings"] and after["works"] != before["works"]
+    full = tmp_path / "full.duckdb"
+    build_index(second, full)
+    assert after == table_rows(full)
+    found = [r for q in ("track", "music", "video") for r in search(index, q)]
+    assert found and all(r["best"]["host"] != host for r in found)
