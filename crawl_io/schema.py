@@ -194,6 +194,8 @@ FETCHLIST = pa.schema(
         # a hinted scan: only these paths' folders are listed (the rest is known unchanged)
         ("hinted_paths", pa.list_(pa.string())),
         ("hints_as_of", TS),  # the hints are known up to here: the hinted scan counts from it
+        # the seconds the round budgets for the scan: what fetch shards are balanced by
+        ("est_scan_s", pa.float64()),
     ]
 )
 

@@ -2,10 +2,11 @@
 process per host.
 
 The fetch list is split into shards, each a Luigi task (`FetchShard`): a host belongs to one
-shard by a stable hash of its name, so one host is only ever fetched by one worker in a
-round (politeness, as Nutch's fetchers partitioned by host). Under the local scheduler a
-round has one shard (one process fetches them all at once anyway); under a central
-scheduler (luigid) it has `fetch_shards`, which crawl processes on several machines share.
+shard, so one host is only ever fetched by one worker in a round (politeness, as Nutch's
+fetchers partitioned by host), and shards are of about equal cost (pipeline.shards). Under
+the local scheduler a round has one shard (one process fetches them all at once anyway);
+under a central scheduler (luigid) it has `fetch_shards`, which crawl processes on several
+machines share.
 Each shard holds `crawlers` units of the Luigi resource `smb_connections`, so the scheduler
 caps the SMB connections open at once by all of them.
 
@@ -15,7 +16,6 @@ fetchlog/ parts. A host whose parts are already there (a killed round) is not fe
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import multiprocessing
 import os
@@ -46,6 +46,7 @@ from pipeline.settings import (
     sharecrawl,
     smb_connections,
 )
+from pipeline.shards import shard_hosts
 
 log = logging.getLogger("sharecrawl.fetch")
 
@@ -171,12 +172,6 @@ def _drain(queue: multiprocessing.Queue, progress: FetchProgress) -> None:
         progress.receive(message)
 
 
-def shard_of(host: str, shards: int) -> int:
-    """The shard that fetches `host`: a stable hash of its name (md5, not Python's hash(),
-    which differs between processes)."""
-    return int.from_bytes(hashlib.md5(host.encode()).digest()[:8], "big") % shards
-
-
 def fetch_pending(crawl_dir: str, round_: int, hosts: set[str] | None, crawlers: int) -> None:
     """Fetch the round's fetch list (only `hosts`, when given), but for the hosts already
     fetched, `crawlers` at once."""
@@ -195,7 +190,7 @@ def fetch_pending(crawl_dir: str, round_: int, hosts: set[str] | None, crawlers:
 
 
 class FetchShard(luigi.Task):
-    """The hosts of one shard of a round's fetch list (shard_of)."""
+    """The hosts of one shard of a round's fetch list (pipeline.shards)."""
 
     crawl_dir = luigi.Parameter()
     round = luigi.IntParameter()
@@ -220,10 +215,9 @@ class FetchShard(luigi.Task):
         return luigi.LocalTarget(seg / "fetch" / f"shard-{self.shard:03d}-of-{self.shards:03d}")
 
     def run(self) -> None:
-        fetchlist = pq.read_table(self.input()["fetchlist"].path, columns=["host"])
-        hosts = {
-            h for h in set(fetchlist["host"].to_pylist()) if shard_of(h, self.shards) == self.shard
-        }
+        fetchlist = pq.read_table(self.input()["fetchlist"].path)
+        assigned = shard_hosts(fetchlist, self.shards)
+        hosts = {h for h, shard in assigned.items() if shard == self.shard}
         fetch_pending(self.crawl_dir, self.round, hosts, shard_connections(sharecrawl()))
         with self.output().open("w") as out:  # Luigi's atomic write: whole or absent
             out.write(f"{len(hosts)} hosts, worker {socket.gethostname()} pid {os.getpid()}\n")

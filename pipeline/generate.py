@@ -94,7 +94,8 @@ class Generate(luigi.Task):
         rows = partitions.drop_columns(["history"]).to_pylist()
         by_id = {p["partition_id"]: p for p in rows}
         now = time.time()
-        states = partition_states(partitions, rows, online, settings.partition_max_seconds)
+        default_cost_s = settings.partition_max_seconds
+        states = partition_states(partitions, rows, online, default_cost_s)
         seen = apply_signals(
             states,
             by_id,
@@ -140,12 +141,19 @@ class Generate(luigi.Task):
                     "watched": plan.watched,
                     "hinted_paths": plan.hinted_paths,
                     "hints_as_of": plan.hints_as_of,
+                    "est_scan_s": scheduled_seconds(row["est_scan_s"], default_cost_s),
                 }
             )
         with_partitions = {p["host"] for p in rows}
         if not settings.hinted_only:
             fetchlist += [
-                {"host": h["host"], "url": h["url"], "reason": "new", "score": 0.0}
+                {
+                    "host": h["host"],
+                    "url": h["url"],
+                    "reason": "new",
+                    "score": 0.0,
+                    "est_scan_s": default_cost_s,  # a new host: as much as a partition may cost
+                }
                 for h in hosts
                 if h["online"] and h["host"] not in with_partitions
             ]

@@ -303,7 +303,6 @@ def test_one_changed_part_is_all_that_is_read(tmp_path: Path) -> None:
     ]
 
 
-
 def test_a_host_switching_off_line_regroups_its_works_and_posts_nothing(tmp_path: Path) -> None:
     lan = Lan(random.Random(9))
     first = write_version(tmp_path / "crawldb", 1, lan, None, True)

@@ -24,9 +24,10 @@ from crawl_io.crawldir import CrawlDir
 from crawl_io.lock import CrawlLock
 from jobs.mr_listing import run_listing_jobs
 from jobs.runner import JobRunner
-from pipeline.fetch import FetchShard, shard_of
+from pipeline.fetch import FetchShard
 from pipeline.rounds import share_connection_cap
 from pipeline.settings import smb_connections
+from pipeline.shards import shard_hosts
 from tests.cliproc import run_cli
 from tests.conftest import LAN
 from tests.luigid import LUIGID, LuigidFailed
@@ -131,9 +132,10 @@ def test_a_round_under_luigid_runs_each_shard_once_and_matches_a_local_round(
     markers = sorted((seg / "fetch").iterdir())
     assert [m.name for m in markers] == ["shard-000-of-003", "shard-001-of-003", "shard-002-of-003"]
     per_shard = [int(m.read_text().split()[0]) for m in markers]
-    keys = host_keys(seg, hosts)
-    assert per_shard == [sum(shard_of(h, 3) == i for h in keys) for i in range(3)]
-    assert sum(per_shard) == len(hosts)
+    assigned = shard_hosts(pq.read_table(seg / "fetchlist.parquet"), 3)
+    assert sorted(assigned) == host_keys(seg, hosts)
+    assert per_shard == [sum(s == i for s in assigned.values()) for i in range(3)]
+    assert per_shard == [2, 2, 2]  # six new hosts, alike in cost: two a shard
 
     # the same tables as one process with the local scheduler
     lan.crawl()
@@ -251,28 +253,6 @@ def host_keys(seg: Path, names: list[str]) -> list[str]:
     keys = pq.read_table(seg / "fetchlist.parquet", columns=["host"])["host"].to_pylist()
     assert len(set(keys)) == len(names)
     return sorted(set(keys))
-
-
-def test_a_host_goes_to_the_same_shard_in_every_process() -> None:
-    """Python's hash() of a string differs between processes; the shard of a host must not
-    (several crawl processes each decide which hosts their shard holds)."""
-    hosts = [f"file:///srv/lan/pc{i}" for i in range(40)]
-    here = [shard_of(h, 4) for h in hosts]
-    code = (
-        "import json, sys; from pipeline.fetch import shard_of; "
-        f"print(json.dumps([shard_of(h, 4) for h in {hosts!r}]))"
-    )
-    for seed in ("1", "2"):
-        other = subprocess.run(
-            [sys.executable, "-c", code],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=Path(__file__).resolve().parents[1],
-            env={**os.environ, "PYTHONHASHSEED": seed},
-        )
-        assert json.loads(other.stdout) == here
-    assert set(here) == {0, 1, 2, 3}  # 40 hosts reach every shard
 
 
 def test_a_central_scheduler_without_a_cap_is_told_ours(tmp_path: Path) -> None:
