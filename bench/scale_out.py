@@ -203,7 +203,8 @@ def main() -> None:
         }
         print(
             f"{args.hosts} SMB hosts of about {entries} entries, {args.delay_ms:g} ms a "
-            f"request, {args.crawlers} hosts at once a process, {counts[-1]} fetch shards"
+            f"request, {args.crawlers} hosts at once a process, {counts[-1]} fetch shards; "
+            f"load average {os.getloadavg()[0]:.1f}"
         )
         best: dict[int, dict[str, float]] = {}
         for run in track(range(args.runs), "runs"):
