@@ -51,24 +51,34 @@ def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -
 
     media_view(con, "old_src", diff.removed)
     media_view(con, "new_src", diff.added)
-    # Rows as the index sees them (INDEXED_COLUMNS); NULLs compare equal in set operations.
-    # Every copy of a path that changed goes, and the new version's rows of it come.
+    # Rows as the index sees them (INDEXED_COLUMNS), compared by a hash of the whole row
+    # (NULLs hash alike): every copy of a path that changed goes, and the new version's rows
+    # of it come. Each side is read once, the new one kept whole for the rows that come.
+    con.execute(
+        "CREATE TEMP TABLE old_rows AS SELECT host, share, path, hash(s) AS h FROM old_src s"
+    )
+    con.execute("CREATE TEMP TABLE new_rows AS SELECT *, hash(s) AS h FROM new_src s")
+    con.unregister("old_src")
+    con.unregister("new_src")
     con.execute(
         """
         CREATE TEMP TABLE gone AS SELECT DISTINCT host, share, path FROM (
-            (SELECT * FROM old_src EXCEPT ALL SELECT * FROM new_src)
-            UNION ALL (SELECT * FROM new_src EXCEPT ALL SELECT * FROM old_src)
+            (SELECT host, share, path, h FROM old_rows
+             EXCEPT ALL SELECT host, share, path, h FROM new_rows)
+            UNION ALL
+            (SELECT host, share, path, h FROM new_rows
+             EXCEPT ALL SELECT host, share, path, h FROM old_rows)
         )
         """
     )
     con.execute(
         """
-        CREATE TEMP TABLE came AS SELECT n.* FROM new_src n
+        CREATE TEMP TABLE came AS SELECT n.* EXCLUDE (h) FROM new_rows n
         SEMI JOIN gone g ON n.host = g.host AND n.share = g.share AND n.path = g.path
         """
     )
-    con.unregister("old_src")
-    con.unregister("new_src")
+    con.execute("DROP TABLE old_rows")
+    con.execute("DROP TABLE new_rows")
     # Works whose copies changed are grouped and posted anew (scope). Works that only have
     # copies on a host that went on or off line keep their postings, which never depend on
     # whether a copy is online, and are only grouped anew (relabel): their counts of online
@@ -103,7 +113,16 @@ def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -
     add_row_strings(con, "m")
     apply_guesses(con, "m", guesses())
     add_row_strings(con, "m")  # the titles and series guessed
-    key_rows(con, "m", "mk")
+    # the strings of the few rows that came, so that keying them reads `strings` once
+    con.execute(
+        """
+        CREATE TEMP TABLE came_strings AS SELECT s.* FROM strings s SEMI JOIN (
+            SELECT artist AS v FROM m UNION SELECT title FROM m UNION SELECT series FROM m
+            UNION SELECT stem FROM m UNION SELECT parse_filename(folder, false, '/') FROM m
+        ) x USING (v)
+        """
+    )
+    key_rows(con, "m", "mk", strings="came_strings")
     assign_work_ids(con, "mk", existing=True)
     con.execute(f"INSERT INTO copies {copies_select('mk')}")
     con.execute("INSERT INTO scope SELECT work_id FROM keyed_ids EXCEPT SELECT work_id FROM scope")
@@ -119,13 +138,9 @@ def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -
     )
     con.execute("DELETE FROM works WHERE work_id IN (SELECT work_id FROM scope_keys)")
     # the copies of the works grouped anew, read once for grouping and for postings
-    con.execute(
-        "CREATE TEMP TABLE scope_copies AS "
-        "SELECT * FROM copies WHERE work_id IN (SELECT work_id FROM scope_keys)"
-    )
-    con.execute(f"INSERT INTO works {works_select('scope_keys', 'scope_copies')}")
-    con.execute("DELETE FROM scope_copies WHERE work_id IN (SELECT work_id FROM relabel)")
-    work_postings(con, "scope_copies")
+    regrouped = "(SELECT * FROM copies WHERE work_id IN (SELECT work_id FROM scope_keys))"
+    con.execute(f"INSERT INTO works {works_select('scope_keys', regrouped)}")
+    work_postings(con, "(SELECT * FROM copies WHERE work_id IN (SELECT work_id FROM scope))")
     replace_postings(con, "scope")
     counts = UpdateCounts(
         parts=len(diff.removed) + len(diff.added),
@@ -138,6 +153,7 @@ def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -
     for table in (
         "gone",
         "came",
+        "came_strings",
         "m",
         "mk",
         "keyed_ids",

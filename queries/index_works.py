@@ -61,8 +61,11 @@ def work_id_sql(key: str, attempt: int = 0) -> str:
     return f"(md5_number({salted}) >> 75)::BIGINT"
 
 
-def key_rows(con: duckdb.DuckDBPyConnection, rows: str, target: str) -> None:
-    """Temp table `target`: the prepared rows of `rows` with their work keys."""
+def key_rows(
+    con: duckdb.DuckDBPyConnection, rows: str, target: str, strings: str = "strings"
+) -> None:
+    """Temp table `target`: the prepared rows of `rows` with their work keys, their strings'
+    normal forms looked up in `strings` (the table, or a part of it holding theirs)."""
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE {target} AS
@@ -79,11 +82,11 @@ def key_rows(con: duckdb.DuckDBPyConnection, rows: str, target: str) -> None:
                 ELSE 'n|' || m.kind || '|' || st.norm
             END AS work_key
         FROM {rows} m
-        LEFT JOIN strings ar ON ar.v = m.artist
-        LEFT JOIN strings ti ON ti.v = m.title
-        LEFT JOIN strings sr ON sr.v = m.series
-        LEFT JOIN strings st ON st.v = m.stem
-        LEFT JOIN strings fo ON fo.v = parse_filename(m.folder, false, '/')
+        LEFT JOIN {strings} ar ON ar.v = m.artist
+        LEFT JOIN {strings} ti ON ti.v = m.title
+        LEFT JOIN {strings} sr ON sr.v = m.series
+        LEFT JOIN {strings} st ON st.v = m.stem
+        LEFT JOIN {strings} fo ON fo.v = parse_filename(m.folder, false, '/')
         """
     )
 
