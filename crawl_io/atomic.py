@@ -1,8 +1,9 @@
 """The one way a file of the crawl directory is written: whole or not at all.
 
-A writer writes to a hidden temporary name beside the target, `.<name>.tmp<pid>` (the name
-crawl_io.tempfiles recognises and removes once its writer is gone), and renames it into
-place: a reader sees the old file or the new one, never a part of either.
+A writer writes to a hidden temporary name beside the target, `.<name>.tmp<pid>@<machine>`
+(the name crawl_io.tempfiles recognises and removes once its writer is gone; the machine
+because fetch workers on several machines may write into one shared crawl directory), and
+renames it into place: a reader sees the old file or the new one, never a part of either.
 
 `durable=True` is for what the published crawldb stands on (the parts of a version, its
 manifest, CURRENT): the file's bytes are on disk before the rename, and the folder's entry
@@ -14,6 +15,7 @@ advisory, and is spared the fsyncs.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,8 +27,15 @@ Content = bytes | str | Callable[[Path], None]
 
 
 def temp_name(path: Path) -> Path:
-    """The hidden temporary name a write to `path` goes through."""
-    return path.with_name(f".{path.name}.tmp{os.getpid()}")
+    """The hidden temporary name a write to `path` goes through: it names the writing
+    process and its machine (a pid alone means nothing on another machine)."""
+    return path.with_name(f".{path.name}.tmp{os.getpid()}@{machine()}")
+
+
+def machine() -> str:
+    """This machine's name as temporary names carry it (no '/', which a file name cannot
+    hold)."""
+    return socket.gethostname().replace("/", "_") or "localhost"
 
 
 def fsync_folder(folder: Path) -> None:

@@ -1,12 +1,16 @@
 """Temporary files a crawl leaves in its crawl directory when it is stopped mid-write.
 
 Every write into the crawl directory goes to a hidden temporary name and is renamed into
-place when whole (crawl_io.atomic): `.<name>.tmp<pid>` (Parquet parts, rules, CURRENT, the
-search index and its DuckDB `.wal`; `.<name>.tmp-<pid>` from earlier releases), and
-`.v000013.tmp/` (the version being built). A process
-killed before the rename leaves one behind. Readers never see them; they only take space, so
-they are removed once their writer is gone: when an interrupted crawl stops, and when the
-next crawl starts.
+place when whole (crawl_io.atomic): `.<name>.tmp<pid>@<machine>` (Parquet parts, rules,
+CURRENT, the search index and its DuckDB `.wal`; `.<name>.tmp<pid>` and `.<name>.tmp-<pid>`
+from earlier releases, taken as this machine's), and `.v000013.tmp/` (the version being
+built). A process killed before the rename leaves one behind. Readers never see them; they
+only take space, so they are removed once their writer is gone: when an interrupted crawl
+stops, and when the next crawl starts.
+
+Whether a writer is gone can be asked only of this machine's processes. A fetch worker on
+another machine that shares the crawl directory (`crawl --join`) writes its host parts under
+its own machine's name: such a file goes only once it has not changed for FOREIGN_STALE_S.
 """
 
 from __future__ import annotations
@@ -14,22 +18,37 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
+from crawl_io.atomic import machine
 from crawl_io.crawldir import CrawlDir
 from crawl_io.processes import alive
 
-TEMP_NAME = re.compile(r"^\..+\.tmp(?:-?(?P<pid>\d+))?(?:\.wal)?$")
+TEMP_NAME = re.compile(r"^\..+\.tmp(?:-?(?P<pid>\d+)(?:@(?P<machine>[^/]+?))?)?(?:\.wal)?$")
+
+# Another machine's writer cannot be asked whether it runs: its temporary file goes once it
+# has not been written for this long. A fetch worker writes a host's part in one go, in
+# seconds; an hour also absorbs the clocks of the file server and this machine disagreeing.
+FOREIGN_STALE_S = 3600.0
 
 
-def _writer_gone(name: str) -> bool:
-    """Is `name` a temporary name whose writer no longer runs (or is this process)? A
-    name without a pid (the version folder) belongs to whoever holds the crawl lock."""
-    match = TEMP_NAME.match(name)
+def _writer_gone(path: Path) -> bool:
+    """Is `path` a temporary name whose writer no longer runs (or is this process)? A
+    name without a pid (the version folder) belongs to whoever holds the crawl lock; one of
+    another machine is gone when it has not changed for FOREIGN_STALE_S."""
+    match = TEMP_NAME.match(path.name)
     if match is None:
         return False
-    pid = match["pid"]
-    return pid is None or int(pid) == os.getpid() or not alive(int(pid))
+    pid, where = match["pid"], match["machine"]
+    if pid is None:
+        return True
+    if where is not None and where != machine():
+        try:
+            return time.time() - path.lstat().st_mtime > FOREIGN_STALE_S
+        except OSError:  # gone already
+            return False
+    return int(pid) == os.getpid() or not alive(int(pid))
 
 
 def stale_temp_files(root: str | os.PathLike) -> list[Path]:
@@ -44,13 +63,17 @@ def stale_temp_files(root: str | os.PathLike) -> list[Path]:
     folders = [crawl.root, crawl.crawldb, crawl.index.parent]
     found: list[Path] = []
     for folder in folders:
-        found += [p for p in _entries(folder) if _writer_gone(p.name)]
+        found += [p for p in _entries(folder) if _writer_gone(p)]
     for segment in _entries(crawl.segments):
         if segment.name.startswith("r") and segment.name[1:].isdigit():
             if int(segment.name[1:]) >= live:
                 for dirpath, dirnames, filenames in os.walk(segment):
-                    found += [Path(dirpath, n) for n in dirnames + filenames if _writer_gone(n)]
-        elif _writer_gone(segment.name):
+                    found += [
+                        Path(dirpath, n)
+                        for n in dirnames + filenames
+                        if _writer_gone(Path(dirpath, n))
+                    ]
+        elif _writer_gone(segment):
             found.append(segment)
     return found
 

@@ -203,6 +203,7 @@ def run_rounds(
     crawl = CrawlDir(crawl_dir)
     # Only ever called under the crawl lock (cli's cmd_crawl holds it), so no other crawl
     # writes here: the temporary files of writers that are gone are a killed run's leftovers.
+    # (Fetch workers joining a round write too: alive here, or another machine's, recently.)
     remove_stale_temp_files(crawl.root)
     remove_job_temp_dirs()
     first = unfinished_round(crawl)

@@ -10,6 +10,7 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
+from crawl_io.atomic import temp_name
 from crawl_io.hints import HintsStore, part_name
 from crawl_io.hints_writer import HintsWriter
 from tests.conftest import LAN
@@ -23,6 +24,7 @@ _RULES = [
     (re.compile(r"^r\d{6}$"), "rNNNNNN"),
     (re.compile(r"^shard-\d{3}-of-\d{3}$"), "shard-<i>-of-<n>"),
     (re.compile(r"^h\d+-\d+\.parquet(?P<rest>.*)$"), "h<first>-<last>.parquet{rest}"),
+    (re.compile(r"^\..+\.tmp\d+@[^/]+?(?:\.wal)?$"), ".<name>.tmp<pid>@<machine>"),
     (re.compile(r"^\..+\.tmp-\d+(?:\.wal)?$"), ".<name>.tmp-<pid>"),
     (re.compile(r"^\..+\.tmp\d+$"), ".<name>.tmp<pid>"),
 ]
@@ -104,6 +106,9 @@ def test_every_name_in_a_crawl_directory_is_documented(lan: LAN, capsys) -> None
     assert lan.cli("check") == 1
     assert lan.cli("check", "--repair") == 0
     (lan.crawl_dir / "index" / f".search.duckdb.tmp-{2**22 + 1}").write_bytes(b"")  # a leftover
+    segment = lan.crawl_dir / "segments" / "r000002" / "media"
+    segment.mkdir(parents=True, exist_ok=True)
+    (segment / temp_name(segment / "beta.parquet").name).write_bytes(b"")  # and one of now
 
     seen = {p.relative_to(lan.crawl_dir).parts[0] for p in lan.crawl_dir.iterdir()}
     assert {
@@ -141,3 +146,7 @@ def test_an_undocumented_name_is_found(tmp_path: Path) -> None:
         == "hints/h<first>-<last>.parquet.damaged"
     )
     assert documented_name(Path("crawldb/.CURRENT.tmp123"), False) == ".<name>.tmp<pid>"
+    assert (
+        documented_name(Path("segments/r000002/media/.pc.parquet.tmp12@vm-1.lan"), False)
+        == ".<name>.tmp<pid>@<machine>"
+    )

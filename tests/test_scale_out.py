@@ -122,6 +122,11 @@ def test_a_round_under_luigid_runs_each_shard_once_and_matches_a_local_round(
         if t["name"] == "FetchShard" and t["params"]["round"] == "1"
     )
     assert shards == [("0", "3"), ("1", "3"), ("2", "3")]
+    # the visualiser shows each shard by its round and number (its display_name)
+    names = sorted(t["display_name"] for t in ran.values() if t["name"] == "FetchShard")
+    assert names == [
+        f"FetchShard(crawl_dir={central}, round=1, shard={i}, shards=3)" for i in range(3)
+    ]
     assert {"Generate", "Fetch", "Update", "Index"} <= {t["name"] for t in ran.values()}
     assert scheduler_tasks(luigid, "FAILED") == {}
     # luigid kept its own cap, and the shards asked for no more (or they would never run)

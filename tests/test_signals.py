@@ -21,8 +21,14 @@ from pathlib import Path
 import luigi
 import pytest
 
+from crawl_io.atomic import machine, write_atomic
 from crawl_io.crawldir import CrawlDir, host_file
-from crawl_io.tempfiles import remove_stale_temp_files, stale_temp_files
+from crawl_io.tempfiles import (
+    FOREIGN_STALE_S,
+    TEMP_NAME,
+    remove_stale_temp_files,
+    stale_temp_files,
+)
 from pipeline import settings as config
 from pipeline.update import Update
 from queries.index import index_version
@@ -357,6 +363,39 @@ def test_a_crawl_starts_by_removing_a_killed_runs_temporary_files(lan: LAN) -> N
     assert alive_writer.exists() and kept.exists()
     alive_writer.unlink()
     assert remove_stale_temp_files(lan.crawl_dir) == []
+
+
+def test_a_temporary_name_of_another_machine_goes_only_once_it_is_old(tmp_path: Path) -> None:
+    """A pid is checked only on its own machine: another machine's writer (a fetch worker
+    sharing the crawl directory) may be alive, so its file goes only when it has not changed
+    for FOREIGN_STALE_S. Names without a machine (earlier releases) are this machine's."""
+    seg = CrawlDir(tmp_path).segment_dir(1) / "listing"
+    seg.mkdir(parents=True)
+    gone, here = _dead_pid(), machine()
+    written, used = seg / "alpha.parquet", []
+    write_atomic(written, lambda tmp: (used.append(tmp.name), tmp.write_bytes(b"x")))
+    assert used == [f".alpha.parquet.tmp{os.getpid()}@{here}"] and written.read_bytes() == b"x"
+    assert TEMP_NAME.match(used[0])["machine"] == here  # type: ignore[index]
+    own_dead = seg / f".a.parquet.tmp{gone}@{here}"
+    own_alive = seg / f".b.parquet.tmp{os.getppid()}@{here}"
+    other_fresh = seg / f".c.parquet.tmp{gone}@elsewhere.example.org"
+    other_old = seg / f".d.parquet.tmp{gone}@elsewhere.example.org"
+    other_old_wal = seg / f".search.duckdb.tmp{gone}@elsewhere.wal"
+    old_forms = [seg / f".e.parquet.tmp{gone}", seg / f".search.duckdb.tmp-{gone}.wal"]
+    old_form_alive = seg / f".f.parquet.tmp{os.getppid()}"
+    for path in (own_dead, own_alive, other_fresh, other_old, other_old_wal, *old_forms):
+        path.write_bytes(b"half")
+    old_form_alive.write_bytes(b"half")
+    long_ago = time.time() - FOREIGN_STALE_S - 60
+    for path in (other_old, other_old_wal):
+        os.utime(path, (long_ago, long_ago))
+    # a fresh file of another machine is kept whatever its pid (even one dead here)
+    found = set(stale_temp_files(tmp_path))
+    assert found == {own_dead, other_old, other_old_wal, *old_forms}
+    assert set(remove_stale_temp_files(tmp_path)) == found
+    assert sorted(p.name for p in seg.iterdir()) == sorted(
+        ["alpha.parquet", own_alive.name, other_fresh.name, old_form_alive.name]
+    )
 
 
 def _dead_pid() -> int:
