@@ -3,8 +3,9 @@
 Update (pipeline.update) builds version N in a hidden folder, crawldb/.v000013.tmp/, begun
 empty by `VersionBuild.begin`: the groups of parts it rewrote (`write_group`: the parts of
 the partitions that changed, crawl_io.host_parts), written there, and the others,
-hard-linked from version N-1 (`link_group`, `link_host`, which carry their manifest entries
-forward). `publish` then writes, in this order:
+hard-linked from version N-1 (`link_group`, `link_host`, `link_part` for a prefix_stats part
+whose rows did not change: they carry their manifest entries forward). `publish` then
+writes, in this order:
 
     crawl/rules.auto                 the automatic crawl rules from the new prefix statistics
     crawldb/.v000013.tmp/MANIFEST.json   every part's size and SHA-256, written last inside

@@ -96,6 +96,9 @@ def write_stats(
     Returns how many parts were written and linked."""
     new = VersionParts(build.dir)
     done = {"written": 0, "linked": 0}
+    stored: dict[str, list[tuple[int, pa.Table]]] = {}
+    for (host, group), table in old.parts.items():
+        stored.setdefault(host, []).append((group, table))
     stats = stats.sort_by(KEY)
     hosts = stats["host"].to_pylist()
     start = 0
@@ -107,7 +110,7 @@ def write_stats(
         rows = stats.slice(start, end - start)
         start = end
         footers = HostFooters(build, new, host)
-        groups = None if host in regrouped else _old_groups(old, host, rows)
+        groups = None if host in regrouped else _old_groups(stored.get(host, []), rows)
         if groups is None:
             groups = _folder_groups(build, new, host, rows, footers)
         column = pa.array(groups, pa.int64())
@@ -145,13 +148,13 @@ class HostFooters:
         return self._found[group]
 
 
-def _old_groups(old: OldStats, host: str, rows: pa.Table) -> list[int] | None:
-    """Each row's group in the previous version's parts, None when a row is in none."""
+def _old_groups(parts: list[tuple[int, pa.Table]], rows: pa.Table) -> list[int] | None:
+    """Each row's group in the host's parts of the previous version (`parts`: group,
+    rows), None when a row is in none."""
     where: dict[tuple[str, str], int] = {}
-    for (h, group), table in old.parts.items():
-        if h == host:
-            for key in zip(table["share"].to_pylist(), table["prefix"].to_pylist(), strict=True):
-                where[key] = group
+    for group, table in parts:
+        for key in zip(table["share"].to_pylist(), table["prefix"].to_pylist(), strict=True):
+            where[key] = group
     found = [
         where.get(key)
         for key in zip(rows["share"].to_pylist(), rows["prefix"].to_pylist(), strict=True)
