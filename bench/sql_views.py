@@ -57,7 +57,7 @@ def write_crawl(root: Path, hosts: int, rounds: int, rows_per_part: int = 200) -
             pq.write_table(
                 synthetic(TABLES[name], host, rows_per_part), version / name / host_file(host)
             )
-    for name in ("hosts", "partitions", "prefix_stats"):
+    for name in ("hosts", "partitions"):
         pq.write_table(synthetic(TABLES[name], "pc-0000", hosts), version / f"{name}.parquet")
     for r in range(1, rounds + 1):
         seg = crawl.segment_dir(r)
@@ -130,7 +130,7 @@ def main() -> None:
         t0 = time.perf_counter()
         with step("writing the crawl directory"):
             crawl = write_crawl(Path(tmp) / "crawl", args.hosts, args.rounds)
-        n_parts = args.hosts * len(PER_HOST_TABLES) + 3 + args.rounds
+        n_parts = args.hosts * len(PER_HOST_TABLES) + 2 + args.rounds
         print(f"wrote {n_parts} parts in {time.perf_counter() - t0:.1f} s")
         reference(crawl)  # warm the page cache for both
         (ours, n_ours), (every, n_every), (ref, n_ref) = timed(

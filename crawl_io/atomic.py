@@ -81,31 +81,48 @@ def rename_into_place(built: Path, path: Path) -> None:
     fsync_folder(path.parent)
 
 
+FILTERED = ("host", "share", "partition_id", "prefix")  # what queries select rows by
+
+
 def write_parquet(
     table: pa.Table,
     path: str | os.PathLike,
     *,
     durable: bool = False,
     metadata: dict[bytes, bytes] | None = None,
+    compact: bool = False,
 ) -> None:
     """Write a Parquet file atomically (write_atomic), zstd-compressed, with a CRC in every
     page header so that a flipped bit is caught when the page is read. `metadata` goes into
-    the footer's key-value metadata (read back by pq.read_metadata)."""
-    if metadata:
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
+    the footer's key-value metadata (read back by pq.read_metadata).
+
+    `compact`, for the small tables a round writes whole (hosts, partitions, prefix_stats
+    parts): the footer leaves out the copy of the Arrow schema (1.6 kB; their Parquet
+    schema reads back as the same Arrow schema, as every table of crawl_io.schema's does)
+    and the min/max statistics of the columns no reader filters by (FILTERED keeps them)."""
+    if metadata:  # a key the table brought from the part it was read from is replaced
+        kept = {k: v for k, v in (table.schema.metadata or {}).items() if k not in metadata}
+        table = table.replace_schema_metadata(kept)
     dictionary, encodings = _encodings(table)
-    write_atomic(
-        path,
-        lambda tmp: pq.write_table(
-            table,
-            tmp,
-            compression="zstd",
-            write_page_checksum=True,
-            use_dictionary=dictionary,
-            column_encoding=encodings,
-        ),
-        durable=durable,
-    )
+
+    def write(tmp: Path) -> None:
+        options = {
+            "compression": "zstd",
+            "write_page_checksum": True,
+            "use_dictionary": dictionary,
+            "column_encoding": encodings,
+            "store_schema": not compact,
+            "write_statistics": [c for c in FILTERED if c in table.column_names]
+            if compact
+            else True,
+        }
+        # not in the table's schema: without the Arrow schema pyarrow would drop it
+        with pq.ParquetWriter(tmp, table.schema, **options) as writer:
+            writer.write_table(table)
+            if metadata:
+                writer.add_key_value_metadata(metadata)
+
+    write_atomic(path, write, durable=durable)
 
 
 def _encodings(table: pa.Table) -> tuple[list[str], dict[str, str]]:

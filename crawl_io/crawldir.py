@@ -4,10 +4,11 @@ crawl/
   LOCK                   held (flock) by the one crawl running here: crawl_io.lock
   crawldb/CURRENT        name of the live version, replaced by write + rename
   crawldb/MANIFESTS_FROM the first version written with a manifest (older ones are legacy)
-  crawldb/v000012/       hosts.parquet, partitions.parquet, prefix_stats.parquet,
-                         files/, media/, folders/: each host's parts, <host>.parquet and
-                         <host>@<group>.parquet, by group of partitions (crawl_io.host_parts;
-                         immutable once published)
+  crawldb/v000012/       hosts.parquet, partitions.parquet,
+                         files/, media/, folders/, prefix_stats/: each host's parts,
+                         <host>.parquet and <host>@<group>.parquet, by group of partitions
+                         (crawl_io.host_parts; immutable once published; prefix_stats was
+                         one file, prefix_stats.parquet, before: such a version still reads)
                          MANIFEST.json: every part's size and SHA-256 (crawl_io.version_manifest)
   segments/r000013/      inject.parquet, fetchlist.parquet, listing/, media/, fetchlog/
                          (one <host>.parquet each); jobs/: the jobs' manifests, naming parts
@@ -37,7 +38,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from crawl_io.atomic import write_atomic, write_parquet
-from crawl_io.host_parts import PART_TABLES, part_file, read_parquet, table_parts
+from crawl_io.host_parts import (
+    ONE_FILE_BEFORE,
+    PART_TABLES,
+    parse_part_file,
+    part_file,
+    read_parquet,
+    table_parts,
+)
 from crawl_io.lock import LOCK_NAME
 from crawl_io.schema import TABLES
 from crawl_io.sources import ConfigError
@@ -186,7 +194,10 @@ class CrawlDir:
         write_atomic(self.crawldb / "CURRENT", f"v{version:06d}\n", durable=True)
 
     def table_path(self, version: int, name: str) -> Path:
+        """The table's folder of parts, or its one file (prefix_stats in older versions)."""
         vdir = self.version_dir(version)
+        if name in ONE_FILE_BEFORE and not (vdir / name).is_dir():
+            return vdir / f"{name}.parquet"  # every version since has the folder
         return vdir / name if name in PER_HOST_TABLES else vdir / f"{name}.parquet"
 
     def table_parts(self, version: int, name: str) -> list[Path]:
@@ -195,9 +206,10 @@ class CrawlDir:
 
     # -- reading a version ------------------------------------------------------------------
     def read(self, version: int, name: str) -> pa.Table:
-        """A whole table of a version. A one-file table (hosts, partitions, prefix_stats)
-        must be there and match its manifest entry, size and SHA-256 (it is read in full
-        anyway): else CrawlDamaged, never an empty table that would start history over.
+        """A whole table of a version. A one-file table (hosts, partitions) must be there
+        and match its manifest entry, size and SHA-256 (it is read in full anyway): else
+        CrawlDamaged, never an empty table that would start history over. So must every
+        part of prefix_stats (`stats_parts`).
 
         In `partitions`, the stored hash of a partition whose group has a damaged or missing
         part reads as null: a hash vouches for stored rows, and without them the partition
@@ -205,7 +217,13 @@ class CrawlDir:
         if version == 0:
             return TABLES[name].empty_table()
         path = self.table_path(version, name)
-        if name in PER_HOST_TABLES:
+        if name in ONE_FILE_BEFORE and path.is_dir():
+            parts, problems = self.stats_parts(version)
+            if problems:
+                where, what = next(iter(problems.items()))
+                raise self.damaged(f"{where}: {what}")
+            return pa.concat_tables([TABLES[name].empty_table(), *parts.values()])
+        if name in PER_HOST_TABLES and name not in ONE_FILE_BEFORE:
             try:
                 return read_parquet(path, TABLES[name])
             except (pa.ArrowException, OSError) as e:
@@ -234,6 +252,33 @@ class CrawlDir:
                 nulls = pa.nulls(table.num_rows, pa.string())
                 table = table.set_column(index, "hash", pc.if_else(hit, nulls, table["hash"]))
         return table
+
+    def stats_parts(self, version: int) -> tuple[dict[tuple[str, int], pa.Table], dict[Path, str]]:
+        """The prefix_stats parts of a version stored in parts, by (host, group), each
+        checked against its manifest entry, size and SHA-256 (they are small and read in
+        full), and what is wrong with those that are not: missing, changed, unreadable."""
+        vdir = self.version_dir(version)
+        manifest = self.manifest(version)
+        if manifest is not None:
+            rels = sorted(r for r in manifest if r.partition("/")[0] == "prefix_stats")
+        else:
+            rels = [p.relative_to(vdir).as_posix() for p in table_parts(vdir, "prefix_stats")]
+        parts: dict[tuple[str, int], pa.Table] = {}
+        problems: dict[Path, str] = {}
+        for rel in rels:
+            key, path = parse_part_file(rel.partition("/")[2]), vdir / rel
+            if key is None:
+                continue
+            entry = manifest.get(rel) if manifest is not None else None
+            problem = checksum_problem(path, entry) if entry else size_problem(path, None)
+            if problem is None:
+                try:
+                    parts[key] = read_parquet(path, TABLES["prefix_stats"])
+                except (pa.ArrowException, OSError) as e:
+                    problem = f"does not read ({first_line(e)})"
+            if problem is not None:
+                problems[path] = problem
+        return parts, problems
 
     # -- a host's groups ------------------------------------------------------------------
     def hosts(self, version: int) -> StoredHosts:

@@ -1,13 +1,20 @@
-"""A host's rows of the files, media and folders tables: parts per group of partitions.
+"""A host's rows of the files, media, folders and prefix_stats tables: parts per group of
+partitions.
 
     crawldb/v000012/files/pc-1.parquet      group 0 of host pc-1 (a small host has no other)
     crawldb/v000012/files/pc-1@3.parquet    group 3 of the same host
     crawldb/v000012/media/pc-1@3.parquet    the media rows of the same partitions
     crawldb/v000012/folders/pc-1@3.parquet  and their folder rows
+    crawldb/v000012/prefix_stats/pc-1@3.parquet  and the statistics of their folders
 
 Every row of a partition (a folder's row goes with the folder's partition) is in one group,
-and a group's three parts hold the rows of the same partitions, which every part names in
-its footer (key `sharecrawl.partitions`, a JSON list). A round rewrites the groups whose
+and a group's parts hold the rows of the same partitions, which every part names in its
+footer (key `sharecrawl.partitions`, a JSON list). A prefix_stats row goes with its prefix's
+folder (the share root '' with the share root partition, which holds the root's files:
+pipeline.stats_parts); a group with no prefix at the statistics' depth has no such part.
+The groups are those of the files, media and folders parts (ROW_TABLES): only a damaged part
+of theirs costs a group's partitions, a damaged prefix_stats part only its statistics, which
+are computed again. A round rewrites the groups whose
 partitions changed and hard-links the others, so a host of a million files does not pay
 for all its rows to record one new album (crawl_io.part_groups decides the groups). The
 parts stay flat in their table's folder: every reader that reads a table's parts reads
@@ -15,7 +22,9 @@ parts stay flat in their table's folder: every reader that reads a table's parts
 
 A part without that footer key was written by the previous release, one part per host
 (`<host>.parquet`): it is read as group 0 holding all the host's partitions, and written
-again in groups when its host is next rewritten.
+again in groups when its host is next rewritten. A version of the release before stores
+prefix_stats as one file, `prefix_stats.parquet`: it reads as the table's one part, and the
+next round writes the parts.
 """
 
 from __future__ import annotations
@@ -31,7 +40,9 @@ import pyarrow.parquet as pq
 
 from crawl_io.version_manifest import read_manifest
 
-PART_TABLES = ("files", "media", "folders")
+ROW_TABLES = ("files", "media", "folders")  # a group's rows: a damaged part costs them
+PART_TABLES = (*ROW_TABLES, "prefix_stats")
+ONE_FILE_BEFORE = ("prefix_stats",)  # one file, <table>.parquet, in older versions
 PARTITIONS_KEY = b"sharecrawl.partitions"
 GROUP_MARK = "@"  # never in a host key: quote() escapes it
 
@@ -86,11 +97,12 @@ def read_parquet(path: Path, schema: pa.Schema) -> pa.Table:
 
 def table_parts(version_dir: Path, table: str) -> list[Path]:
     """Every Parquet part of a table in a version folder, sorted: one file for the tables
-    of one file (hosts, partitions, prefix_stats), every host's groups for the others."""
-    if table not in PART_TABLES:
+    of one file (hosts, partitions; prefix_stats in older versions), every host's groups
+    for the others."""
+    folder = version_dir / table
+    if table not in PART_TABLES or (table in ONE_FILE_BEFORE and not folder.is_dir()):
         path = version_dir / f"{table}.parquet"
         return [path] if path.exists() else []
-    folder = version_dir / table
     try:
         names = sorted(os.listdir(folder))  # names, not Paths: several times cheaper to sort
     except (FileNotFoundError, NotADirectoryError):
@@ -109,7 +121,11 @@ class VersionParts:
             if manifest is not None:
                 names = list(manifest)
             else:
-                names = [f"{t}/{p.name}" for t in PART_TABLES for p in table_parts(version_dir, t)]
+                names = [
+                    p.relative_to(version_dir).as_posix()
+                    for t in PART_TABLES
+                    for p in table_parts(version_dir, t)
+                ]
         self._groups: dict[tuple[str, str], set[int]] = {}
         for rel in names:
             table, _, name = rel.partition("/")
@@ -117,7 +133,7 @@ class VersionParts:
             if parsed is not None:
                 self._groups.setdefault((table, parsed[0]), set()).add(parsed[1])
 
-    def groups(self, host: str, tables: tuple[str, ...] = PART_TABLES) -> list[int]:
+    def groups(self, host: str, tables: tuple[str, ...] = ROW_TABLES) -> list[int]:
         """The host's groups with a part in any of `tables`, sorted."""
         found: set[int] = set()
         for table in tables:
@@ -152,18 +168,17 @@ class PartsChange:
 def changed_parts(old_dir: Path, new_dir: Path, table: str) -> PartsChange:
     """Which parts of `table` differ between two version folders: by the manifests'
     SHA-256 when both have one, else by inode (an untouched part is a hard link)."""
-    old = {p.name: p for p in table_parts(old_dir, table)}
-    new = {p.name: p for p in table_parts(new_dir, table)}
+    old = {p.relative_to(old_dir).as_posix(): p for p in table_parts(old_dir, table)}
+    new = {p.relative_to(new_dir).as_posix(): p for p in table_parts(new_dir, table)}
     old_manifest, new_manifest = read_manifest(old_dir), read_manifest(new_dir)
 
-    def same(name: str) -> bool:
+    def same(rel: str) -> bool:
         if old_manifest is not None and new_manifest is not None:
-            rel = f"{table}/{name}" if table in PART_TABLES else name
             a, b = old_manifest.get(rel), new_manifest.get(rel)
             if a is not None and b is not None:
                 return a == b
         try:
-            return os.stat(old[name]).st_ino == os.stat(new[name]).st_ino
+            return os.stat(old[rel]).st_ino == os.stat(new[rel]).st_ino
         except OSError:
             return False
 

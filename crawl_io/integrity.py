@@ -7,7 +7,8 @@ manifests) is verified by reading every part it holds.
 
 Damage comes in two kinds. A damaged part of a host (files/, media/, folders/) costs the rows
 of its group's partitions until the next round lists them again as new
-(crawl_io.stored_hosts): the version stays usable. Damaged state tables (hosts, partitions:
+(crawl_io.stored_hosts), one of prefix_stats/ only its host's statistics, which the next
+round computes again: the version stays usable. Damaged state tables (hosts, partitions:
 the scan history) or a damaged manifest make the version unusable: a round refuses to start
 from it, and `check --repair` points CURRENT at the newest usable version instead, moving the newer
 versions and segments aside (never deleting them).
@@ -34,7 +35,9 @@ from crawl_io.version_manifest import (
     version_parts,
 )
 
-ONE_FILE_TABLES = (*STATE_TABLES, "prefix_stats")
+# The tables of one file every version holds. prefix_stats was one too before it was stored
+# in parts (crawl_io.host_parts): such an older version's file is checked as any part is.
+ONE_FILE_TABLES = STATE_TABLES
 DAMAGED_DIR = "damaged"  # where --repair moves what it takes out of the crawldb
 
 
@@ -212,14 +215,21 @@ def repair_crawl(crawl: CrawlDir) -> Repair:
     damaged = [vdir / rel for rel, _ in chosen.problems if (vdir / rel).exists()]
     for path in _move_aside(crawl, damaged, aside):
         lines.append(
-            f"moved damaged {path.relative_to(aside)} to {aside}: "
-            "the next crawl lists its partitions again as new"
+            f"moved damaged {path.relative_to(aside)} to {aside}: the next crawl "
+            f"{_next_crawl(path.parent.name)}"
         )
-    for line in chosen.lines(vdir):
-        if "missing" in line:
-            lines.append(f"{line}: the next crawl lists its partitions again as new")
+    for rel, what in chosen.problems:
+        if "missing" in what:
+            lines.append(f"{vdir / rel}: {what}: the next crawl {_next_crawl(rel.split('/')[0])}")
     index, indexed = index_state(crawl)
     return Repair(lines, True, index is not None or indexed != chosen.name, chosen.version)
+
+
+def _next_crawl(table: str) -> str:
+    """What the next crawl does about a damaged part of `table`."""
+    if table in ("prefix_stats", "prefix_stats.parquet"):
+        return "computes its statistics again"
+    return "lists its partitions again as new"
 
 
 def _move_aside(crawl: CrawlDir, paths: list[Path], target: Path) -> list[Path]:

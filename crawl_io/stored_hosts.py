@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from crawl_io.host_parts import (
-    PART_TABLES,
+    ROW_TABLES,
     VersionParts,
     footer_partitions,
     parse_part_file,
@@ -56,7 +56,7 @@ class StoredHosts:
         key = (host, group)
         if key not in self._partitions:
             found = None
-            for table in PART_TABLES:
+            for table in ROW_TABLES:
                 path = self.path(table, host, group)
                 found = footer_partitions(path) if path.exists() else None
                 if found is not None:
@@ -71,7 +71,7 @@ class StoredHosts:
         found = set(self._damaged)
         for rel, entry in (self.manifest or {}).items():
             table, _, name = rel.partition("/")
-            if table in PART_TABLES and size_problem(self.dir / rel, entry):
+            if table in ROW_TABLES and size_problem(self.dir / rel, entry):
                 parsed = parse_part_file(name)
                 if parsed is not None:
                     found.add(parsed)
@@ -81,7 +81,7 @@ class StoredHosts:
         """Is any of the group's parts missing, of the wrong size, or found unreadable?"""
         if (host, group) in self._damaged:
             return True
-        for table in PART_TABLES:
+        for table in ROW_TABLES:
             entry = (self.manifest or {}).get(rel_path(table, host, group))
             if entry is not None and size_problem(self.path(table, host, group), entry):
                 self._damaged.add((host, group))

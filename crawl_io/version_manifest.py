@@ -91,7 +91,10 @@ def write_manifest(vdir: Path, carried: Manifest) -> Manifest:
         "checksum": "sha256",
         "parts": {rel: {"size": e.size, "sha256": e.sha256} for rel, e in parts.items()},
     }
-    write_atomic(vdir / MANIFEST_NAME, json.dumps(record, indent=0, sort_keys=True), durable=True)
+    # one part a line, no other whitespace: a round writes the manifest whole
+    text = json.dumps(record, sort_keys=True, separators=(",", ":"))
+    text = text.replace('},"', '},\n"')
+    write_atomic(vdir / MANIFEST_NAME, text, durable=True)
     return parts
 
 

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from crawl_io.crawldir import PER_HOST_TABLES
+from crawl_io.host_parts import ROW_TABLES
 from crawl_io.part_groups import plan_groups
 from crawl_io.schema import FILES, FOLDERS, MEDIA
 from crawl_io.stored_hosts import StoredHosts
@@ -138,7 +138,7 @@ def rewrite_host(build: VersionBuild, stored: StoredHosts | None, change: HostCh
                 },
                 set(pids),
             )
-            for name in PER_HOST_TABLES:
+            for name in ROW_TABLES:
                 change.written[name] = change.written.get(name, 0) + 1
             continue
         if not build.link_group(host, g, ("files", "media")):

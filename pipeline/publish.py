@@ -3,8 +3,9 @@
 Update (pipeline.update) builds version N in a hidden folder, crawldb/.v000013.tmp/, begun
 empty by `VersionBuild.begin`: the groups of parts it rewrote (`write_group`: the parts of
 the partitions that changed, crawl_io.host_parts), written there, and the others,
-hard-linked from version N-1 (`link_group`, `link_host`, which carry their manifest entries
-forward). `publish` then writes, in this order:
+hard-linked from version N-1 (`link_group`, `link_host`, `link_part` for a prefix_stats part
+whose rows did not change: they carry their manifest entries forward). `publish` then
+writes, in this order:
 
     crawl/rules.auto                 the automatic crawl rules from the new prefix statistics
     crawldb/.v000013.tmp/MANIFEST.json   every part's size and SHA-256, written last inside
@@ -30,7 +31,7 @@ import pyarrow as pa
 
 from crawl_io.atomic import fsync_folder, rename_into_place, write_parquet
 from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir
-from crawl_io.host_parts import partitions_metadata, rel_path
+from crawl_io.host_parts import ROW_TABLES, partitions_metadata, rel_path
 from crawl_io.version_manifest import Manifest, read_problem
 from crawl_io.version_manifest import write_manifest as write_version_manifest
 from pipeline.rules_store import RulesStore
@@ -54,7 +55,7 @@ class VersionBuild:
             (self.dir / name).mkdir(parents=True)
         return self.dir
 
-    def link_group(self, host: str, group: int, tables: tuple[str, ...] = PER_HOST_TABLES) -> bool:
+    def link_group(self, host: str, group: int, tables: tuple[str, ...] = ROW_TABLES) -> bool:
         """A group's parts left as they were are shared with the previous version, not
         copied, and carry their manifest entries forward. Only their size is checked here
         (a stat), so that publishing costs what changed; their bytes are checked when a
@@ -99,26 +100,37 @@ class VersionBuild:
             return []
         return [g for g in self.crawl.hosts(self.prev).groups(host) if not self.link_group(host, g)]
 
+    def link_part(self, table: str, host: str, group: int) -> None:
+        """Share one part the caller read and found equal to what it would write (a
+        prefix_stats part: pipeline.stats_parts) with the previous version."""
+        rel = rel_path(table, host, group)
+        os.link(self.crawl.version_dir(self.prev) / rel, self.dir / rel)
+        manifest = self.crawl.manifest(self.prev)
+        if manifest is not None and rel in manifest:
+            self.carried[rel] = manifest[rel]
+
     def write_group(
         self,
         host: str,
         group: int,
         tables: dict[str, pa.Table],
-        partitions: set[str] | frozenset[str],
+        partitions: set[str] | frozenset[str] | None,
     ) -> None:
         """Write a group's parts (those of `tables`), naming its partitions in each
-        footer; on disk before the manifest names them."""
+        footer (None: a group of the previous release, whose parts name none); on disk
+        before the manifest names them."""
         for name, table in tables.items():
             write_parquet(
                 table,
                 self.dir / rel_path(name, host, group),
                 durable=True,
-                metadata=partitions_metadata(partitions),
+                metadata=None if partitions is None else partitions_metadata(partitions),
+                compact=name not in ROW_TABLES,
             )
 
     def write_table(self, name: str, table: pa.Table) -> None:
-        """Write one of the version's one-file tables (hosts, partitions, prefix_stats)."""
-        write_parquet(table, self.dir / f"{name}.parquet", durable=True)
+        """Write one of the version's one-file tables (hosts, partitions)."""
+        write_parquet(table, self.dir / f"{name}.parquet", durable=True, compact=True)
 
     def publish(self, prefix_stats: pa.Table) -> None:
         """Write the automatic rules and the manifest, rename the folder into place and move

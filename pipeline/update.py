@@ -3,7 +3,8 @@
 Runs the subtree-hash mrjob job over the segment's listings (its hashes must equal the ones
 the fetchers streamed), rewrites the groups of parts whose partitions the round changed
 (pipeline.host_rewrite), hard-links the others' parts unchanged, updates partitions (scan
-history, rate), hosts and prefix statistics, and hands the finished version to
+history, rate), hosts and prefix statistics (their parts written only where their rows
+changed: pipeline.stats_parts), and hands the finished version to
 pipeline.publish, which writes its manifest and the automatic rules, renames it into place
 and moves CURRENT.
 
@@ -25,8 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from crawl_io.crawldir import CrawlDamaged, CrawlDir, host_file, read_parquet
-from crawl_io.schema import FETCHLOG, HOSTS, LISTING, MEDIA, PARTITIONS, PREFIX_STATS
+from crawl_io.crawldir import CrawlDir, host_file, read_parquet
+from crawl_io.schema import FETCHLOG, HOSTS, LISTING, MEDIA, PARTITIONS
 from crawl_io.sources import CONFIG_STATUSES, HOST_OK, UNREACHABLE_STATUSES
 from jobs.crawl_rules import load_rules
 from jobs.membership import descendants, share_root
@@ -41,6 +42,7 @@ from pipeline.publish import VersionBuild
 from pipeline.scheduling.history import Histories
 from pipeline.scheduling.rates import DEFAULT_WINDOW_S
 from pipeline.settings import job_runner, sharecrawl
+from pipeline.stats_parts import read_old_stats, write_stats
 from pipeline.targets import PublishedVersion
 
 REPLACED = ("changed", "new")
@@ -281,16 +283,14 @@ class Update(luigi.Task):
         build.write_table("hosts", pa.Table.from_pylist(hosts, HOSTS))
         build.write_table("partitions", partitions_table(partitions, histories))
         redo_stats = touched | lost_hosts  # a host whose rows were lost keeps no stale stats
-        try:
-            old_stats = crawl.read(prev, "prefix_stats")
-        except CrawlDamaged as e:  # derived from the files parts: computed again in full
-            logger.warning("sharecrawl: %s; prefix statistics are computed again", e.what)
-            old_stats, redo_stats = PREFIX_STATS.empty_table(), set(listed)
+        # derived from the files parts: a damaged part's host is computed again in full
+        old_stats = read_old_stats(crawl, prev)
+        redo_stats |= set(listed) if old_stats.all_damaged else old_stats.damaged
         stats = round_prefix_stats(
             round_=self.round,
             version_dir=out,
             prev_dir=crawl.version_dir(prev) if prev else None,
-            old_stats=old_stats,
+            old_stats=old_stats.table,
             listed=listed,
             touched=redo_stats,
             damaged=lost_hosts,
@@ -300,5 +300,5 @@ class Update(luigi.Task):
             stats_every=settings.stats_every,
             workdir=seg / "jobs",
         )
-        build.write_table("prefix_stats", stats)
+        write_stats(build, stats, old_stats, touched | lost_hosts)
         build.publish(stats)

@@ -16,7 +16,7 @@ from crawl_io.hints_writer import HintsWriter
 from tests.conftest import LAN
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "crawl-dir.md"
-PER_HOST = {"files", "media", "folders", "listing", "fetchlog"}  # one <host>.parquet each
+PER_HOST = {"files", "media", "folders", "prefix_stats", "listing", "fetchlog"}  # <host>.parquet
 
 _RULES = [
     (re.compile(r"^v\d{6}$"), "vNNNNNN"),

@@ -1,0 +1,203 @@
+"""Update, the prefix_stats table: stored in parts per host and group of partitions, as the
+files, media and folders tables are (crawl_io.host_parts), a part written only when its
+rows changed.
+
+A prefix's row goes in the group of the partition that holds the prefix's folder: the group
+of the folders part holding the folder's row. The share root '' has no folder row: its row
+goes with the share root partition, which holds the root's own files (jobs.membership), or,
+when that partition holds no rows, with the lowest group holding a folder of the share. A
+prefix whose folder is gone (a row kept for what was deleted under it) goes with the
+nearest folder above it that is still there. The rows of the share root and of the folders
+above a change change with it anyway (their counts include it), so the rule costs no group
+of its own: a round rewrites the groups of the changed partitions' folders and of the
+folders above them, as for the folders table.
+
+A group's part is a hard link to the previous version's part of the group when its rows
+and the partitions its footer names are the same (the old part was read and its SHA-256
+checked), else it is written. The round's counts (n_new, n_changed, n_deleted) are part of
+the rows: a group whose rows counted a change last round is written again, with zeros.
+
+A damaged or missing part of the previous version costs its host's statistics, which are
+computed again from the host's files (as a damaged one-file table of an older version
+costs every host's); never a partition's rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from crawl_io.crawldir import CrawlDamaged, CrawlDir
+from crawl_io.host_parts import (
+    ROW_TABLES,
+    VersionParts,
+    footer_partitions,
+    parse_part_file,
+    part_file,
+)
+from crawl_io.schema import PREFIX_STATS
+from jobs.membership import share_root
+from pipeline.publish import VersionBuild
+
+STATS = "prefix_stats"
+KEY = [("host", "ascending"), ("share", "ascending"), ("prefix", "ascending")]
+
+log = logging.getLogger("sharecrawl")
+
+
+@dataclass
+class OldStats:
+    """The previous version's statistics: the rows that read, its parts by (host, group)
+    (none for a version of one file), and what must be computed again."""
+
+    table: pa.Table
+    parts: dict[tuple[str, int], pa.Table] = field(default_factory=dict)
+    damaged: set[str] = field(default_factory=set)  # hosts with a damaged part
+    all_damaged: bool = False  # the one file of an older version is damaged
+
+
+def read_old_stats(crawl: CrawlDir, version: int) -> OldStats:
+    """Version `version`'s statistics as Update starts from them."""
+    if version == 0:
+        return OldStats(PREFIX_STATS.empty_table())
+    if not crawl.table_path(version, STATS).is_dir():  # one file, as older versions had
+        try:
+            return OldStats(crawl.read(version, STATS))
+        except CrawlDamaged as e:
+            log.warning("sharecrawl: %s; prefix statistics are computed again", e.what)
+            return OldStats(PREFIX_STATS.empty_table(), all_damaged=True)
+    parts, problems = crawl.stats_parts(version)
+    damaged = set()
+    for path, what in problems.items():
+        parsed = parse_part_file(path.name)
+        assert parsed is not None  # stats_parts names parts only
+        log.warning(
+            "sharecrawl: %s: %s; the prefix statistics of %s are computed again",
+            path,
+            what,
+            parsed[0],
+        )
+        damaged.add(parsed[0])
+    parts = {key: t for key, t in parts.items() if key[0] not in damaged}
+    table = pa.concat_tables([PREFIX_STATS.empty_table(), *parts.values()]).sort_by(KEY)
+    return OldStats(table, parts, damaged)
+
+
+def write_stats(
+    build: VersionBuild, stats: pa.Table, old: OldStats, regrouped: set[str]
+) -> dict[str, int]:
+    """Write (or link) every host's prefix_stats parts of the version being built, whose
+    files, media and folders parts are all in place. `regrouped`: the hosts whose groups
+    the round may have planned again (the others' groups are the previous version's).
+    Returns how many parts were written and linked."""
+    new = VersionParts(build.dir)
+    done = {"written": 0, "linked": 0}
+    stored: dict[str, list[tuple[int, pa.Table]]] = {}
+    for (host, group), table in old.parts.items():
+        stored.setdefault(host, []).append((group, table))
+    stats = stats.sort_by(KEY)
+    hosts = stats["host"].to_pylist()
+    start = 0
+    while start < len(hosts):
+        host = hosts[start]
+        end = start
+        while end < len(hosts) and hosts[end] == host:
+            end += 1
+        rows = stats.slice(start, end - start)
+        start = end
+        footers = HostFooters(build, new, host)
+        groups = None if host in regrouped else _old_groups(stored.get(host, []), rows)
+        if groups is None:
+            groups = _folder_groups(build, new, host, rows, footers)
+        column = pa.array(groups, pa.int64())
+        for group in sorted(set(groups)):
+            mine = rows.filter(pc.equal(column, group))
+            before = old.parts.get((host, group))
+            footer = footers.get(group)
+            if before is not None and _same(mine, before):
+                prev = build.crawl.version_dir(build.prev) / STATS / part_file(host, group)
+                if host not in regrouped or footer_partitions(prev) == footer:
+                    build.link_part(STATS, host, group)
+                    done["linked"] += 1
+                    continue
+            build.write_group(host, group, {STATS: mine}, footer)
+            done["written"] += 1
+    return done
+
+
+class HostFooters:
+    """The partitions each group of a host names in the new version (its parts' footers,
+    read when asked)."""
+
+    def __init__(self, build: VersionBuild, parts: VersionParts, host: str) -> None:
+        self.build, self.parts, self.host = build, parts, host
+        self._found: dict[int, frozenset[str] | None] = {}
+
+    def get(self, group: int) -> frozenset[str] | None:
+        if group not in self._found:
+            found = None
+            for table in ROW_TABLES:
+                path = self.parts.path(table, self.host, group)
+                if path.exists() and (found := footer_partitions(path)) is not None:
+                    break
+            self._found[group] = found
+        return self._found[group]
+
+
+def _old_groups(parts: list[tuple[int, pa.Table]], rows: pa.Table) -> list[int] | None:
+    """Each row's group in the host's parts of the previous version (`parts`: group,
+    rows), None when a row is in none."""
+    where: dict[tuple[str, str], int] = {}
+    for group, table in parts:
+        for key in zip(table["share"].to_pylist(), table["prefix"].to_pylist(), strict=True):
+            where[key] = group
+    found = [
+        where.get(key)
+        for key in zip(rows["share"].to_pylist(), rows["prefix"].to_pylist(), strict=True)
+    ]
+    return None if any(g is None for g in found) else found  # type: ignore[return-value]
+
+
+def _folder_groups(
+    build: VersionBuild, parts: VersionParts, host: str, rows: pa.Table, footers: HostFooters
+) -> list[int]:
+    """Each row's group by the rule above, from the host's folders parts in the new
+    version (only the folders at the rows' depths are kept)."""
+    groups = parts.groups(host)
+    depth = pc.max(rows["depth"]).as_py() or 0
+    where: dict[tuple[str, str], int] = {}
+    for group in groups:
+        path = parts.path("folders", host, group)
+        if not path.exists():
+            continue
+        folders = pq.read_table(path, columns=["share", "path"])
+        folders = folders.filter(pc.less(pc.count_substring(folders["path"], "/"), depth))
+        for key in zip(folders["share"].to_pylist(), folders["path"].to_pylist(), strict=True):
+            where[key] = group
+    roots: dict[str, int] = {}
+
+    def root_group(share: str) -> int:
+        if share not in roots:
+            pid = share_root(host, share).id
+            named = [g for g in groups if pid in (footers.get(g) or ())]
+            held = sorted(g for (s, _), g in where.items() if s == share)
+            roots[share] = (named or held or groups or [0])[0]
+        return roots[share]
+
+    found = []
+    for share, prefix in zip(rows["share"].to_pylist(), rows["prefix"].to_pylist(), strict=True):
+        while prefix and (share, prefix) not in where:
+            prefix = prefix.rpartition("/")[0]  # a folder gone: the nearest one above it
+        found.append(where[(share, prefix)] if prefix else root_group(share))
+    return found
+
+
+def _same(rows: pa.Table, stored: pa.Table) -> bool:
+    """Are a group's rows now those of its stored part (both sorted by key)?"""
+    if rows.num_rows != stored.num_rows:
+        return False
+    return rows.equals(stored.select(rows.schema.names).cast(rows.schema))

@@ -1,0 +1,148 @@
+"""prefix_stats stored in parts per host and group of partitions: a round writes the parts
+of the groups whose statistics changed and hard-links the others, the table stays what a
+whole recomputation gives, a damaged part costs only statistics computed again, and a
+version of the previous release (one prefix_stats.parquet) reads and is converted by the
+next round. Real crawls of file:// hosts with a small group size, real Parquet files."""
+
+from __future__ import annotations
+
+import shutil
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import crawl_io.part_groups
+from crawl_io.crawldir import CrawlDir
+from crawl_io.host_parts import footer_partitions
+from crawl_io.schema import PREFIX_STATS
+from crawl_io.version_manifest import write_manifest
+from jobs.mr_prefix_stats import host_parts, prefix_stats_here
+from tests.conftest import LAN
+
+SHARES = ("a-music", "b-films", "c-talks", "d-misc")
+DEPTH, MIN_ENTRIES = 3, 1  # luigi.cfg's stats_depth and stats_min_entries
+
+
+@pytest.fixture(autouse=True)
+def small_groups(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(crawl_io.part_groups, "GROUP_ROWS", 8)  # one share a group
+
+
+def build(lan: LAN) -> None:
+    for share in SHARES:
+        for album in range(2):
+            for track in range(2):
+                lan.media("alpha", f"{share}/Album {album}/t{track}.mp3", title=f"{share} {album}")
+    lan.media("beta", "share/x/song.ogg", "ogg", title="Kukushka")
+    lan.write_hosts("alpha", "beta")
+
+
+def inodes(crawl: CrawlDir, version: int) -> dict[str, int]:
+    return {p.name: p.stat().st_ino for p in crawl.table_parts(version, "prefix_stats")}
+
+
+def recomputed(crawl: CrawlDir, version: int) -> pa.Table:
+    """The version's statistics computed whole from its files parts and the previous
+    version's (what a complete round computes)."""
+    hosts = crawl.read(version, "hosts")["host"].to_pylist()
+    prev = crawl.version_dir(version - 1) if version > 1 else None
+    parts = host_parts(crawl.version_dir(version), prev, hosts)
+    return prefix_stats_here(parts, DEPTH, MIN_ENTRIES)
+
+
+def ordered(table: pa.Table) -> list[dict]:
+    return table.sort_by([("host", "ascending"), ("share", "ascending"), ("prefix", "ascending")])
+
+
+def test_a_change_rewrites_only_the_statistics_of_its_groups(lan: LAN, run_json) -> None:
+    build(lan)
+    lan.crawl(rounds=2)  # round 1 counts every file new; round 2 counts them back to zero
+    crawl = CrawlDir(lan.crawl_dir)
+    assert sorted(inodes(crawl, 2)) == sorted(p.name for p in crawl.table_parts(2, "files"))
+    for part in crawl.table_parts(2, "prefix_stats"):  # the same groups, the same footers
+        assert footer_partitions(part) == footer_partitions(
+            crawl.version_dir(2) / "files" / part.name
+        )
+    before = inodes(crawl, 2)
+
+    lan.media("alpha", "c-talks/Album 1/t9.mp3", title="Lecture")
+    lan.crawl()
+    files = {p.name: p.stat().st_ino for p in crawl.table_parts(2, "files")}
+    changed = {p.name for p in crawl.table_parts(3, "files") if p.stat().st_ino != files[p.name]}
+    assert len(changed) == 1  # c-talks' group: its share root and folders are there
+    after = inodes(crawl, 3)
+    assert sorted(after) == sorted(before)
+    assert {name for name in after if after[name] != before[name]} == changed
+    stats = crawl.read(3, "prefix_stats")
+    assert ordered(stats).equals(ordered(recomputed(crawl, 3)))
+    talks = stats.filter(pa.compute.equal(stats["share"], "c-talks")).to_pylist()
+    assert {r["prefix"]: r["n_new"] for r in talks} == {"": 1, "Album 0": 0, "Album 1": 1}
+
+    lan.crawl()  # nothing changed: the group that counted the new file counts zero again
+    again = inodes(crawl, 4)
+    assert {name for name in again if again[name] != after[name]} == changed
+    assert ordered(crawl.read(4, "prefix_stats")).equals(ordered(recomputed(crawl, 4)))
+    rows = run_json(lan, "sql", "SELECT sum(n_files) AS n FROM prefix_stats WHERE prefix = ''")
+    assert rows == [{"n": 18}]
+    assert lan.cli("check") == 0
+
+
+def test_a_damaged_statistics_part_costs_only_statistics_computed_again(
+    lan: LAN, caplog: pytest.LogCaptureFixture
+) -> None:
+    build(lan)
+    lan.crawl(rounds=2)
+    crawl = CrawlDir(lan.crawl_dir)
+    expected = ordered(crawl.read(2, "prefix_stats"))
+    part = crawl.table_parts(2, "prefix_stats")[1]  # one of alpha's groups
+    data = bytearray(part.read_bytes())
+    data[len(data) // 3] ^= 0xFF  # bit rot: the size stays, the checksum does not
+    part.write_bytes(bytes(data))
+    assert lan.cli("check") == 1
+
+    lan.crawl()
+    assert f"{part}: checksum mismatch" in caplog.text
+    assert "prefix statistics of alpha are computed again" in caplog.text
+    log = pq.read_table(crawl.segment_dir(3) / "fetchlog.parquet").to_pylist()
+    assert {r["status"] for r in log} == {"unchanged"}  # no partition listed again
+    assert ordered(crawl.read(3, "prefix_stats")).equals(expected)
+    assert lan.cli("check") == 0
+
+
+def to_previous_release(crawl: CrawlDir, version: int) -> pa.Table:
+    """Store a version's prefix_stats as the previous release did: one file."""
+    table = crawl.read(version, "prefix_stats")
+    vdir = crawl.version_dir(version)
+    shutil.rmtree(vdir / "prefix_stats")
+    pq.write_table(table, vdir / "prefix_stats.parquet", compression="zstd")
+    write_manifest(vdir, {})
+    return table
+
+
+def test_a_version_with_one_prefix_stats_file_reads_and_the_next_round_writes_parts(
+    lan: LAN, run_json
+) -> None:
+    build(lan)
+    lan.crawl()
+    crawl = CrawlDir(lan.crawl_dir)
+    table = to_previous_release(crawl, 1)
+    crawl = CrawlDir(lan.crawl_dir)  # its manifest as it is now
+    assert crawl.table_parts(1, "prefix_stats") == [crawl.version_dir(1) / "prefix_stats.parquet"]
+    assert crawl.read(1, "prefix_stats").equals(table)
+    count = "SELECT count(*) AS n, sum(n_new) AS new FROM prefix_stats"
+    new = pa.compute.sum(table["n_new"]).as_py()
+    assert new == 2 * 17  # every file is new, counted under '' and under its album
+    assert run_json(lan, "sql", count) == [{"n": table.num_rows, "new": new}]
+    assert lan.cli("check") == 0
+
+    lan.media("alpha", "d-misc/Album 0/t9.mp3", title="Added")
+    lan.crawl()
+    vdir = crawl.version_dir(2)
+    assert not (vdir / "prefix_stats.parquet").exists()
+    names = sorted(p.name for p in crawl.table_parts(2, "prefix_stats"))
+    assert names == sorted(p.name for p in crawl.table_parts(2, "files"))
+    assert ordered(crawl.read(2, "prefix_stats")).equals(ordered(recomputed(crawl, 2)))
+    assert run_json(lan, "sql", count) == [{"n": table.num_rows, "new": 2}]
+    assert crawl.read(2, "prefix_stats").schema.equals(PREFIX_STATS)
+    assert lan.cli("check") == 0
