@@ -52,8 +52,8 @@ def build(con: duckdb.DuckDBPyConnection, version_dir: Path) -> None:
     guesses = start_guesses(con, "m")
     create_strings(con)
     add_row_strings(con, "m")
-    apply_guesses(con, "m", guesses())
-    add_row_strings(con, "m")  # the titles and series guessed
+    if apply_guesses(con, "m", guesses()):
+        add_row_strings(con, "m")  # the titles and series guessed
     key_rows(con, "m", "mk")
     con.execute("DROP TABLE m")
     assign_work_ids(con, "mk", existing=False)

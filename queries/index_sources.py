@@ -140,10 +140,11 @@ def start_guesses(con: duckdb.DuckDBPyConnection, rows: str) -> Callable[[], lis
     return start_guessing(names)
 
 
-def apply_guesses(con: duckdb.DuckDBPyConnection, rows: str, guesses: list[Guess]) -> None:
-    """Fill the blanks of `rows` from the guesses (their new strings: add_row_strings)."""
+def apply_guesses(con: duckdb.DuckDBPyConnection, rows: str, guesses: list[Guess]) -> bool:
+    """Fill the blanks of `rows` from the guesses (their new strings: add_row_strings);
+    whether there were any (else there is no new string to look for)."""
     if not guesses:
-        return
+        return False
     table = pa.table(
         {
             "filename": pa.array([g[0] for g in guesses], pa.string()),
@@ -172,6 +173,7 @@ def apply_guesses(con: duckdb.DuckDBPyConnection, rows: str, guesses: list[Guess
         )
     finally:
         con.unregister("guesses")
+    return True
 
 
 def create_strings(con: duckdb.DuckDBPyConnection) -> None:

@@ -61,8 +61,21 @@ def work_id_sql(key: str, attempt: int = 0) -> str:
     return f"(md5_number({salted}) >> 75)::BIGINT"
 
 
-def key_rows(con: duckdb.DuckDBPyConnection, rows: str, target: str) -> None:
-    """Temp table `target`: the prepared rows of `rows` with their work keys."""
+def key_rows(con: duckdb.DuckDBPyConnection, rows: str, target: str, *, few: bool = False) -> None:
+    """Temp table `target`: the prepared rows of `rows` with their work keys. `few` rows
+    (an update's) first take the few strings they hold out of the big `strings` table, in
+    one pass, rather than probe it with each of their five columns."""
+    strings = "strings"
+    if few:
+        strings = "row_strings"
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE row_strings AS
+            SELECT v, norm, generic FROM strings WHERE v IN (
+                SELECT unnest([artist, title, series, stem, parse_filename(folder, false, '/')])
+                FROM {rows})
+            """
+        )
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE {target} AS
@@ -79,13 +92,15 @@ def key_rows(con: duckdb.DuckDBPyConnection, rows: str, target: str) -> None:
                 ELSE 'n|' || m.kind || '|' || st.norm
             END AS work_key
         FROM {rows} m
-        LEFT JOIN strings ar ON ar.v = m.artist
-        LEFT JOIN strings ti ON ti.v = m.title
-        LEFT JOIN strings sr ON sr.v = m.series
-        LEFT JOIN strings st ON st.v = m.stem
-        LEFT JOIN strings fo ON fo.v = parse_filename(m.folder, false, '/')
+        LEFT JOIN {strings} ar ON ar.v = m.artist
+        LEFT JOIN {strings} ti ON ti.v = m.title
+        LEFT JOIN {strings} sr ON sr.v = m.series
+        LEFT JOIN {strings} st ON st.v = m.stem
+        LEFT JOIN {strings} fo ON fo.v = parse_filename(m.folder, false, '/')
         """
     )
+    if few:
+        con.execute("DROP TABLE row_strings")
 
 
 def assign_work_ids(con: duckdb.DuckDBPyConnection, keyed: str, *, existing: bool) -> None:
@@ -102,26 +117,29 @@ def assign_work_ids(con: duckdb.DuckDBPyConnection, keyed: str, *, existing: boo
         FROM (SELECT DISTINCT work_key FROM {keyed}) k {known}
         """
     )
-    others = (
-        "UNION ALL SELECT work_key, work_id, true FROM works "
-        "WHERE work_key NOT IN (SELECT work_key FROM keyed_ids)"
-        if existing
-        else ""
-    )
-    attempt = 0
-    while True:
-        clashing = [
-            key
-            for (key,) in con.execute(
-                f"""
+    # A new key clashes with a fixed one (every key of `works`, which the keys `keyed` kept
+    # are) or with a new key before it. An update asks `works` for the ids alone rather than
+    # ranking its every key with the new ones.
+    if existing:
+        clash_sql = """
+            SELECT work_key FROM (
+                SELECT work_key, work_id,
+                       row_number() OVER (PARTITION BY work_id ORDER BY work_key) AS n
+                FROM keyed_ids WHERE NOT fixed
+            ) k
+            WHERE n > 1 OR work_id IN (SELECT work_id FROM works)
+        """
+    else:
+        clash_sql = """
             SELECT work_key FROM (
                 SELECT work_key, fixed, row_number() OVER (
                     PARTITION BY work_id ORDER BY fixed DESC, work_key) AS n
-                FROM (SELECT work_key, work_id, fixed FROM keyed_ids {others})
+                FROM keyed_ids
             ) WHERE n > 1 AND NOT fixed
-            """
-            ).fetchall()
-        ]
+        """
+    attempt = 0
+    while True:
+        clashing = [key for (key,) in con.execute(clash_sql).fetchall()]
         if not clashing:
             return
         attempt += 1
