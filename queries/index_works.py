@@ -169,11 +169,14 @@ def _mode(column: str) -> str:
     """
 
 
-def works_select(keys: str, copies: str = "copies") -> str:
+def works_select(keys: str, copies: str = "copies", *, materialize: bool = False) -> str:
     """The `works` rows of the works named in `keys` (work_id, work_key) that have copies in
-    table `copies` (every copy of those works: the index's, or a temp table of theirs)."""
+    relation `copies` (every copy of those works: the index's table, or a query of some of
+    its rows). A query is read once, into memory (`materialize`), rather than once for
+    each aggregate: its filter over every copy costs more than the rows it keeps."""
+    cte = "MATERIALIZED " if materialize else ""
     return f"""
-        WITH c AS (SELECT * FROM {copies}),
+        WITH c AS {cte}(SELECT * FROM {copies}),
         grouped AS (
             SELECT
                 work_id,
@@ -213,7 +216,8 @@ def works_select(keys: str, copies: str = "copies") -> str:
 
 def work_postings(con: duckdb.DuckDBPyConnection, copies: str = "copies") -> None:
     """Temp table `new_postings` (work_id, term, fields, weight) of the works whose copies
-    are in table `copies` (every copy of each: the index's, or a temp table of theirs)."""
+    are in relation `copies` (every copy of each: the index's table, or a query of some of
+    its rows)."""
     values = " UNION ALL ".join(
         f"SELECT DISTINCT work_id, {FIELD_BITS[field]} AS field, {column} AS v FROM c"
         for field, column in FIELD_COLUMNS.items()
