@@ -8,6 +8,7 @@ Tables in the index:
   resolution, lossless, online): for listing copies, for analysts, and for updates;
 - `terms`, `postings`, `term_keys`: the vocabulary and BM25F weights (queries.index_terms);
 - `strings`: every distinct string met, with its words' terms (queries.index_sources);
+- `words`: every word met, with its forms (so that an update stems only new words);
 - `hosts`: host, url, online (to build URLs of copies);
 - `meta`: key/value pairs: the crawldb version the index holds, the format, counts, and the
   version of its last full build.
