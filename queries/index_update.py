@@ -4,7 +4,8 @@ are read, old and new, and their rows compared; copies gone or changed are delet
 changed ones inserted, hosts that went on or off line relabel their copies, and only the
 works those copies belong to (before or after) are grouped, weighed and posted anew, with
 the same SQL a full build runs over every work (queries.index_works), so that the result
-is the index a full build would make.
+is the index a full build would make. Works whose copies only went on or off line are
+updated from those copies (queries.index_relabel).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import duckdb
 
 from crawl_io.host_parts import changed_parts
+from queries.index_relabel import note_switched, relabel_works
 from queries.index_sources import (
     INDEXED_COLUMNS,
     add_row_strings,
@@ -57,8 +59,9 @@ def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -
     con.unregister("new_src")
     # Works whose copies changed are grouped and posted anew (scope). Works that only have
     # copies on a host that went on or off line keep their postings, which never depend on
-    # whether a copy is online, and are only grouped anew (relabel): their counts of online
-    # copies and their best copy change, their terms do not.
+    # whether a copy is online (relabel): their counts of online copies and their best copy
+    # change, their terms do not; they are brought up to date from their copies on those
+    # hosts (queries.index_relabel), or grouped anew when their best copy went off line.
     con.execute(
         """
         CREATE TEMP TABLE scope AS
@@ -66,10 +69,7 @@ def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -
         SEMI JOIN gone g ON c.host = g.host AND c.share = g.share AND c.path = g.path
         """
     )
-    con.execute(
-        "CREATE TEMP TABLE relabel AS "
-        "SELECT DISTINCT work_id FROM copies WHERE host IN (SELECT host FROM switched)"
-    )
+    note_switched(con)
     con.execute(
         """
         DELETE FROM copies USING gone g
@@ -94,12 +94,13 @@ def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -
     con.execute(f"INSERT INTO copies {copies_select('mk')}")
     con.execute("INSERT INTO scope SELECT work_id FROM keyed_ids EXCEPT SELECT work_id FROM scope")
     con.execute("DELETE FROM relabel WHERE work_id IN (SELECT work_id FROM scope)")
+    relabel_works(con)
 
     con.execute(
         """
         CREATE TEMP TABLE scope_keys AS
         SELECT work_id, work_key FROM works
-        WHERE work_id IN (SELECT work_id FROM scope UNION ALL SELECT work_id FROM relabel)
+        WHERE work_id IN (SELECT work_id FROM scope UNION ALL SELECT work_id FROM regroup)
         UNION SELECT work_id, work_key FROM keyed_ids
         """
     )
@@ -127,6 +128,7 @@ def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -
         "keyed_ids",
         "scope",
         "relabel",
+        "regroup",
         "scope_keys",
         "switched",
     ):

@@ -159,7 +159,7 @@ def copies_select(keyed: str) -> str:
     """
 
 
-def _mode(column: str) -> str:
+def mode_select(column: str) -> str:
     """The most common non-null value of `column` per work of `c` (ties: the greatest)."""
     return f"""
         SELECT work_id, arg_max(v, (n, v)) AS {column} FROM (
@@ -207,10 +207,10 @@ def works_select(keys: str, copies: str = "copies", *, materialize: bool = False
             ({PRIOR_WEIGHT} * ln(1 + copies))::FLOAT AS prior
         FROM grouped g
         JOIN {keys} k USING (work_id)
-        LEFT JOIN ({_mode("artist")}) a USING (work_id)
-        LEFT JOIN ({_mode("title")}) t USING (work_id)
-        LEFT JOIN ({_mode("album")}) al USING (work_id)
-        LEFT JOIN ({_mode("year")}) y USING (work_id)
+        LEFT JOIN ({mode_select("artist")}) a USING (work_id)
+        LEFT JOIN ({mode_select("title")}) t USING (work_id)
+        LEFT JOIN ({mode_select("album")}) al USING (work_id)
+        LEFT JOIN ({mode_select("year")}) y USING (work_id)
     """
 
 

@@ -378,3 +378,51 @@ def test_an_index_built_without_words_gains_them_on_update(tmp_path: Path) -> No
     build_index(second, full)
     assert table_rows(index) == table_rows(full)
     assert word_rows(index)  # the new strings' words
+
+
+def test_hosts_switching_round_after_round_relabel_their_works_as_a_full_build(
+    tmp_path: Path,
+) -> None:
+    """Works with copies on many hosts, hosts going on and off line: a work's best copy
+    moves onto a host that came back, off one that left, or stays; its online counts move;
+    and the untagged works take their title from their best copy's name."""
+    rng = random.Random(12)
+    lan = Lan(rng)
+    for _ in range(40):
+        lan.copy()
+    for row in rng.sample(sorted(lan.rows.values(), key=lambda r: (r["host"], r["path"])), 10):
+        # untagged, named by the best copy: a twin elsewhere, its name in capitals, bigger
+        row["title"] = None
+        twin = row | {"host": rng.choice(HOSTS), "path": row["path"].upper()}
+        twin["size"] = (row["size"] or 0) + 1
+        lan.rows[(twin["host"], twin["path"])] = twin
+    crawldb = tmp_path / "crawldb"
+    previous = write_version(crawldb, 1, lan, None, True)
+    index = tmp_path / "search.duckdb"
+    build_index(previous, index)
+    seen = {"onto": 0, "off": 0, "kept": 0}
+    for number in range(2, 10):
+        before = table_rows(index)["works"]
+        was_online = dict(lan.online)
+        for _ in range(rng.randint(1, 2)):
+            lan.switch_host()
+        version = write_version(crawldb, number, lan, previous, True)
+        update_index(index, previous, version)
+        full = tmp_path / f"full-{number}.duckdb"
+        build_index(version, full)
+        after = table_rows(index)
+        assert after == table_rows(full), f"round {number}"
+        switched = {h for h in HOSTS if lan.online[h] != was_online[h]}
+        old = {w[0]: w for w in before}  # work_id -> row; [12] online copies, [14] best host
+        for w in after["works"]:
+            was = old.get(w[0])
+            if was is None or w[12] == was[12]:
+                continue  # not relabelled
+            if was[14] in switched and not lan.online[was[14]]:
+                seen["off"] += 1
+            elif w[14] != was[14]:
+                seen["onto"] += 1
+            else:
+                seen["kept"] += 1
+        previous = version
+    assert all(seen.values()), seen
