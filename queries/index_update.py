@@ -62,20 +62,18 @@ def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -
     # whether a copy is online (relabel): their counts of online copies and their best copy
     # change, their terms do not; they are brought up to date from their copies on those
     # hosts (queries.index_relabel), or grouped anew when their best copy went off line.
+    # The copies gone are found once, by row id, for their works and for their deletion:
+    # each is a pass over the paths of every copy.
     con.execute(
         """
-        CREATE TEMP TABLE scope AS
-        SELECT DISTINCT c.work_id FROM copies c
+        CREATE TEMP TABLE gone_copies AS
+        SELECT c.rowid AS r, c.work_id FROM copies c
         SEMI JOIN gone g ON c.host = g.host AND c.share = g.share AND c.path = g.path
         """
     )
+    con.execute("CREATE TEMP TABLE scope AS SELECT DISTINCT work_id FROM gone_copies")
     note_switched(con)
-    con.execute(
-        """
-        DELETE FROM copies USING gone g
-        WHERE copies.host = g.host AND copies.share = g.share AND copies.path = g.path
-        """
-    )
+    con.execute("DELETE FROM copies WHERE rowid IN (SELECT r FROM gone_copies)")
     con.execute(
         """
         UPDATE copies SET online = coalesce(h.online, false)
@@ -122,6 +120,7 @@ def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -
     )
     for table in (
         "gone",
+        "gone_copies",
         "came",
         "m",
         "mk",
