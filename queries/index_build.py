@@ -8,6 +8,7 @@ Tables in the index:
   resolution, lossless, online): for listing copies, for analysts, and for updates;
 - `terms`, `postings`, `term_keys`: the vocabulary and BM25F weights (queries.index_terms);
 - `strings`: every distinct string met, with its words' terms (queries.index_sources);
+- `words`: every word met, with its forms (so that an update stems only new words);
 - `hosts`: host, url, online (to build URLs of copies);
 - `meta`: key/value pairs: the crawldb version the index holds, the format, counts, and the
   version of its last full build.
@@ -52,8 +53,8 @@ def build(con: duckdb.DuckDBPyConnection, version_dir: Path) -> None:
     guesses = start_guesses(con, "m")
     create_strings(con)
     add_row_strings(con, "m")
-    apply_guesses(con, "m", guesses())
-    add_row_strings(con, "m")  # the titles and series guessed
+    if apply_guesses(con, "m", guesses()):
+        add_row_strings(con, "m")  # the titles and series guessed
     key_rows(con, "m", "mk")
     con.execute("DROP TABLE m")
     assign_work_ids(con, "mk", existing=False)

@@ -4,7 +4,8 @@ are read, old and new, and their rows compared; copies gone or changed are delet
 changed ones inserted, hosts that went on or off line relabel their copies, and only the
 works those copies belong to (before or after) are grouped, weighed and posted anew, with
 the same SQL a full build runs over every work (queries.index_works), so that the result
-is the index a full build would make.
+is the index a full build would make. Works whose copies only went on or off line are
+updated from those copies (queries.index_relabel).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from pathlib import Path
 import duckdb
 
 from crawl_io.host_parts import changed_parts
+from queries.index_relabel import note_switched, relabel_works
 from queries.index_sources import (
+    INDEXED_COLUMNS,
     add_row_strings,
     apply_guesses,
     load_hosts,
@@ -51,55 +54,26 @@ def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -
 
     media_view(con, "old_src", diff.removed)
     media_view(con, "new_src", diff.added)
-    # Rows as the index sees them (INDEXED_COLUMNS), compared by a hash of the whole row
-    # (NULLs hash alike): every copy of a path that changed goes, and the new version's rows
-    # of it come. Each side is read once, the new one kept whole for the rows that come.
-    con.execute(
-        "CREATE TEMP TABLE old_rows AS SELECT host, share, path, hash(s) AS h FROM old_src s"
-    )
-    con.execute("CREATE TEMP TABLE new_rows AS SELECT *, hash(s) AS h FROM new_src s")
+    _compare_rows(con)
     con.unregister("old_src")
     con.unregister("new_src")
-    con.execute(
-        """
-        CREATE TEMP TABLE gone AS SELECT DISTINCT host, share, path FROM (
-            (SELECT host, share, path, h FROM old_rows
-             EXCEPT ALL SELECT host, share, path, h FROM new_rows)
-            UNION ALL
-            (SELECT host, share, path, h FROM new_rows
-             EXCEPT ALL SELECT host, share, path, h FROM old_rows)
-        )
-        """
-    )
-    con.execute(
-        """
-        CREATE TEMP TABLE came AS SELECT n.* EXCLUDE (h) FROM new_rows n
-        SEMI JOIN gone g ON n.host = g.host AND n.share = g.share AND n.path = g.path
-        """
-    )
-    con.execute("DROP TABLE old_rows")
-    con.execute("DROP TABLE new_rows")
     # Works whose copies changed are grouped and posted anew (scope). Works that only have
     # copies on a host that went on or off line keep their postings, which never depend on
-    # whether a copy is online, and are only grouped anew (relabel): their counts of online
-    # copies and their best copy change, their terms do not.
+    # whether a copy is online (relabel): their counts of online copies and their best copy
+    # change, their terms do not; they are brought up to date from their copies on those
+    # hosts (queries.index_relabel), or grouped anew when their best copy went off line.
+    # The copies gone are found once, by row id, for their works and for their deletion:
+    # each is a pass over the paths of every copy.
     con.execute(
         """
-        CREATE TEMP TABLE scope AS
-        SELECT DISTINCT c.work_id FROM copies c
+        CREATE TEMP TABLE gone_copies AS
+        SELECT c.rowid AS r, c.work_id FROM copies c
         SEMI JOIN gone g ON c.host = g.host AND c.share = g.share AND c.path = g.path
         """
     )
-    con.execute(
-        "CREATE TEMP TABLE relabel AS "
-        "SELECT DISTINCT work_id FROM copies WHERE host IN (SELECT host FROM switched)"
-    )
-    con.execute(
-        """
-        DELETE FROM copies USING gone g
-        WHERE copies.host = g.host AND copies.share = g.share AND copies.path = g.path
-        """
-    )
+    con.execute("CREATE TEMP TABLE scope AS SELECT DISTINCT work_id FROM gone_copies")
+    note_switched(con)
+    con.execute("DELETE FROM copies WHERE rowid IN (SELECT r FROM gone_copies)")
     con.execute(
         """
         UPDATE copies SET online = coalesce(h.online, false)
@@ -111,36 +85,30 @@ def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -
     prepare_rows(con, "came", "m")
     guesses = start_guesses(con, "m")
     add_row_strings(con, "m")
-    apply_guesses(con, "m", guesses())
-    add_row_strings(con, "m")  # the titles and series guessed
-    # the strings of the few rows that came, so that keying them reads `strings` once
-    con.execute(
-        """
-        CREATE TEMP TABLE came_strings AS SELECT s.* FROM strings s SEMI JOIN (
-            SELECT artist AS v FROM m UNION SELECT title FROM m UNION SELECT series FROM m
-            UNION SELECT stem FROM m UNION SELECT parse_filename(folder, false, '/') FROM m
-        ) x USING (v)
-        """
-    )
-    key_rows(con, "m", "mk", strings="came_strings")
+    if apply_guesses(con, "m", guesses()):
+        add_row_strings(con, "m")  # the titles and series guessed
+    key_rows(con, "m", "mk", few=True)
     assign_work_ids(con, "mk", existing=True)
     con.execute(f"INSERT INTO copies {copies_select('mk')}")
     con.execute("INSERT INTO scope SELECT work_id FROM keyed_ids EXCEPT SELECT work_id FROM scope")
     con.execute("DELETE FROM relabel WHERE work_id IN (SELECT work_id FROM scope)")
+    relabel_works(con)
 
     con.execute(
         """
         CREATE TEMP TABLE scope_keys AS
         SELECT work_id, work_key FROM works
-        WHERE work_id IN (SELECT work_id FROM scope UNION ALL SELECT work_id FROM relabel)
+        WHERE work_id IN (SELECT work_id FROM scope UNION ALL SELECT work_id FROM regroup)
         UNION SELECT work_id, work_key FROM keyed_ids
         """
     )
     con.execute("DELETE FROM works WHERE work_id IN (SELECT work_id FROM scope_keys)")
-    # the copies of the works grouped anew, read once for grouping and for postings
-    regrouped = "(SELECT * FROM copies WHERE work_id IN (SELECT work_id FROM scope_keys))"
-    con.execute(f"INSERT INTO works {works_select('scope_keys', regrouped)}")
-    work_postings(con, "(SELECT * FROM copies WHERE work_id IN (SELECT work_id FROM scope))")
+    # The copies of the works grouped anew are read where they are, each query taking the
+    # columns it needs: copying them out first (a third of `copies`, every column) cost
+    # more than reading them twice.
+    grouped = "(SELECT * FROM copies SEMI JOIN scope_keys USING (work_id))"
+    con.execute(f"INSERT INTO works {works_select('scope_keys', grouped, materialize=True)}")
+    work_postings(con, "(SELECT * FROM copies SEMI JOIN scope USING (work_id))")
     replace_postings(con, "scope")
     counts = UpdateCounts(
         parts=len(diff.removed) + len(diff.added),
@@ -152,19 +120,53 @@ def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -
     )
     for table in (
         "gone",
+        "gone_copies",
         "came",
-        "came_strings",
         "m",
         "mk",
         "keyed_ids",
         "scope",
         "relabel",
+        "regroup",
         "scope_keys",
-        "scope_copies",
         "switched",
     ):
         con.execute(f"DROP TABLE IF EXISTS {table}")
     return counts
+
+
+def _compare_rows(con: duckdb.DuckDBPyConnection) -> None:
+    """Temp tables `gone` (host, share, path): every path with a row that differs between
+    views `old_src` and `new_src` (as the index sees rows: INDEXED_COLUMNS), and `came`:
+    the new rows of those paths, which replace every copy of them.
+
+    Each side is read once and its rows compared by a 64-bit hash of their columns (with
+    their multiplicity: EXCEPT ALL): comparing the rows' every column read each part twice
+    and cost several times more. A changed row whose hash stays the same would be missed
+    with a probability of 2^-64."""
+    columns = ", ".join(INDEXED_COLUMNS)
+    con.execute(
+        f"CREATE TEMP TABLE old_rows AS SELECT host, share, path, hash({columns}) AS h FROM old_src"
+    )
+    con.execute(f"CREATE TEMP TABLE new_rows AS SELECT *, hash({columns}) AS h FROM new_src")
+    con.execute(
+        """
+        CREATE TEMP TABLE gone AS SELECT DISTINCT host, share, path FROM (
+            (SELECT host, share, path, h FROM old_rows
+             EXCEPT ALL SELECT host, share, path, h FROM new_rows)
+            UNION ALL (SELECT host, share, path, h FROM new_rows
+                       EXCEPT ALL SELECT host, share, path, h FROM old_rows)
+        )
+        """
+    )
+    con.execute(
+        f"""
+        CREATE TEMP TABLE came AS SELECT {columns} FROM new_rows n
+        SEMI JOIN gone g ON n.host = g.host AND n.share = g.share AND n.path = g.path
+        """
+    )
+    con.execute("DROP TABLE old_rows")
+    con.execute("DROP TABLE new_rows")
 
 
 def _switch_hosts(con: duckdb.DuckDBPyConnection, new_dir: Path) -> None:

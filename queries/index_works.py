@@ -61,11 +61,21 @@ def work_id_sql(key: str, attempt: int = 0) -> str:
     return f"(md5_number({salted}) >> 75)::BIGINT"
 
 
-def key_rows(
-    con: duckdb.DuckDBPyConnection, rows: str, target: str, strings: str = "strings"
-) -> None:
-    """Temp table `target`: the prepared rows of `rows` with their work keys, their strings'
-    normal forms looked up in `strings` (the table, or a part of it holding theirs)."""
+def key_rows(con: duckdb.DuckDBPyConnection, rows: str, target: str, *, few: bool = False) -> None:
+    """Temp table `target`: the prepared rows of `rows` with their work keys. `few` rows
+    (an update's) first take the few strings they hold out of the big `strings` table, in
+    one pass, rather than probe it with each of their five columns."""
+    strings = "strings"
+    if few:
+        strings = "row_strings"
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE row_strings AS
+            SELECT v, norm, generic FROM strings WHERE v IN (
+                SELECT unnest([artist, title, series, stem, parse_filename(folder, false, '/')])
+                FROM {rows})
+            """
+        )
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE {target} AS
@@ -89,6 +99,8 @@ def key_rows(
         LEFT JOIN {strings} fo ON fo.v = parse_filename(m.folder, false, '/')
         """
     )
+    if few:
+        con.execute("DROP TABLE row_strings")
 
 
 def assign_work_ids(con: duckdb.DuckDBPyConnection, keyed: str, *, existing: bool) -> None:
@@ -105,26 +117,29 @@ def assign_work_ids(con: duckdb.DuckDBPyConnection, keyed: str, *, existing: boo
         FROM (SELECT DISTINCT work_key FROM {keyed}) k {known}
         """
     )
-    others = (
-        "UNION ALL SELECT work_key, work_id, true FROM works "
-        "WHERE work_key NOT IN (SELECT work_key FROM keyed_ids)"
-        if existing
-        else ""
-    )
-    attempt = 0
-    while True:
-        clashing = [
-            key
-            for (key,) in con.execute(
-                f"""
+    # A new key clashes with a fixed one (every key of `works`, which the keys `keyed` kept
+    # are) or with a new key before it. An update asks `works` for the ids alone rather than
+    # ranking its every key with the new ones.
+    if existing:
+        clash_sql = """
+            SELECT work_key FROM (
+                SELECT work_key, work_id,
+                       row_number() OVER (PARTITION BY work_id ORDER BY work_key) AS n
+                FROM keyed_ids WHERE NOT fixed
+            ) k
+            WHERE n > 1 OR work_id IN (SELECT work_id FROM works)
+        """
+    else:
+        clash_sql = """
             SELECT work_key FROM (
                 SELECT work_key, fixed, row_number() OVER (
                     PARTITION BY work_id ORDER BY fixed DESC, work_key) AS n
-                FROM (SELECT work_key, work_id, fixed FROM keyed_ids {others})
+                FROM keyed_ids
             ) WHERE n > 1 AND NOT fixed
-            """
-            ).fetchall()
-        ]
+        """
+    attempt = 0
+    while True:
+        clashing = [key for (key,) in con.execute(clash_sql).fetchall()]
         if not clashing:
             return
         attempt += 1
@@ -144,7 +159,7 @@ def copies_select(keyed: str) -> str:
     """
 
 
-def _mode(column: str) -> str:
+def mode_select(column: str) -> str:
     """The most common non-null value of `column` per work of `c` (ties: the greatest)."""
     return f"""
         SELECT work_id, arg_max(v, (n, v)) AS {column} FROM (
@@ -154,11 +169,14 @@ def _mode(column: str) -> str:
     """
 
 
-def works_select(keys: str, copies: str = "copies") -> str:
+def works_select(keys: str, copies: str = "copies", *, materialize: bool = False) -> str:
     """The `works` rows of the works named in `keys` (work_id, work_key) that have copies in
-    table `copies` (every copy of those works: the index's, or a temp table of theirs)."""
+    relation `copies` (every copy of those works: the index's table, or a query of some of
+    its rows). A query is read once, into memory (`materialize`), rather than once for
+    each aggregate: its filter over every copy costs more than the rows it keeps."""
+    cte = "MATERIALIZED " if materialize else ""
     return f"""
-        WITH c AS (SELECT * FROM {copies}),
+        WITH c AS {cte}(SELECT * FROM {copies}),
         grouped AS (
             SELECT
                 work_id,
@@ -189,16 +207,17 @@ def works_select(keys: str, copies: str = "copies") -> str:
             ({PRIOR_WEIGHT} * ln(1 + copies))::FLOAT AS prior
         FROM grouped g
         JOIN {keys} k USING (work_id)
-        LEFT JOIN ({_mode("artist")}) a USING (work_id)
-        LEFT JOIN ({_mode("title")}) t USING (work_id)
-        LEFT JOIN ({_mode("album")}) al USING (work_id)
-        LEFT JOIN ({_mode("year")}) y USING (work_id)
+        LEFT JOIN ({mode_select("artist")}) a USING (work_id)
+        LEFT JOIN ({mode_select("title")}) t USING (work_id)
+        LEFT JOIN ({mode_select("album")}) al USING (work_id)
+        LEFT JOIN ({mode_select("year")}) y USING (work_id)
     """
 
 
 def work_postings(con: duckdb.DuckDBPyConnection, copies: str = "copies") -> None:
     """Temp table `new_postings` (work_id, term, fields, weight) of the works whose copies
-    are in table `copies` (every copy of each: the index's, or a temp table of theirs)."""
+    are in relation `copies` (every copy of each: the index's table, or a query of some of
+    its rows)."""
     values = " UNION ALL ".join(
         f"SELECT DISTINCT work_id, {FIELD_BITS[field]} AS field, {column} AS v FROM c"
         for field, column in FIELD_COLUMNS.items()

@@ -17,6 +17,7 @@ import pytest
 from crawl_io import schema
 from crawl_io.host_parts import changed_parts, part_file
 from crawl_io.version_manifest import read_manifest, write_manifest
+from queries import text
 from queries.index import build_index, index_meta, update_index
 from queries.search import search
 from tests.test_search import media
@@ -240,6 +241,13 @@ def table_rows(index: Path) -> dict[str, list[tuple]]:
         }
 
 
+def word_rows(index: Path) -> dict[str, tuple]:
+    """The `words` table: word -> its forms, whether indexable and generic."""
+    with duckdb.connect(str(index), read_only=True) as con:
+        rows = con.execute("SELECT word, surface, forms, indexable, generic FROM words")
+        return {r[0]: r[1:] for r in rows.fetchall()}
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_updates_give_what_a_full_build_gives(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
@@ -262,6 +270,9 @@ def test_updates_give_what_a_full_build_gives(tmp_path: Path, seed: int) -> None
         assert index_meta(updated)["version"] == version.name
         assert index_meta(updated)["full_version"] == "v000001"
         assert table_rows(updated) == table_rows(full), f"round {number}"
+        # the words the update kept (it may keep more: words of strings gone) are the build's
+        known, fresh = word_rows(updated), word_rows(full)
+        assert {w: known.get(w) for w in fresh} == fresh, f"round {number}"
         query_list = queries(lan)
         assert answers(updated, query_list) == answers(full, query_list), f"round {number}"
         compared += len(query_list)
@@ -328,3 +339,90 @@ def test_a_host_switching_off_line_regroups_its_works_and_posts_nothing(tmp_path
     assert after == table_rows(full)
     found = [r for q in ("track", "music", "video") for r in search(index, q)]
     assert found and all(r["best"]["host"] != host for r in found)
+
+
+def test_an_update_stems_only_words_it_has_not_met(tmp_path: Path) -> None:
+    lan = Lan(random.Random(10))
+    first = write_version(tmp_path / "crawldb", 1, lan, None, True)
+    index = tmp_path / "search.duckdb"
+    build_index(first, index)
+    # The forms of a word met before are read from `words`, not computed again: a forged
+    # form of "frozen" reaches the new string that holds it; "Zwiebelkuchen" is new.
+    with duckdb.connect(str(index)) as con:
+        con.execute("UPDATE words SET forms = ['forged'] WHERE word = 'frozen'")
+    row = next(r for r in lan.rows.values() if r["artist"])
+    row["title"] = "Frozen Zwiebelkuchen"
+    second = write_version(tmp_path / "crawldb", 2, lan, first, True)
+    update_index(index, first, second)
+    with duckdb.connect(str(index), read_only=True) as con:
+        (terms,) = con.execute(
+            "SELECT terms FROM strings WHERE v = 'Frozen Zwiebelkuchen'"
+        ).fetchone()
+    assert "forged" in terms and "frozen" not in terms
+    assert word_rows(index)["zwiebelkuchen"][1] == list(text.word_forms("zwiebelkuchen"))
+
+
+def test_an_index_built_without_words_gains_them_on_update(tmp_path: Path) -> None:
+    lan = Lan(random.Random(11))
+    first = write_version(tmp_path / "crawldb", 1, lan, None, True)
+    index = tmp_path / "search.duckdb"
+    build_index(first, index)
+    with duckdb.connect(str(index)) as con:  # as an index built before `words` existed
+        con.execute("DROP TABLE words")
+    for _ in range(3):
+        lan.add()
+    lan.move()
+    second = write_version(tmp_path / "crawldb", 2, lan, first, True)
+    update_index(index, first, second)
+    full = tmp_path / "full.duckdb"
+    build_index(second, full)
+    assert table_rows(index) == table_rows(full)
+    assert word_rows(index)  # the new strings' words
+
+
+def test_hosts_switching_round_after_round_relabel_their_works_as_a_full_build(
+    tmp_path: Path,
+) -> None:
+    """Works with copies on many hosts, hosts going on and off line: a work's best copy
+    moves onto a host that came back, off one that left, or stays; its online counts move;
+    and the untagged works take their title from their best copy's name."""
+    rng = random.Random(12)
+    lan = Lan(rng)
+    for _ in range(40):
+        lan.copy()
+    for row in rng.sample(sorted(lan.rows.values(), key=lambda r: (r["host"], r["path"])), 10):
+        # untagged, named by the best copy: a twin elsewhere, its name in capitals, bigger
+        row["title"] = None
+        twin = row | {"host": rng.choice(HOSTS), "path": row["path"].upper()}
+        twin["size"] = (row["size"] or 0) + 1
+        lan.rows[(twin["host"], twin["path"])] = twin
+    crawldb = tmp_path / "crawldb"
+    previous = write_version(crawldb, 1, lan, None, True)
+    index = tmp_path / "search.duckdb"
+    build_index(previous, index)
+    seen = {"onto": 0, "off": 0, "kept": 0}
+    for number in range(2, 10):
+        before = table_rows(index)["works"]
+        was_online = dict(lan.online)
+        for _ in range(rng.randint(1, 2)):
+            lan.switch_host()
+        version = write_version(crawldb, number, lan, previous, True)
+        update_index(index, previous, version)
+        full = tmp_path / f"full-{number}.duckdb"
+        build_index(version, full)
+        after = table_rows(index)
+        assert after == table_rows(full), f"round {number}"
+        switched = {h for h in HOSTS if lan.online[h] != was_online[h]}
+        old = {w[0]: w for w in before}  # work_id -> row; [12] online copies, [14] best host
+        for w in after["works"]:
+            was = old.get(w[0])
+            if was is None or w[12] == was[12]:
+                continue  # not relabelled
+            if was[14] in switched and not lan.online[was[14]]:
+                seen["off"] += 1
+            elif w[14] != was[14]:
+                seen["onto"] += 1
+            else:
+                seen["kept"] += 1
+        previous = version
+    assert all(seen.values()), seen
