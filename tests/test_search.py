@@ -357,6 +357,7 @@ def test_index_records_its_version_and_is_replaced_atomically(tmp_path: Path) ->
         "postings",
         "term_keys",
         "strings",
+        "words",
         "hosts",
         "meta",
     } == tables
