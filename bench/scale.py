@@ -134,18 +134,20 @@ def measured(stages: Stages) -> Iterator[None]:
     import pipeline.host_rewrite
     import pipeline.update
     import queries.index
-    from pipeline import publish, repartition
+    from pipeline import publish
 
-    stages.wrap(pipeline.update, "run_job", "subtree-hash job")
-    stages.wrap(repartition, "run_job", "partition-split job")
-    stages.wrap(jobs.mr_prefix_stats, "run_job", "prefix-stats job")
+    stages.wrap(pipeline.update, "run_listing_jobs", "listing jobs (hashes, split plan)")
+    stages.wrap(pipeline.update, "round_prefix_stats", "prefix statistics")
+    stages.wrap(jobs.mr_prefix_stats, "run_job", "  of which the prefix-stats job")
+    stages.wrap(pipeline.update, "read_old_stats", "reading the stored prefix statistics")
+    stages.wrap(pipeline.update, "write_stats", "writing or linking prefix_stats parts")
     stages.wrap(pipeline.update, "rewrite_host", "rewriting touched hosts' groups")
     stages.wrap(pipeline.host_rewrite, "folder_summaries", "  of which folder hashes")
     stages.wrap(publish.VersionBuild, "link_host", "linking untouched hosts")
     stages.wrap(publish.VersionBuild, "publish", "manifest, rules, rename, CURRENT")
     stages.wrap(pipeline.update, "updated_partitions", "partitions' history and rates")
     stages.wrap(queries.index, "build_index", "Index: building the search index")
-    stages.wrap(queries.index, "relabel_index", "Index: relabelling the search index")
+    stages.wrap(queries.index, "update_index", "Index: updating the search index")
     try:
         yield
     finally:
