@@ -109,14 +109,6 @@ def write_stats(
             end += 1
         rows = stats.slice(start, end - start)
         start = end
-        olds = sorted(stored.get(host, []), key=lambda part: part[0])
-        if host not in regrouped and olds and _same(rows, _joined(olds)):
-            # a host whose rows are all as stored (most hosts, most rounds): every part
-            # linked as it is, without placing its rows one by one
-            for group, _ in olds:
-                build.link_part(STATS, host, group)
-            done["linked"] += len(olds)
-            continue
         footers = HostFooters(build, new, host)
         groups = None if host in regrouped else _old_groups(stored.get(host, []), rows)
         if groups is None:
@@ -202,11 +194,6 @@ def _folder_groups(
             prefix = prefix.rpartition("/")[0]  # a folder gone: the nearest one above it
         found.append(where[(share, prefix)] if prefix else root_group(share))
     return found
-
-
-def _joined(parts: list[tuple[int, pa.Table]]) -> pa.Table:
-    """A host's stored rows, from all its parts, sorted by key as the new rows are."""
-    return pa.concat_tables([table for _, table in parts]).sort_by(KEY)
 
 
 def _same(rows: pa.Table, stored: pa.Table) -> bool:
