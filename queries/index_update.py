@@ -43,7 +43,7 @@ class UpdateCounts:
     rows_new: int  # media rows added or changed
     hosts_switched: int  # hosts that went on or off line
     works: int  # works grouped and posted anew
-    works_relabelled: int  # works grouped anew for their copies' online state alone
+    works_relabelled: int  # works brought up to date for their copies' online state alone
 
 
 def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -> UpdateCounts:
