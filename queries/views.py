@@ -93,11 +93,49 @@ def _reason(error: BaseException) -> str:
     return first.split(". ")[0].rstrip(".")[:120]
 
 
-def _damages(parts: list[Path], schema: pa.Schema) -> list[str | None]:
-    if len(parts) < 16:
+def _damages(
+    con: duckdb.DuckDBPyConnection, parts: list[Path], schema: pa.Schema
+) -> list[str | None]:
+    """Why each of `parts` cannot serve as a part of `schema`'s table (None: it can).
+    DuckDB reads every footer at once, on its own threads, and keeps them for the query
+    (parquet_metadata_cache); only should one of them fail is each part read on its own, to
+    name the damaged ones."""
+    if not parts:
+        return []
+    try:
+        elements = con.execute(
+            "SELECT file_name, name, coalesce(num_children, 0) FROM parquet_schema(?)",
+            [[str(p) for p in parts]],
+        ).fetchall()
+    except duckdb.Error:
         return [damage(p, schema) for p in parts]
-    with ThreadPoolExecutor(8) as pool:  # footers are small reads; overlap their latency
-        return list(pool.map(lambda p: damage(p, schema), parts))
+    columns = _top_level_columns(elements)
+    out: list[str | None] = []
+    for part in parts:
+        absent = [f.name for f in schema if f.name not in columns.get(str(part), ())]
+        why = f"no column {', '.join(absent[:3])}: not a part of this table" if absent else None
+        out.append(why)
+    return out
+
+
+def _top_level_columns(elements: list[tuple[str, str, int]]) -> dict[str, set[str]]:
+    """The top-level column names of each file, from its Parquet schema elements in order
+    (depth first: the root, then each column and the elements nested in it)."""
+    columns: dict[str, set[str]] = {}
+    pending: list[int] = []  # children still to come at each depth below the root
+    for file, name, children in elements:
+        if not pending:  # a file's root
+            columns.setdefault(file, set())
+            pending = [children]
+            continue
+        if len(pending) == 1:
+            columns[file].add(name)
+        pending[-1] -= 1
+        if children:
+            pending.append(children)
+        while pending and pending[-1] == 0:
+            pending.pop()
+    return columns
 
 
 def _page_damages(parts: list[Path]) -> list[str | None]:
@@ -120,6 +158,9 @@ class CrawlViews:
         self.parts: dict[str, list[Path]] = {}
         self._temp = Path(tempfile.mkdtemp(prefix="sharecrawl-sql-"))
         self.con = duckdb.connect()
+        # Parts never change in place (a round writes new files), so footers read once, to
+        # check the parts, serve every query after.
+        self.con.execute("SET parquet_metadata_cache = true")
         try:
             self._define(version, None if reads is None else _sources(reads))
         except BaseException:
@@ -159,7 +200,7 @@ class CrawlViews:
                     self._report(part, "missing")
                 return
         self.parts[name] = []
-        for part, why in zip(parts, _damages(parts, VIEW_TABLES[name]), strict=True):
+        for part, why in zip(parts, _damages(self.con, parts, VIEW_TABLES[name]), strict=True):
             if why is None:
                 self.parts[name].append(part)
             else:
