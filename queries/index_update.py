@@ -140,22 +140,20 @@ def _compare_rows(con: duckdb.DuckDBPyConnection) -> None:
     views `old_src` and `new_src` (as the index sees rows: INDEXED_COLUMNS), and `came`:
     the new rows of those paths, which replace every copy of them.
 
-    Each side is read once and its rows compared by a 64-bit hash of their columns (with
-    their multiplicity: EXCEPT ALL): comparing the rows' every column read each part twice
-    and cost several times more. A changed row whose hash stays the same would be missed
-    with a probability of 2^-64."""
+    Each side is read once and its rows compared by a 64-bit hash of their columns, with
+    their multiplicity: a (path, hash) whose count differs between the sides marks a path
+    changed. One aggregate over both sides cost a third less than EXCEPT ALL each way, and
+    comparing the rows' every column read each part twice and cost several times more. A
+    changed row whose hash stays the same would be missed with a probability of 2^-64."""
     columns = ", ".join(INDEXED_COLUMNS)
-    con.execute(
-        f"CREATE TEMP TABLE old_rows AS SELECT host, share, path, hash({columns}) AS h FROM old_src"
-    )
     con.execute(f"CREATE TEMP TABLE new_rows AS SELECT *, hash({columns}) AS h FROM new_src")
     con.execute(
-        """
+        f"""
         CREATE TEMP TABLE gone AS SELECT DISTINCT host, share, path FROM (
-            (SELECT host, share, path, h FROM old_rows
-             EXCEPT ALL SELECT host, share, path, h FROM new_rows)
-            UNION ALL (SELECT host, share, path, h FROM new_rows
-                       EXCEPT ALL SELECT host, share, path, h FROM old_rows)
+            SELECT host, share, path, h FROM (
+                SELECT host, share, path, hash({columns}) AS h, -1 AS side FROM old_src
+                UNION ALL SELECT host, share, path, h, 1 FROM new_rows
+            ) GROUP BY ALL HAVING sum(side) <> 0
         )
         """
     )
@@ -165,7 +163,6 @@ def _compare_rows(con: duckdb.DuckDBPyConnection) -> None:
         SEMI JOIN gone g ON n.host = g.host AND n.share = g.share AND n.path = g.path
         """
     )
-    con.execute("DROP TABLE old_rows")
     con.execute("DROP TABLE new_rows")
 
 

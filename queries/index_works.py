@@ -54,6 +54,12 @@ BEST_COPY_ORDER = (
     "-coalesce(size, 0), host, share, path)"
 )
 COPIES_COLUMNS = f"work_id, {ROW_COLUMNS}, online"
+# The columns of copies a work's row is made of (works_select): the long folder and file
+# names left out of what a query reads and holds.
+_GROUPED_COLUMNS = (
+    "work_id, host, share, path, size, mtime, kind, format, artist, title, album, year, "
+    "bitrate_kbps, series, season, episode, stem, lossless, resolution, online"
+)
 
 
 def work_id_sql(key: str, attempt: int = 0) -> str:
@@ -176,7 +182,7 @@ def works_select(keys: str, copies: str = "copies", *, materialize: bool = False
     each aggregate: its filter over every copy costs more than the rows it keeps."""
     cte = "MATERIALIZED " if materialize else ""
     return f"""
-        WITH c AS {cte}(SELECT * FROM {copies}),
+        WITH c AS {cte}(SELECT {_GROUPED_COLUMNS} FROM {copies}),
         grouped AS (
             SELECT
                 work_id,
