@@ -7,8 +7,9 @@ these views run.
 
 A damaged part (a truncated or garbled Parquet file: a full disk, bit rot) must not take every
 query down: the footer of each part of the tables a query reads is read when the views are
-defined (bench/sql_views.py: 1 000 parts cost about what DuckDB's own first read of them
-does), and a part whose footer or columns are wrong is left out of its view with one warning
+defined, by DuckDB in one call, and kept for the query (parquet_metadata_cache; timed by
+bench/sql_views.py and bench/host_parts.py); a part whose footer or columns are wrong (the
+call fails: each part is then read on its own) is left out of its view with one warning
 naming it; a part whose footer is whole but whose pages are not is found by the first query
 that reads it, left out, and the query run again. A table with no readable part is an empty
 view of its schema.
