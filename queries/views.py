@@ -68,10 +68,13 @@ def damage(path: Path, schema: pa.Schema) -> str | None:
         return "missing"
     except (OSError, ValueError, pa.ArrowException) as e:
         return f"unreadable Parquet: {_reason(e)}"
+    return _absent(names, schema)
+
+
+def _absent(names: set[str], schema: pa.Schema) -> str | None:
+    """Why a part whose top-level columns are `names` is not one of `schema`'s, or None."""
     absent = [f.name for f in schema if f.name not in names]
-    if absent:
-        return f"no column {', '.join(absent[:3])}: not a part of this table"
-    return None
+    return f"no column {', '.join(absent[:3])}: not a part of this table" if absent else None
 
 
 def _sources(tables: frozenset[str]) -> frozenset[str]:
@@ -111,12 +114,7 @@ def _damages(
     except duckdb.Error:
         return [damage(p, schema) for p in parts]
     columns = _top_level_columns(elements)
-    out: list[str | None] = []
-    for part in parts:
-        absent = [f.name for f in schema if f.name not in columns.get(str(part), ())]
-        why = f"no column {', '.join(absent[:3])}: not a part of this table" if absent else None
-        out.append(why)
-    return out
+    return [_absent(columns.get(str(part), set()), schema) for part in parts]
 
 
 def _top_level_columns(elements: list[tuple[str, str, int]]) -> dict[str, set[str]]:

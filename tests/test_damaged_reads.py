@@ -12,12 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from crawl_io.crawldir import CrawlDir
 from crawl_io.schema import FILES, PARTITIONS
-from queries.views import CrawlViews
+from queries.views import CrawlViews, _damages
 from tests.conftest import LAN
 
 
@@ -180,6 +181,22 @@ def test_a_part_of_another_table_is_left_out(lan: LAN, run: Callable) -> None:
     status, _, err = run("sql", "SELECT count(*) FROM files")
     assert status == 0 and "files/pc-9.parquet: no column" in err
     assert hosts_of(run, "files") == {"pc-1": 5, "pc-2": 5, "pc-3": 5}
+
+
+def test_only_top_level_columns_make_a_part_of_a_table(tmp_path: Path) -> None:
+    """A column nested in another (a list's element, a struct's field) named like a column
+    of the table does not make a part of it; one part's columns are not another's."""
+    nested = tmp_path / "nested.parquet"
+    pq.write_table(
+        pa.table({"tags": [["host"]], "info": [{"host": "x", "size": [1]}], "path": ["p"]}),
+        nested,
+    )
+    flat = tmp_path / "flat.parquet"
+    pq.write_table(pa.table({"host": ["x"], "size": [1]}), flat)
+    wanted = pa.schema([("host", pa.string()), ("size", pa.int64())])
+    with duckdb.connect() as con:
+        found = _damages(con, [nested, flat], wanted)
+    assert found == ["no column host, size: not a part of this table", None]
 
 
 def test_a_damaged_fetchlog_part_is_left_out(lan: LAN, run: Callable) -> None:
