@@ -7,36 +7,18 @@ see the old file or the new one, whole.
 
 from __future__ import annotations
 
-import ctypes
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
 
-from crawl_io.atomic import write_atomic
+from crawl_io.atomic import start_writeback, write_atomic
 from queries.index_build import build, write_meta
 from queries.index_store import FORMAT, index_meta, index_version
 from queries.index_update import UpdateCounts, apply_update
 
 __all__ = ["FORMAT", "UpdateCounts", "build_index", "index_meta", "index_version", "update_index"]
-
-
-_SYNC_FILE_RANGE_WRITE = 2  # linux/fs.h: start writeback, do not wait
-
-
-def _start_writeback(path: Path) -> None:
-    """Start writing `path`'s pages to disk without waiting for them (Linux), so that a
-    copy of the index goes out while the update computes, not at its first sync."""
-    sync_file_range = getattr(ctypes.CDLL(None), "sync_file_range", None)
-    if sync_file_range is None:
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        sync_file_range(fd, ctypes.c_int64(0), ctypes.c_int64(0), _SYNC_FILE_RANGE_WRITE)
-    finally:
-        os.close(fd)
 
 
 def _write(
@@ -53,7 +35,7 @@ def _write(
         try:
             if start_from is not None:
                 shutil.copyfile(start_from, tmp_path)
-                _start_writeback(tmp_path)
+                start_writeback(tmp_path)
             with duckdb.connect(str(tmp_path)) as con:
                 # One transaction: DuckDB syncs its log to disk at each commit, and a sync
                 # waits for every dirty page of the file (a copy of the whole index); the
