@@ -87,10 +87,12 @@ Token = tuple[int, str, duckdb.token_type]  # offset, text, kind
 
 
 class Statement(NamedTuple):
-    """An allowed statement: its text and the names of the tables and views it reads."""
+    """An allowed statement: its text, the names of the tables and views it reads (and of
+    its CTEs), and the table functions it calls (duckdb_views(), range(), ...)."""
 
     query: str
     tables: frozenset[str]
+    functions: frozenset[str] = frozenset()
 
 
 def checked_statement(sql: str) -> Statement:
@@ -104,14 +106,14 @@ def checked_statement(sql: str) -> Statement:
     statement = statements[0]
     query = statement.query
     if statement.type == duckdb.StatementType.EXPLAIN:
-        tables = _check_read(_explained(query))
+        tables, functions = _check_read(_explained(query))
     elif statement.type == duckdb.StatementType.SELECT:
-        tables = _check_read(query)
+        tables, functions = _check_read(query)
     elif statement.type == duckdb.StatementType.MULTI:  # PIVOT without IN (...) creates a type
         raise SQLRefused(f"PIVOT needs its values listed (ON col IN (...)): {ALLOWED_USE}")
     else:
         raise SQLRefused(f"{statement.type.name} statements are not allowed: {ALLOWED_USE}")
-    return Statement(query, tables)
+    return Statement(query, tables, functions)
 
 
 def _parse(sql: str) -> list[duckdb.Statement]:
@@ -171,9 +173,9 @@ def _tokens(query: str) -> list[Token]:
     ]
 
 
-def _check_read(query: str) -> frozenset[str]:
+def _check_read(query: str) -> tuple[frozenset[str], frozenset[str]]:
     """Refuse a SELECT whose parse tree writes, reads files or calls what it must not; return
-    the tables it names."""
+    the tables it names and the table functions it calls."""
     con = cursor()
     try:
         serialized = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [query]).fetchone()
@@ -182,7 +184,7 @@ def _check_read(query: str) -> frozenset[str]:
         con.close()
     if tree.get("error") or "statements" not in tree:
         raise SQLRefused(f"{tree.get('error_message', 'not a plain query')}: {ALLOWED_USE}")
-    tables = set()
+    tables, functions = set(), set()
     for node in _dicts(tree["statements"]):
         kind = node.get("type")
         if isinstance(kind, str) and kind.endswith("_NODE") and kind not in READ_NODES:
@@ -195,6 +197,7 @@ def _check_read(query: str) -> frozenset[str]:
             name = str(node.get("function", {}).get("function_name", "")).lower()
             if name not in TABLE_FUNCTIONS:
                 raise SQLRefused(f"table function {name}() is not allowed: query the views")
+            functions.add(name)
         elif "function_name" in node:
             name = str(node["function_name"]).lower()
             if name in SCALAR_FUNCTIONS_REFUSED:
@@ -204,7 +207,7 @@ def _check_read(query: str) -> frozenset[str]:
             raise SQLRefused(f"{table!r} names a file, not a view: query the views")
         if isinstance(table, str):
             tables.add(table.lower())
-    return frozenset(tables)
+    return frozenset(tables), frozenset(functions)
 
 
 def _dicts(tree: object) -> Iterator[dict]:

@@ -240,10 +240,13 @@ def test_a_damaged_search_index(lan: LAN, run: Callable, how: str) -> None:
     assert status == 1 and out == "" and len(err.splitlines()) == 1
     assert err.startswith("sharecrawl: error: ") and "`sharecrawl crawl`" in err
     status, out, err = run("sql", "SELECT count(*) AS n FROM media")
-    assert status == 0 and out.splitlines()[1:] == ["12"]
-    assert len(err.splitlines()) == (0 if how == "missing" else 1)
+    assert status == 0 and out.splitlines()[1:] == ["12"] and err == ""  # no index read
+    status, out, err = run("sql", "SELECT (SELECT count(*) FROM media), count(*) FROM hosts")
+    assert status == 0 and out.splitlines()[1:] == ["12\t3"] and err == ""
     status, _, err = run("sql", "SELECT count(*) FROM works")
     assert status == 1 and "works" in err
+    if how != "missing":
+        assert "damaged search index" in err and "`sharecrawl crawl`" in err
 
 
 CURRENT_DAMAGE = {

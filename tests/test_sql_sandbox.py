@@ -436,6 +436,57 @@ def test_describe_show_summarize_explain(run: Callable) -> None:
     assert status == 0 and "physical_plan" in out
 
 
+ALL_VIEWS = {"files", "media", "hosts", "partitions", "prefix_stats", "fetchlog", "folders"} | {
+    "duplicate_folders",
+    "hints",
+    "works",
+    "copies",
+}
+
+
+@pytest.mark.parametrize(
+    "query, defined",
+    [
+        ("SELECT count(*) FROM media", {"media"}),
+        ("SELECT count(*) FROM duplicate_folders", {"duplicate_folders", "folders"}),
+        ("SELECT (SELECT count(*) FROM works), count(*) FROM hosts", {"works", "copies", "hosts"}),
+        ("EXPLAIN SELECT * FROM copies", {"works", "copies"}),  # the index's, together
+        # a name that is not a view (a CTE, a typo, the catalog) or a table function: all
+        ("WITH m AS (SELECT * FROM media) SELECT count(*) FROM m", ALL_VIEWS),
+        ("SELECT count(*) FROM media, range(1)", ALL_VIEWS),
+        ("SELECT count(*) FROM information_schema.tables", ALL_VIEWS),
+        ("SHOW TABLES", ALL_VIEWS),
+    ],
+)
+def test_a_query_naming_views_gets_only_those(crawled: LAN, query: str, defined: set[str]) -> None:
+    """A query that names only views gets only those defined (each costs a listing of its
+    parts and a footer); one naming anything else, or calling a table function such as
+    duckdb_views(), gets them all."""
+    statement = checked_statement(query)
+    crawl = CrawlDir(crawled.crawl_dir)
+    views = CrawlViews(crawl, 2, pytest.fail, statement.tables, only_reads=not statement.functions)
+    try:
+        names = views.con.execute(
+            "SELECT view_name FROM duckdb_views() WHERE NOT internal"
+        ).fetchall()
+        assert {n for (n,) in names if not n.startswith("_")} == defined  # _: empty tables
+        views.con.execute(statement.query).fetchall()
+    finally:
+        views.close()
+
+
+def test_views_listed_by_a_table_function_are_all_there(run: Callable) -> None:
+    status, out, err = run(
+        "SELECT v.view_name FROM duckdb_views() v, hosts h WHERE NOT v.internal "
+        "GROUP BY ALL ORDER BY 1",
+        "--json",
+    )
+    assert status == 0, err
+    assert {r["view_name"] for r in json.loads(out)} - {"_hints_empty"} == ALL_VIEWS
+    status, _, err = run("SELECT count(*) FROM medias")
+    assert status == 1 and "media" in err  # a typo: every view defined, DuckDB's hint
+
+
 def test_a_failing_query_exits_1(run: Callable) -> None:
     status, _, err = run("SELECT no_such_column FROM media")
     assert status == 1 and "no_such_column" in err and "refused" not in err
@@ -535,6 +586,10 @@ def test_one_statement_check_is_pure() -> None:
     assert checked_statement("SELECT * FROM media m JOIN hosts USING (host)").tables == {
         "media",
         "hosts",
+    }
+    assert checked_statement("SELECT * FROM duckdb_views(), range(2)").functions == {
+        "duckdb_views",
+        "range",
     }
     with pytest.raises(SQLError) as caught:
         checked_statement("SELEC 1")
