@@ -143,6 +143,7 @@ def measured(stages: Stages) -> Iterator[None]:
     stages.wrap(pipeline.update, "write_stats", "writing or linking prefix_stats parts")
     stages.wrap(pipeline.update, "rewrite_host", "rewriting touched hosts' groups")
     stages.wrap(pipeline.host_rewrite, "folder_summaries", "  of which folder hashes")
+    stages.wrap(pipeline.host_rewrite, "updated_folder_summaries", "  of which folder updates")
     stages.wrap(publish.VersionBuild, "link_host", "linking untouched hosts")
     stages.wrap(publish.VersionBuild, "publish", "manifest, rules, rename, CURRENT")
     stages.wrap(pipeline.update, "updated_partitions", "partitions' history and rates")

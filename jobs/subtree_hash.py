@@ -34,6 +34,7 @@ from crawl_io.sources import Entry
 from jobs.membership import parent_path, parent_paths
 
 COLUMNS = ["host", "share", "partition_id", "path", "name", "is_dir", "size", "mtime"]
+FolderSeed = dict[str, tuple[str, str, int, int]]  # key -> hash, content_hash, n_files, bytes
 EMPTY_MD5 = hashlib.md5().hexdigest()
 
 
@@ -232,22 +233,35 @@ def summarize(table: pa.Table) -> dict[str, dict]:
 
 
 # -- folders -------------------------------------------------------------------------------
-def folder_summaries(table: pa.Table) -> pa.Table:
+def folder_keys(table: pa.Table, column: str = "path") -> pa.Array:
+    """host NUL share NUL path of each row (or of its parent, column "parent"): a folder's
+    one key, in folder_summaries and its update (jobs.folder_update)."""
+    table = table.combine_chunks()
+    paths = table["path"].chunk(0) if table.num_rows else pa.array([], pa.string())
+    if column == "parent":
+        paths = parent_paths(paths)
+    host, share = (table[c].chunk(0) if table.num_rows else paths for c in ("host", "share"))
+    return _join(host, "\x00", share, "\x00", paths)
+
+
+def folder_summaries(table: pa.Table, seed: FolderSeed | None = None) -> pa.Table:
     """Every folder row's Merkle hash and content hash, as folder_hashes
     computes them over the rows of its share (with_times True and False), and its subtree's
-    file count and bytes. Works level by level from the deepest rows up, vectorised."""
+    file count and bytes. Works level by level from the deepest rows up, vectorised.
+
+    `seed`: folder key (folder_keys) -> (hash, content_hash, n_files, bytes) of folders
+    whose rows are in `table` but whose children are not: their summaries as known."""
     if not pc.any(table["is_dir"]).as_py():
         return FOLDERS.empty_table()
     table = table.combine_chunks()
     host, share, path = (table[c].chunk(0) for c in ("host", "share", "path"))
-    parent = parent_paths(path)
-    key = _join(host, "\x00", share, "\x00", path)
-    parent_key = _join(host, "\x00", share, "\x00", parent)
+    key = folder_keys(table)
+    parent_key = folder_keys(table, "parent")
     depth = pc.count_substring(path, "/").to_numpy()
     is_dir = table["is_dir"].chunk(0).to_numpy(zero_copy_only=False)
 
     folder_rows = np.flatnonzero(is_dir)
-    folder_keys = key.take(pa.array(folder_rows))
+    dir_keys = key.take(pa.array(folder_rows))
     n_folders = len(folder_rows)
     # per folder (in folder_rows order): hashes and subtree totals, filled bottom up
     f_hash = [EMPTY_MD5] * n_folders
@@ -256,6 +270,9 @@ def folder_summaries(table: pa.Table) -> pa.Table:
     f_bytes = np.zeros(n_folders, np.int64)
     folder_of_row = np.full(table.num_rows, -1, np.int64)
     folder_of_row[folder_rows] = np.arange(n_folders)
+    for i, k in enumerate(dir_keys.to_pylist() if seed else ()):
+        if k in seed:
+            f_hash[i], f_chash[i], f_files[i], f_bytes[i] = seed[k]
 
     size = table["size"].chunk(0).to_numpy()
     mtime_us = pc.cast(table["mtime"].chunk(0), pa.int64())
@@ -295,7 +312,7 @@ def folder_summaries(table: pa.Table) -> pa.Table:
         n_bytes = np.where(child_dir, f_bytes[safe_folder], size[rows])
         files_sum = np.add.reduceat(n_files, starts) if len(rows) else n_files
         bytes_sum = np.add.reduceat(n_bytes, starts) if len(rows) else n_bytes
-        targets = pc.index_in(parents, value_set=folder_keys).to_numpy(zero_copy_only=False)
+        targets = pc.index_in(parents, value_set=dir_keys).to_numpy(zero_copy_only=False)
         for i, target in enumerate(targets.tolist()):
             if target is None or target != target:  # a parent that is no row of the part
                 continue

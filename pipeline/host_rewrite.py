@@ -6,9 +6,11 @@ round's listing (pipeline.host_merge); the other groups' rows stay as they are. 
 are then planned again (crawl_io.part_groups: new partitions join a group, big groups are
 cut, small ones compacted), and a group is written only when its partitions or rows
 changed; the others are hard links to the previous version's parts. Folder rows are Merkle
-hashes over whole subtrees, so they are computed over the host's files, and a folders part
-is written only when its rows differ from the stored ones (a change deep down changes the
-hashes of the folders above it, usually in a few groups).
+hashes over whole subtrees: those above a changed path are hashed anew from the stored rows
+of their unchanged subfolders (jobs.folder_update; over every row when a damaged part or new
+rules took rows away, or most rows changed), and a folders part is written only when its
+rows differ from the stored ones (a change deep down changes the hashes of the folders above
+it, usually in a few groups).
 
 A group whose stored part is damaged costs the rows of its partitions that this round did
 not list again: they are left out, and their partitions are listed again as new by the
@@ -28,6 +30,7 @@ from crawl_io.part_groups import plan_groups
 from crawl_io.schema import FILES, FOLDERS, MEDIA
 from crawl_io.stored_hosts import StoredHosts
 from jobs.crawl_rules import Rules
+from jobs.folder_update import updated_folder_summaries
 from jobs.subtree_hash import canonical_key, folder_summaries
 from pipeline import repartition
 from pipeline.host_merge import denied_hashes, merged_files, merged_media
@@ -125,7 +128,16 @@ def rewrite_host(build: VersionBuild, stored: StoredHosts | None, change: HostCh
             old_media.append(table)
     dirty_files = _in(whole, wanted)
     media = merged_media(_concat(old_media, MEDIA), change.fetched, dirty_files)
-    folders = _folders_by_partition(whole)
+    old_folders = {g: _read(stored.path("folders", host, g)) for g in groups} if stored else {}
+    folders = None
+    # rows that left `whole` other than by a listing (damage, new rules) are not in `changed`
+    if old_folders and not (damaged or lost or change.rules_changed):
+        known = [t for t in old_folders.values() if t is not None]
+        if len(known) == len(old_folders):  # every stored folders part reads
+            changed = _paths(_in(stale, change.drop), change.listing)
+            if 4 * changed.num_rows < whole.num_rows:  # else hashing every folder costs less
+                folders = updated_folder_summaries(whole, _concat(known, FOLDERS), changed)
+    folders = _with_partitions(whole, folder_summaries(whole) if folders is None else folders)
     for g, pids in plan.items():
         if g in dirty:
             build.write_group(
@@ -145,7 +157,7 @@ def rewrite_host(build: VersionBuild, stored: StoredHosts | None, change: HostCh
             lost |= set(pids) - change.drop
             continue
         mine = _in(folders, pids).sort_by(BY_PATH).select(FOLDERS.names)
-        same = stored is not None and _same(mine, _read(stored.path("folders", host, g)))
+        same = _same(mine, old_folders.get(g))
         if not (same and build.link_group(host, g, ("folders",))):
             build.write_group(host, g, {"folders": mine}, set(pids))
             change.written["folders"] = change.written.get("folders", 0) + 1
@@ -171,12 +183,16 @@ def _canonical(p: dict) -> tuple:
     return (p["share"], canonical_key(p["root"] or ""), p["lo"] or "")
 
 
-def _folders_by_partition(files: pa.Table) -> pa.Table:
-    """The host's folder rows (jobs.subtree_hash.folder_summaries), each with the partition
-    of its folder's files row."""
-    folders = folder_summaries(files)
+def _with_partitions(files: pa.Table, folders: pa.Table) -> pa.Table:
+    """The host's folder rows, each with the partition of its folder's files row."""
     dirs = files.filter(files["is_dir"]).select(["share", "path", "partition_id"])
     return folders.join(dirs, keys=["share", "path"], join_type="inner")
+
+
+def _paths(*tables: pa.Table) -> pa.Table:
+    """The (host, share, path) columns of rows of several tables, as one table."""
+    schema = pa.schema([FILES.field(name) for name in ("host", "share", "path")])
+    return pa.concat_tables([t.select(schema.names).cast(schema) for t in tables])
 
 
 def _read(path: object) -> pa.Table | None:

@@ -6,13 +6,16 @@ hosts with a small group size, real Parquet files."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
+from collections.abc import Callable
 
 import pyarrow.parquet as pq
 import pytest
 
 import crawl_io.part_groups
+import pipeline.host_rewrite
 from crawl_io.crawldir import CrawlDir
 from crawl_io.host_parts import (
     PARTITIONS_KEY,
@@ -25,6 +28,7 @@ from crawl_io.part_groups import plan_groups
 from crawl_io.schema import FILES, FOLDERS, MEDIA
 from crawl_io.stored_hosts import StoredHost
 from crawl_io.version_manifest import write_manifest
+from jobs.subtree_hash import folder_summaries
 from tests.conftest import LAN
 
 SHARES = ("a-music", "b-films", "c-talks", "d-misc")
@@ -145,6 +149,48 @@ def test_a_change_rewrites_only_the_group_of_its_partition(
     assert found == [{"n": 17}]
     assert run_json(lan, "search", "lecture")[0]["title"] == "Lecture"
     assert lan.cli("check") == 0
+
+
+def test_folder_rows_updated_from_the_stored_ones_equal_hashing_every_folder(
+    lan: LAN, luigi_cfg: Callable[[str], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A share split into range partitions of a few albums under one folder, one partition
+    changed a round (a file added deep down, one deleted, a folder moved): the host's folder
+    rows are brought up to date from the stored ones (jobs.folder_update: the band's folder
+    from its unchanged albums' stored hashes), and they are the rows folder_summaries gives
+    over its files."""
+    luigi_cfg("[sharecrawl]\npartition_max_seconds = 0.06\n")  # about four folders a partition
+    for album, disc, track in itertools.product(range(48), range(2), range(2)):
+        lan.media("alpha", f"music/Band/Album {album:02d}/CD {disc}/t{track}.mp3", artist="b")
+    lan.write_hosts("alpha")
+    updates: list[bool] = []
+    real = pipeline.host_rewrite.updated_folder_summaries
+
+    def counted(*args):
+        result = real(*args)
+        updates.append(result is not None)
+        return result
+
+    monkeypatch.setattr(pipeline.host_rewrite, "updated_folder_summaries", counted)
+    crawl = CrawlDir(lan.crawl_dir)
+    band = lan.host("alpha") / "music/Band"
+    changes = [
+        lambda: lan.media("alpha", "music/Band/Album 07/CD 1/Bonus/t9.mp3", artist="new"),
+        lambda: (band / "Album 20/CD 0/t1.mp3").unlink(),
+        lambda: shutil.move(band / "Album 33/CD 0", band / "Album 33/CD 1/Inner"),
+    ]
+    lan.crawl()
+    assert len(crawl.read(crawl.current(), "partitions")) > 4
+    for change in [None, *changes]:
+        if change is not None:
+            change()
+            lan.tick(band)
+            lan.crawl()
+        version = crawl.current()
+        expected = folder_summaries(crawl.read(version, "files")).to_pylist()
+        stored = crawl.read(version, "folders").select(FOLDERS.names).to_pylist()
+        assert sorted(stored, key=repr) == sorted(expected, key=repr)
+    assert updates == [True, True, True]  # each change round updated, none fell back
 
 
 def test_a_file_moved_to_another_group_keeps_its_tags(lan: LAN, small_groups, run_json) -> None:
