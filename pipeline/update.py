@@ -33,6 +33,7 @@ from jobs.crawl_rules import load_rules
 from jobs.membership import descendants, share_root
 from jobs.mr_listing import run_listing_jobs, split_state
 from jobs.mr_prefix_stats import round_prefix_stats
+from jobs.prefix_stats import is_complete_round
 from jobs.scan_cost import Limits, listing_seconds
 from pipeline import repartition
 from pipeline.fetch import Fetch
@@ -300,5 +301,6 @@ class Update(luigi.Task):
             stats_every=settings.stats_every,
             workdir=seg / "jobs",
         )
-        write_stats(build, stats, old_stats, touched | lost_hosts)
+        carried = set() if is_complete_round(self.round, settings.stats_every) else set(listed)
+        write_stats(build, stats, old_stats, touched | lost_hosts, carried - redo_stats)
         build.publish(stats)
