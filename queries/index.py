@@ -37,12 +37,15 @@ def _write(
                 shutil.copyfile(start_from, tmp_path)
                 start_writeback(tmp_path)
             with duckdb.connect(str(tmp_path)) as con:
-                # One transaction: DuckDB syncs its log to disk at each commit, and a sync
-                # waits for every dirty page of the file (a copy of the whole index); the
-                # file is swapped in only once whole anyway.
-                con.execute("BEGIN TRANSACTION")
+                # An update is one transaction: DuckDB syncs its log to disk at each commit,
+                # and a sync waits for every dirty page of the file (a copy of the whole
+                # index). A full build is not: one transaction holds more in memory (1.9
+                # GiB against 1.5 GiB at 2 M media) for no time saved on a new file.
+                if start_from is not None:
+                    con.execute("BEGIN TRANSACTION")
                 fill(con)
-                con.execute("COMMIT")
+                if start_from is not None:
+                    con.execute("COMMIT")
                 con.execute("CHECKPOINT")
         finally:
             wal.unlink(missing_ok=True)
