@@ -8,7 +8,8 @@ cut, small ones compacted), and a group is written only when its partitions or r
 changed; the others are hard links to the previous version's parts. Folder rows are Merkle
 hashes over whole subtrees: those above a changed path are hashed anew from the stored rows
 of their unchanged subfolders (jobs.folder_update; over every row when a damaged part or new
-rules took rows away, or most rows changed), and a folders part is written only when its
+rules took rows away, when most rows changed, and on the complete rounds that compute the
+prefix statistics of every host), and a folders part is written only when its
 rows differ from the stored ones (a change deep down changes the hashes of the folders above
 it, usually in a few groups).
 
@@ -52,6 +53,7 @@ class HostChange:
     reshaped: bool  # re-partitioned this round: every row's partition is assigned again
     rules: Rules
     rules_changed: bool  # new rules: excluded rows leave every group
+    complete: bool = False  # a complete round: folder rows hashed over every row, none kept
     written: dict[str, int] = field(default_factory=dict)  # table -> parts written
 
 
@@ -131,7 +133,7 @@ def rewrite_host(build: VersionBuild, stored: StoredHosts | None, change: HostCh
     old_folders = {g: _read(stored.path("folders", host, g)) for g in groups} if stored else {}
     folders = None
     # rows that left `whole` other than by a listing (damage, new rules) are not in `changed`
-    if old_folders and not (damaged or lost or change.rules_changed):
+    if old_folders and not (damaged or lost or change.rules_changed or change.complete):
         known = [t for t in old_folders.values() if t is not None]
         if len(known) == len(old_folders):  # every stored folders part reads
             changed = _paths(_in(stale, change.drop), change.listing)

@@ -264,6 +264,7 @@ class Update(luigi.Task):
                     reshaped=host in reshaped,
                     rules=rules,
                     rules_changed=rules_changed,
+                    complete=is_complete_round(self.round, settings.stats_every),
                 ),
             )
         # partitions whose stored rows were lost to a damaged part (found by a stat, on
