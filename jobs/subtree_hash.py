@@ -236,11 +236,12 @@ def summarize(table: pa.Table) -> dict[str, dict]:
 def folder_keys(table: pa.Table, column: str = "path") -> pa.Array:
     """host NUL share NUL path of each row (or of its parent, column "parent"): a folder's
     one key, in folder_summaries and its update (jobs.folder_update)."""
+    if not table.num_rows:
+        return pa.array([], pa.large_string())
     table = table.combine_chunks()
-    paths = table["path"].chunk(0) if table.num_rows else pa.array([], pa.string())
+    host, share, paths = (table[c].chunk(0) for c in ("host", "share", "path"))
     if column == "parent":
         paths = parent_paths(paths)
-    host, share = (table[c].chunk(0) if table.num_rows else paths for c in ("host", "share"))
     return _join(host, "\x00", share, "\x00", paths)
 
 

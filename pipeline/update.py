@@ -246,6 +246,7 @@ class Update(luigi.Task):
             by_host.setdefault(p["host"], []).append(p)
         stored = crawl.hosts(prev) if prev else None
         lost: set[str] = set()  # partitions whose stored rows a damaged part took
+        complete = is_complete_round(self.round, settings.stats_every)  # every host's stats
         for host in sorted(listed):
             if host not in touched:
                 build.link_host(host)  # a group that does not link is found lost below
@@ -264,7 +265,7 @@ class Update(luigi.Task):
                     reshaped=host in reshaped,
                     rules=rules,
                     rules_changed=rules_changed,
-                    complete=is_complete_round(self.round, settings.stats_every),
+                    complete=complete,
                 ),
             )
         # partitions whose stored rows were lost to a damaged part (found by a stat, on
@@ -302,6 +303,6 @@ class Update(luigi.Task):
             stats_every=settings.stats_every,
             workdir=seg / "jobs",
         )
-        carried = set() if is_complete_round(self.round, settings.stats_every) else set(listed)
+        carried = set() if complete else set(listed)
         write_stats(build, stats, old_stats, touched | lost_hosts, carried - redo_stats)
         build.publish(stats)

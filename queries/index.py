@@ -41,10 +41,11 @@ def _write(
                 # and a sync waits for every dirty page of the file (a copy of the whole
                 # index). A full build is not: one transaction holds more in memory (1.9
                 # GiB against 1.5 GiB at 2 M media) for no time saved on a new file.
-                if start_from is not None:
+                one_transaction = start_from is not None
+                if one_transaction:
                     con.execute("BEGIN TRANSACTION")
                 fill(con)
-                if start_from is not None:
+                if one_transaction:
                     con.execute("COMMIT")
                 con.execute("CHECKPOINT")
         finally:

@@ -174,7 +174,7 @@ class CrawlViews:
         # Parts never change in place (a round writes new files), so footers read once, to
         # check the parts, serve every query after.
         self.con.execute("SET parquet_metadata_cache = true")
-        named = bool(reads) and reads is not None and reads <= VIEW_NAMES
+        named = bool(reads and reads <= VIEW_NAMES)
         try:
             self._define(
                 version,
