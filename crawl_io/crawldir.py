@@ -44,6 +44,7 @@ from crawl_io.host_parts import (
     parse_part_file,
     part_file,
     read_parquet,
+    table_part_names,
     table_parts,
 )
 from crawl_io.lock import LOCK_NAME
@@ -262,7 +263,7 @@ class CrawlDir:
         if manifest is not None:
             rels = sorted(r for r in manifest if r.partition("/")[0] == "prefix_stats")
         else:
-            rels = [p.relative_to(vdir).as_posix() for p in table_parts(vdir, "prefix_stats")]
+            rels = table_part_names(vdir, "prefix_stats")
         parts: dict[tuple[str, int], pa.Table] = {}
         problems: dict[Path, str] = {}
         for rel in rels:

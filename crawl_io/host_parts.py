@@ -99,15 +99,20 @@ def table_parts(version_dir: Path, table: str) -> list[Path]:
     """Every Parquet part of a table in a version folder, sorted: one file for the tables
     of one file (hosts, partitions; prefix_stats in older versions), every host's groups
     for the others."""
+    return [version_dir / rel for rel in table_part_names(version_dir, table)]
+
+
+def table_part_names(version_dir: Path, table: str) -> list[str]:
+    """table_parts as paths relative to the version folder (as manifests name them)."""
     folder = version_dir / table
     if table not in PART_TABLES or (table in ONE_FILE_BEFORE and not folder.is_dir()):
-        path = version_dir / f"{table}.parquet"
-        return [path] if path.exists() else []
+        name = f"{table}.parquet"
+        return [name] if (version_dir / name).exists() else []
     try:
         names = sorted(os.listdir(folder))  # names, not Paths: several times cheaper to sort
     except (FileNotFoundError, NotADirectoryError):
         return []
-    return [folder / name for name in names if parse_part_file(name) is not None]
+    return [f"{table}/{name}" for name in names if parse_part_file(name) is not None]
 
 
 class VersionParts:
@@ -121,11 +126,7 @@ class VersionParts:
             if manifest is not None:
                 names = list(manifest)
             else:
-                names = [
-                    p.relative_to(version_dir).as_posix()
-                    for t in PART_TABLES
-                    for p in table_parts(version_dir, t)
-                ]
+                names = [rel for t in PART_TABLES for rel in table_part_names(version_dir, t)]
         self._groups: dict[tuple[str, str], set[int]] = {}
         for rel in names:
             table, _, name = rel.partition("/")
@@ -168,9 +169,11 @@ class PartsChange:
 def changed_parts(old_dir: Path, new_dir: Path, table: str) -> PartsChange:
     """Which parts of `table` differ between two version folders: by the manifests'
     SHA-256 when both have one, else by inode (an untouched part is a hard link)."""
-    old = {p.relative_to(old_dir).as_posix(): p for p in table_parts(old_dir, table)}
-    new = {p.relative_to(new_dir).as_posix(): p for p in table_parts(new_dir, table)}
+    # Names rather than Paths until a part is known to differ: a big LAN has thousands.
+    old = table_part_names(old_dir, table)
+    new = table_part_names(new_dir, table)
     old_manifest, new_manifest = read_manifest(old_dir), read_manifest(new_dir)
+    old_root, new_root = os.fspath(old_dir), os.fspath(new_dir)
 
     def same(rel: str) -> bool:
         if old_manifest is not None and new_manifest is not None:
@@ -178,12 +181,12 @@ def changed_parts(old_dir: Path, new_dir: Path, table: str) -> PartsChange:
             if a is not None and b is not None:
                 return a == b
         try:
-            return os.stat(old[rel]).st_ino == os.stat(new[rel]).st_ino
+            return os.stat(f"{old_root}/{rel}").st_ino == os.stat(f"{new_root}/{rel}").st_ino
         except OSError:
             return False
 
-    both = {name for name in old.keys() & new.keys() if same(name)}
+    both = {name for name in set(old) & set(new) if same(name)}
     return PartsChange(
-        removed=[p for name, p in sorted(old.items()) if name not in both],
-        added=[p for name, p in sorted(new.items()) if name not in both],
+        removed=[old_dir / name for name in old if name not in both],
+        added=[new_dir / name for name in new if name not in both],
     )

@@ -195,9 +195,10 @@ def _create_words(con: duckdb.DuckDBPyConnection) -> None:
 def add_row_strings(con: duckdb.DuckDBPyConnection, rows: str) -> None:
     """Add to `strings` every string of `rows` not there yet."""
     selects = " UNION ".join(f"SELECT {c} AS v FROM {rows}" for c in STRING_COLUMNS)
+    # an anti join, which hashes the few new values, not a NOT IN, which hashes `strings`
     values = con.sql(
-        f"SELECT v FROM ({selects}) WHERE v IS NOT NULL "
-        "AND v NOT IN (SELECT v FROM strings) ORDER BY v"
+        f"SELECT x.v FROM ({selects}) x ANTI JOIN strings s ON s.v = x.v "
+        "WHERE x.v IS NOT NULL ORDER BY x.v"
     )
     add_strings(con, values.to_arrow_table().column(0).to_pylist())
 

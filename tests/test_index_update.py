@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import random
 import zlib
+from datetime import timedelta
 from pathlib import Path
 
 import duckdb
@@ -20,7 +21,7 @@ from crawl_io.version_manifest import read_manifest, write_manifest
 from queries import text
 from queries.index import build_index, index_meta, update_index
 from queries.search import search
-from tests.test_search import media
+from tests.test_search import NOW, media
 
 HOSTS = ["alpha", "beta", "gamma", "delta"]
 ARTISTS = [
@@ -426,3 +427,64 @@ def test_hosts_switching_round_after_round_relabel_their_works_as_a_full_build(
                 seen["kept"] += 1
         previous = version
     assert all(seen.values()), seen
+
+
+def test_a_popular_work_changing_round_after_round_is_what_a_full_build_makes(
+    tmp_path: Path,
+) -> None:
+    """One work of several copies, round after round: its most common album tied after a
+    delete (the greatest wins), a lossless copy on a host that came back becoming its best
+    copy, its best copy's host going off line, its newest copy deleted and a newer one
+    added elsewhere."""
+    lan = Lan(random.Random(13))
+    lan.rows.clear()
+    lan.online = {"alpha": True, "beta": True, "gamma": False, "delta": True}
+
+    def put(host: str, name: str, album: str, mtime: int, **tags: object) -> None:
+        row = media(host, f"Music/{name}", artist="Madonna", title="Frozen", album=album)
+        row.update(mtime=NOW - timedelta(days=mtime), **tags)
+        lan.rows[(host, row["path"])] = row
+
+    put("alpha", "a.mp3", "Best of", 9, year=1998)
+    put("alpha", "b.mp3", "Best of", 8, year=1998)
+    put("beta", "c.mp3", "Best of", 7, year=2005)
+    put("beta", "d.mp3", "Live", 6)
+    put("gamma", "e.flac", "Live", 5, year=2005)
+    crawldb = tmp_path / "crawldb"
+    previous = write_version(crawldb, 1, lan, None, True)
+    index = tmp_path / "search.duckdb"
+    build_index(previous, index)
+
+    def tie_after_a_delete() -> None:  # Best of 3 : Live 2, then 2 : 2
+        del lan.rows[("alpha", "Music/b.mp3")]
+
+    def lossless_copy_back() -> None:
+        lan.online["gamma"] = True
+        put("delta", "f.mp3", "Live", 4)
+
+    def best_copy_off_line() -> None:
+        lan.online["gamma"] = False
+        put("delta", "g.mp3", "Live", 3)
+
+    def newest_copy_replaced() -> None:
+        del lan.rows[("delta", "Music/g.mp3")]
+        put("beta", "h.mp3", "Live", 1, year=2005)
+
+    rounds = [
+        (tie_after_a_delete, "alpha", "Live"),
+        (lossless_copy_back, "gamma", "Live"),
+        (best_copy_off_line, "alpha", "Live"),
+        (newest_copy_replaced, "alpha", "Live"),
+    ]
+    for number, (change, best_host, album) in enumerate(rounds, start=2):
+        change()
+        version = write_version(crawldb, number, lan, previous, True)
+        counts = update_index(index, previous, version)
+        full = tmp_path / f"full-{number}.duckdb"
+        build_index(version, full)
+        assert table_rows(index) == table_rows(full), change.__name__
+        assert counts.works == 1, change.__name__
+        with duckdb.connect(str(index), read_only=True) as con:
+            got = con.execute("SELECT best_host, album FROM works").fetchone()
+        assert got == (best_host, album), change.__name__
+        previous = version
