@@ -15,8 +15,8 @@ second, and `queries.index.build_index` of the second from scratch; checks that 
 the same results for the mixed queries of bench/search.py and a few hundred more; and times
 searches on the updated index (goals: p50 <= 10 ms, p95 <= 30 ms). Each timed step starts
 once the disk has everything written before it (os.sync); the update runs `--repeat` times
-and the full build one time fewer, and the ratio is of their medians. The last line is
-`ratio incremental/full: R` (goal: R <= 0.10).
+and the full build one time fewer, taking turns, and the ratio is of their medians. The last
+line is `ratio incremental/full: R` (goal: R <= 0.10).
 
     .venv/bin/python bench/index_update.py [--rows 2000000] [--workdir DIR] [--spread]
                                            [--changed 0.01] [--parts-per-host 7] [--repeat 3]
@@ -225,11 +225,13 @@ def main() -> None:
         size_before = first.stat().st_size
 
         # The shared machines are noisy: the update runs `--repeat` times, the full build
-        # one time fewer (at least once), and the ratio is of their medians. Each timed step
-        # starts with nothing left to write: in a round, the index was written a round ago,
-        # not seconds ago, and its pages are long on disk.
+        # one time fewer (at least once), taking turns so that both meet the same spells of
+        # load, and the ratio is of their medians. Each timed step starts with nothing left
+        # to write: in a round, the index was written a round ago, not seconds ago, and its
+        # pages are long on disk.
         update_times: list[float] = []
-        for _ in range(args.repeat):
+        full_times: list[float] = []
+        for turn in range(args.repeat):
             index.parent.mkdir(exist_ok=True)
             shutil.copyfile(first, index)
             os.sync()
@@ -238,18 +240,17 @@ def main() -> None:
                 update = update_index(index, v1, v2)
             update_times.append(time.perf_counter() - started)
             print(f"update: {update_times[-1]:.2f} s ({load_average()})")
+            if turn < max(1, args.repeat - 1):
+                os.sync()
+                started = time.perf_counter()
+                with step("building the second version's index in full"):
+                    build_index(v2, full)
+                full_times.append(time.perf_counter() - started)
+                print(f"full build: {full_times[-1]:.2f} s ({load_average()})")
         print(
             f"update: {update}; file {size_before / 2**20:.0f} -> "
             f"{index.stat().st_size / 2**20:.0f} MiB"
         )
-        full_times: list[float] = []
-        for _ in range(max(1, args.repeat - 1)):
-            os.sync()
-            started = time.perf_counter()
-            with step("building the second version's index in full"):
-                build_index(v2, full)
-            full_times.append(time.perf_counter() - started)
-            print(f"full build: {full_times[-1]:.2f} s ({load_average()})")
         update_s, full_s = statistics.median(update_times), statistics.median(full_times)
         print(
             f"median update {update_s:.2f} s, median full build {full_s:.2f} s "
