@@ -32,6 +32,7 @@ import logging
 import os
 import re
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -41,6 +42,7 @@ from crawl_io.atomic import write_atomic, write_parquet
 from crawl_io.host_parts import (
     ONE_FILE_BEFORE,
     PART_TABLES,
+    parquet_from_bytes,
     parse_part_file,
     part_file,
     read_parquet,
@@ -57,6 +59,7 @@ from crawl_io.version_manifest import (
     ManifestError,
     checksum_problem,
     first_line,
+    read_checked,
     read_manifest,
     size_problem,
 )
@@ -65,6 +68,7 @@ __all__ = ["CrawlDamaged", "CrawlDir", "host_file", "read_parquet", "write_parqu
 
 PER_HOST_TABLES = PART_TABLES
 STATE_TABLES = ("hosts", "partitions")  # a round cannot go on without them (history)
+STATS_READERS = 4  # threads reading prefix_stats parts: Arrow and hashlib release the GIL
 VERSION_NAME = re.compile(r"v(\d{6,})")
 
 log = logging.getLogger("sharecrawl")
@@ -257,28 +261,36 @@ class CrawlDir:
     def stats_parts(self, version: int) -> tuple[dict[tuple[str, int], pa.Table], dict[Path, str]]:
         """The prefix_stats parts of a version stored in parts, by (host, group), each
         checked against its manifest entry, size and SHA-256 (they are small and read in
-        full), and what is wrong with those that are not: missing, changed, unreadable."""
+        full), and what is wrong with those that are not: missing, changed, unreadable.
+        A part's bytes are read once, checked, then parsed; parts in a few threads (a big
+        LAN has thousands, each costing more in calls than in bytes)."""
         vdir = self.version_dir(version)
         manifest = self.manifest(version)
         if manifest is not None:
             rels = sorted(r for r in manifest if r.partition("/")[0] == "prefix_stats")
         else:
             rels = table_part_names(vdir, "prefix_stats")
+
+        def read(rel: str) -> tuple[pa.Table | None, str | None]:
+            entry = manifest.get(rel) if manifest is not None else None
+            data, problem = read_checked(vdir / rel, entry)
+            if data is None:
+                return None, problem
+            try:
+                return parquet_from_bytes(data, TABLES["prefix_stats"]), None
+            except (pa.ArrowException, OSError) as e:
+                return None, f"does not read ({first_line(e)})"
+
+        keyed = [(key, rel) for rel in rels if (key := parse_part_file(rel.partition("/")[2]))]
         parts: dict[tuple[str, int], pa.Table] = {}
         problems: dict[Path, str] = {}
-        for rel in rels:
-            key, path = parse_part_file(rel.partition("/")[2]), vdir / rel
-            if key is None:
-                continue
-            entry = manifest.get(rel) if manifest is not None else None
-            problem = checksum_problem(path, entry) if entry else size_problem(path, None)
-            if problem is None:
-                try:
-                    parts[key] = read_parquet(path, TABLES["prefix_stats"])
-                except (pa.ArrowException, OSError) as e:
-                    problem = f"does not read ({first_line(e)})"
-            if problem is not None:
-                problems[path] = problem
+        with ThreadPoolExecutor(max_workers=STATS_READERS) as pool:
+            found = pool.map(read, [rel for _, rel in keyed])
+            for (key, rel), (table, problem) in zip(keyed, found, strict=True):
+                if table is not None:
+                    parts[key] = table
+                else:
+                    problems[vdir / rel] = problem or "does not read"
         return parts, problems
 
     # -- a host's groups ------------------------------------------------------------------

@@ -119,6 +119,24 @@ def checksum_problem(path: Path, entry: PartEntry) -> str | None:
     return problem
 
 
+def read_checked(path: Path, entry: PartEntry | None) -> tuple[bytes | None, str | None]:
+    """A part's bytes, read once and checked as size_problem and checksum_problem check its
+    file (against `entry` when there is one): (the bytes, None), or (None, what is wrong).
+    What is parsed is then what was checked."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None, "missing"
+    except OSError as e:
+        return None, f"cannot be read ({e.strerror})"
+    if entry is not None:
+        if len(data) != entry.size:
+            return None, f"size {len(data)} bytes, the manifest says {entry.size}"
+        if hashlib.sha256(data).hexdigest() != entry.sha256:
+            return None, "checksum mismatch (its bytes changed since it was written)"
+    return data, None
+
+
 def read_problem(path: Path) -> str | None:
     """Does the part read: its footer, then every page of every row group (page CRCs
     verified where the writer stored them)?"""

@@ -13,10 +13,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import crawl_io.part_groups
+from crawl_io.atomic import write_parquet
 from crawl_io.crawldir import CrawlDir
-from crawl_io.host_parts import footer_partitions
+from crawl_io.host_parts import footer_partitions, part_file, read_parquet
 from crawl_io.schema import PREFIX_STATS
-from crawl_io.version_manifest import write_manifest
+from crawl_io.version_manifest import MANIFEST_NAME, write_manifest
 from jobs.mr_prefix_stats import host_parts, prefix_stats_here
 from tests.conftest import LAN
 
@@ -146,3 +147,55 @@ def test_a_version_with_one_prefix_stats_file_reads_and_the_next_round_writes_pa
     assert run_json(lan, "sql", count) == [{"n": table.num_rows, "new": 2}]
     assert crawl.read(2, "prefix_stats").schema.equals(PREFIX_STATS)
     assert lan.cli("check") == 0
+
+
+def test_stored_parts_are_read_once_checked_then_parsed(tmp_path) -> None:
+    """CrawlDir.stats_parts without a round: a part of the current schema, one of an older
+    schema (a column fewer: conformed, the column empty), one whose bytes changed after
+    the manifest was written, one gone, and one that is not Parquet; with the version's
+    manifest and without it."""
+    crawl = CrawlDir(tmp_path / "crawl")
+    vdir = crawl.version_dir(1)
+    (vdir / "prefix_stats").mkdir(parents=True)
+
+    def rows(host: str) -> pa.Table:
+        columns = {f.name: pa.nulls(3, f.type) for f in PREFIX_STATS}
+        columns |= {
+            "host": pa.array([host] * 3),
+            "share": pa.array(["share"] * 3),
+            "prefix": pa.array(["", "Music", "Video"]),
+        }
+        return pa.table(columns, schema=PREFIX_STATS)
+
+    def path(host: str):
+        return vdir / "prefix_stats" / part_file(host, 0)
+
+    dropped = PREFIX_STATS.names[-1]
+    for host in ("alpha", "beta", "gamma", "delta"):
+        write_parquet(rows(host), path(host))
+    pq.write_table(rows("older").drop_columns([dropped]), path("older"))
+    path("junk").write_bytes(b"not parquet at all")
+    write_manifest(vdir, {})
+    data = bytearray(path("beta").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path("beta").write_bytes(bytes(data))
+    path("gamma").unlink()
+
+    for version_has_manifest in (True, False):
+        if not version_has_manifest:
+            (vdir / MANIFEST_NAME).unlink()
+            crawl = CrawlDir(tmp_path / "crawl")
+        parts, problems = crawl.stats_parts(1)
+        assert set(parts) == {(host, 0) for host in ("alpha", "delta", "older")}
+        assert parts[("alpha", 0)].equals(read_parquet(path("alpha"), PREFIX_STATS))
+        assert parts[("alpha", 0)].schema.equals(PREFIX_STATS, check_metadata=True)
+        older = parts[("older", 0)]
+        assert older.schema.equals(PREFIX_STATS) and older[dropped].null_count == 3
+        assert problems[path("junk")].startswith("does not read")
+        if version_has_manifest:
+            assert problems[path("beta")].startswith("checksum mismatch")
+            assert problems[path("gamma")] == "missing"
+            assert len(problems) == 3
+        else:  # no checksum to check: the page's CRC catches the flipped bit
+            assert problems[path("beta")].startswith("does not read")
+            assert len(problems) == 2  # and the part gone is not named by anything
