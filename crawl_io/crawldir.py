@@ -281,7 +281,11 @@ class CrawlDir:
             except (pa.ArrowException, OSError) as e:
                 return None, f"does not read ({first_line(e)})"
 
-        keyed = [(key, rel) for rel in rels if (key := parse_part_file(rel.partition("/")[2]))]
+        keyed = [
+            (key, rel)
+            for rel in rels
+            if (key := parse_part_file(rel.partition("/")[2])) is not None
+        ]
         parts: dict[tuple[str, int], pa.Table] = {}
         problems: dict[Path, str] = {}
         with ThreadPoolExecutor(max_workers=STATS_READERS) as pool:

@@ -98,24 +98,35 @@ def write_manifest(vdir: Path, carried: Manifest) -> Manifest:
     return parts
 
 
+CHECKSUM_MISMATCH = "checksum mismatch (its bytes changed since it was written)"
+
+
+def _os_problem(error: OSError) -> str:
+    if isinstance(error, FileNotFoundError):
+        return "missing"
+    return f"cannot be read ({error.strerror})"
+
+
+def _size_problem(size: int, entry: PartEntry | None) -> str | None:
+    if entry is not None and size != entry.size:
+        return f"size {size} bytes, the manifest says {entry.size}"
+    return None
+
+
 def size_problem(path: Path, entry: PartEntry | None) -> str | None:
     """The cheap check (one stat): is the part there, with the size its manifest says?"""
     try:
         size = path.stat().st_size
-    except FileNotFoundError:
-        return "missing"
     except OSError as e:
-        return f"cannot be read ({e.strerror})"
-    if entry is not None and size != entry.size:
-        return f"size {size} bytes, the manifest says {entry.size}"
-    return None
+        return _os_problem(e)
+    return _size_problem(size, entry)
 
 
 def checksum_problem(path: Path, entry: PartEntry) -> str | None:
     """Size, then SHA-256 against the manifest (reads the whole file)."""
     problem = size_problem(path, entry)
     if problem is None and file_sha256(path) != entry.sha256:
-        problem = "checksum mismatch (its bytes changed since it was written)"
+        problem = CHECKSUM_MISMATCH
     return problem
 
 
@@ -125,16 +136,12 @@ def read_checked(path: Path, entry: PartEntry | None) -> tuple[bytes | None, str
     What is parsed is then what was checked."""
     try:
         data = path.read_bytes()
-    except FileNotFoundError:
-        return None, "missing"
     except OSError as e:
-        return None, f"cannot be read ({e.strerror})"
-    if entry is not None:
-        if len(data) != entry.size:
-            return None, f"size {len(data)} bytes, the manifest says {entry.size}"
-        if hashlib.sha256(data).hexdigest() != entry.sha256:
-            return None, "checksum mismatch (its bytes changed since it was written)"
-    return data, None
+        return None, _os_problem(e)
+    problem = _size_problem(len(data), entry)
+    if problem is None and entry is not None and hashlib.sha256(data).hexdigest() != entry.sha256:
+        problem = CHECKSUM_MISMATCH
+    return (None, problem) if problem is not None else (data, None)
 
 
 def read_problem(path: Path) -> str | None:
