@@ -93,14 +93,11 @@ def read_parquet(path: Path, schema: pa.Schema) -> pa.Table:
     return schema.empty_table()
 
 
-def _read_file(path: Path, schema: pa.Schema) -> pa.Table:
-    return _conformed(pq.ParquetFile(path, page_checksum_verification=True).read(), path, schema)
-
-
-def _conformed(table: pa.Table, source: Path | pa.NativeFile, schema: pa.Schema) -> pa.Table:
-    """A part's rows as read (its own schema) in `schema`. pyarrow's dataset reader, which
-    conforms a part of another schema (an older version's), costs several times more a
-    part than reading the file: only those are read again with it."""
+def _read_file(source: Path | pa.NativeFile, schema: pa.Schema) -> pa.Table:
+    """A part's rows (a file, or its bytes) in `schema`, page CRCs verified. pyarrow's
+    dataset reader, which conforms a part of another schema (an older version's), costs
+    several times more a part than reading the file: only those are read again with it."""
+    table = pq.ParquetFile(source, page_checksum_verification=True).read()
     if table.schema.equals(schema):
         return table.replace_schema_metadata(None)
     if isinstance(source, pa.NativeFile):
@@ -109,10 +106,8 @@ def _conformed(table: pa.Table, source: Path | pa.NativeFile, schema: pa.Schema)
 
 
 def parquet_from_bytes(data: bytes, schema: pa.Schema) -> pa.Table:
-    """A part's rows from its bytes, as read_parquet reads its file (page CRCs verified)."""
-    source = pa.BufferReader(data)
-    table = pq.ParquetFile(source, page_checksum_verification=True).read()
-    return _conformed(table, source, schema)
+    """A part's rows from its bytes, as read_parquet reads its file."""
+    return _read_file(pa.BufferReader(data), schema)
 
 
 def table_parts(version_dir: Path, table: str) -> list[Path]:
