@@ -3,6 +3,7 @@ this process."""
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from jobs.subtree_hash import (
     read_listing,
     summarize,
 )
+from tests.job_probe import MRImportProbe
 
 names = st.text(
     st.characters(blacklist_characters="/\0", blacklist_categories=("Cs",)), min_size=1, max_size=8
@@ -126,6 +128,15 @@ def test_job_runs_on_mrjob_runners(tmp_path: Path, runner: str) -> None:
             "bytes": 13,
         },
     }
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="Python 3.12 ships no distutils")
+def test_a_local_jobs_tasks_start_without_setuptools(tmp_path: Path) -> None:
+    """Each task of the local runner is an interpreter start, which mrjob's `import
+    distutils` made import setuptools too (jobs.runner.task_env)."""
+    (tmp_path / "input").write_text("one line\n")
+    manifest = write_manifest([tmp_path / "input"], tmp_path / "m")
+    assert dict(run_job(MRImportProbe, manifest, "local")) == {"setuptools imported": False}
 
 
 @pytest.mark.parametrize("runner", ["inline", "local"])
