@@ -2,7 +2,8 @@
 version (queries.index_build), or brought up to a later version by an update that costs
 what changed (queries.index_update). Either way the new index is written under a hidden
 temporary name beside the live one and swapped in by rename, so readers (queries.index_store)
-see the old file or the new one, whole.
+see the old file or the new one, whole, by a name that only ever names that file
+(queries.index_store.link_by_identity).
 """
 
 from __future__ import annotations
@@ -15,10 +16,39 @@ import duckdb
 
 from crawl_io.atomic import start_writeback, write_atomic
 from queries.index_build import build, write_meta
-from queries.index_store import FORMAT, index_meta, index_version
+from queries.index_store import (
+    FORMAT,
+    index_meta,
+    index_version,
+    link_by_identity,
+    prune_identity_links,
+)
 from queries.index_update import UpdateCounts, apply_update
 
-__all__ = ["FORMAT", "UpdateCounts", "build_index", "index_meta", "index_version", "update_index"]
+__all__ = [
+    "FORMAT",
+    "UpdateCounts",
+    "build_index",
+    "index_meta",
+    "index_version",
+    "publish",
+    "update_index",
+]
+
+
+def publish(out_path: Path, write: Callable[[Path], None]) -> None:
+    """Write an index file with `write` under a temporary name, give it its second name
+    (queries.index_store), rename it over `out_path`, and remove the second names of the
+    files it replaced."""
+
+    def write_and_link(tmp_path: Path) -> None:
+        write(tmp_path)
+        link_by_identity(tmp_path, out_path)
+
+    try:
+        write_atomic(out_path, write_and_link)
+    finally:  # a file that failed to land must not live on through its second name
+        prune_identity_links(out_path)
 
 
 def _write(
@@ -27,7 +57,7 @@ def _write(
     start_from: Path | None = None,
 ) -> None:
     """Write an index with `fill` under a temporary name (a copy of `start_from`, or a new
-    file), then rename it over `out_path` (crawl_io.atomic)."""
+    file), then publish it at `out_path`."""
 
     def write(tmp_path: Path) -> None:
         wal = Path(f"{tmp_path}.wal")  # DuckDB's log of a failed write
@@ -51,7 +81,7 @@ def _write(
         finally:
             wal.unlink(missing_ok=True)
 
-    write_atomic(out_path, write)
+    publish(out_path, write)
 
 
 def build_index(version_dir: Path, out_path: Path) -> None:

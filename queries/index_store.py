@@ -2,16 +2,27 @@
 
 The index is one DuckDB file, replaced whole by rename when a round builds or updates it.
 A reader asks for the file as it is now (`pinned`): the first time, or when the file at
-the path is no longer the one held (another inode, mtime or size), it is opened through a
-descriptor and attached read-only to a private in-memory DuckDB. Everything a request reads
-then comes from that one file, even when a round replaces it meanwhile (the old file lives
-on until its descriptor is closed): a reader sees the old index or the new one, never a
-mix. The old file is closed when its last reader leaves.
+the path is no longer the one held (another inode, mtime or size), it is attached read-only
+to a private in-memory DuckDB. Everything a request reads then comes from that one file,
+even when a round replaces it meanwhile (the old file lives on while DuckDB holds it open):
+a reader sees the old index or the new one, never a mix. The old file is closed when its
+last reader leaves.
 
-Attaching through the descriptor (/proc/self/fd/N) rather than by path keeps clear of
-DuckDB's process-wide cache of databases by path, which would hand a new connection the old
-file while any connection to it is open. What readers derive from a file (the search
-arrays, the page's copies) is kept with it (`IndexFile.cached`) and goes with it.
+A file is attached by a name that only ever names it: a writer gives each index file it
+publishes a second name, `.by-identity/<inode>-<mtime>-<size>.duckdb` beside it, before the
+rename (`link_by_identity`), and removes the names of files no longer live after it
+(`prune_identity_links`). A reader stats the index path and attaches the file by the name
+of that identity; if a swap removed that name meanwhile, it stats again. A file without such
+a name (written by an earlier release, or where hard links are refused) is attached by the
+index path, which is checked to name the same file after the attach as before it (a round
+renames only new files over it, so a name that shows one file at both moments showed it in
+between). Either way the path DuckDB opens is a plain name: DuckDB reads a descriptor's
+/proc/self/fd/N link back into the name it points at, which a swap has changed. Each file
+gets an in-memory DuckDB of its own: DuckDB shares an attached file between connections of
+one database, never between databases.
+
+What readers derive from a file (the search arrays, the page's copies) is kept with it
+(`IndexFile.cached`) and goes with it.
 """
 
 from __future__ import annotations
@@ -37,6 +48,57 @@ class IndexUnreadable(Exception):
     """The search index file is damaged; the message says what rebuilds it."""
 
 
+class Swapped(Exception):
+    """The file at the index path was replaced while it was being opened."""
+
+
+class Unopenable(Exception):
+    """The index file of this identity does not open as an index: why, in one line."""
+
+    def __init__(self, identity: Identity, why: str) -> None:
+        super().__init__(why)
+        self.identity = identity
+
+
+SWAPS_TRIED = 50  # swaps met in a row while opening before giving up (a round makes one)
+IDENTITY_LINKS = ".by-identity"  # beside the index file: a second name for each file published
+
+
+def identity_link(index_path: Path, identity: Identity) -> Path:
+    """The second name of the index file of this identity (inode, mtime in ns, size)."""
+    return Path(index_path).parent / IDENTITY_LINKS / ("-".join(map(str, identity)) + ".duckdb")
+
+
+def link_by_identity(file: Path, index_path: Path) -> None:
+    """Give `file`, written whole and about to be renamed over `index_path`, its second
+    name. Where the file system refuses hard links, readers attach it by the index path."""
+    link = identity_link(index_path, _identity(os.stat(file)))
+    try:
+        link.parent.mkdir(exist_ok=True)
+        link.unlink(missing_ok=True)  # a leftover of a file that had this identity: none now
+        os.link(file, link)
+    except OSError:
+        pass
+
+
+def prune_identity_links(index_path: Path) -> None:
+    """Remove the second names of files that are no longer the index (the names left of a
+    file replaced, or of one never renamed into place): readers holding such a file keep it
+    open; new readers find the live file's name."""
+    folder = Path(index_path).parent / IDENTITY_LINKS
+    try:
+        live = identity_link(index_path, _identity(os.stat(index_path))).name
+    except FileNotFoundError:
+        live = None
+    try:
+        links = list(folder.iterdir())
+    except FileNotFoundError:
+        return
+    for link in links:
+        if link.name != live:
+            link.unlink(missing_ok=True)
+
+
 def _identity(stat: os.stat_result) -> Identity:
     return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
 
@@ -46,15 +108,17 @@ def _first_line(error: BaseException) -> str:
 
 
 class IndexFile:
-    """One index file, pinned: its descriptor, a read-only DuckDB on it (the file attached
-    as `idx`, the default schema), its meta, and what readers derive from it."""
+    """One index file, pinned: a read-only DuckDB on it (the file attached as `idx`, the
+    default schema), its identity and meta, and what readers derive from it."""
 
-    def __init__(self, path: Path, fd: int) -> None:
+    def __init__(self, path: Path) -> None:
+        """Attach the index file at `path` as it is now. Raises Swapped when it was replaced
+        before it could be attached, FileNotFoundError when it is gone, Unopenable when it
+        does not open as an index."""
         self.path = path
-        self.fd = fd
-        self.identity = _identity(os.fstat(fd))
         # no temp_directory: DuckDB would spill big sorts to the working folder, and readers
-        # write nothing anywhere
+        # write nothing anywhere. Made before the file is looked at: a new DuckDB takes
+        # longer than a round may take to swap the file again.
         self.con = duckdb.connect(":memory:", config={"temp_directory": ""})
         self._users = 0
         self._retired = False
@@ -62,25 +126,49 @@ class IndexFile:
         self._locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         try:
-            source = f"/proc/self/fd/{fd}"
-            if not os.path.exists(source):  # no /proc: by name (a swap is then caught late)
-                source = str(path)
-            quoted = source.replace("'", "''")  # our own path, never request text
-            self.con.execute(f"ATTACH '{quoted}' AS idx (READ_ONLY)")
-            self.con.execute("USE idx")
-            self.meta: dict[str, str] = dict(
-                self.con.execute("SELECT key, value FROM meta").fetchall()
-            )
-            if self.meta.get("format") != FORMAT:
-                raise IndexUnreadable(
-                    f"of another format ({self.meta.get('format') or '1'}, not {FORMAT})"
+            self.identity = _identity(os.stat(path))
+            try:
+                self._attach()
+                self.con.execute("USE idx")
+                self.meta: dict[str, str] = dict(
+                    self.con.execute("SELECT key, value FROM meta").fetchall()
                 )
-            for table in REQUIRED_TABLES:  # a garbled file fails here, not later
-                self.con.execute(f"SELECT count(*) FROM {table}").fetchone()
+                if self.meta.get("format") != FORMAT:
+                    raise IndexUnreadable(
+                        f"of another format ({self.meta.get('format') or '1'}, not {FORMAT})"
+                    )
+                for table in REQUIRED_TABLES:  # a garbled file fails here, not later
+                    self.con.execute(f"SELECT count(*) FROM {table}").fetchone()
+            except (Swapped, FileNotFoundError):
+                raise
+            except (duckdb.Error, OSError, UnicodeError, IndexUnreadable) as e:
+                raise Unopenable(self.identity, _first_line(e)) from None
         except BaseException:
             self.con.close()
             raise
         self.version: str = self.meta.get("version") or "?"
+
+    def _attach(self) -> None:
+        # the identity, its second name and DuckDB's open are moments apart: a swap in
+        # between is seen (the open by the index path is checked after it)
+        link = identity_link(self.path, self.identity)
+        if os.path.exists(link):
+            try:
+                self._attach_at(link)
+            except duckdb.Error:
+                if not os.path.exists(link):  # a swap removed it before DuckDB opened it
+                    raise Swapped from None
+                raise
+            return
+        try:  # by the index path, which may have named another file meanwhile
+            self._attach_at(self.path)
+        finally:
+            if _identity(os.stat(self.path)) != self.identity:
+                raise Swapped
+
+    def _attach_at(self, source: Path) -> None:
+        quoted = str(source).replace("'", "''")  # our own path, never request text
+        self.con.execute(f"ATTACH '{quoted}' AS idx (READ_ONLY)")
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A cursor on this file (one per thread), its tables named plainly or as `idx.`;
@@ -125,7 +213,6 @@ class IndexFile:
 
     def _close(self) -> None:
         self.con.close()
-        os.close(self.fd)
         self._cache.clear()
 
 
@@ -142,42 +229,55 @@ _slots: dict[str, _Slot] = {}
 _slots_lock = threading.Lock()
 
 
+def _no_index(index_path: Path) -> FileNotFoundError:
+    return FileNotFoundError(f"no search index at {index_path}: run a crawl first")
+
+
+def _stat_identity(key: str, index_path: Path) -> Identity:
+    try:
+        return _identity(os.stat(key))
+    except FileNotFoundError:
+        raise _no_index(index_path) from None
+
+
 def open_index(index_path: Path) -> tuple[IndexFile, bool]:
     """The index file at `index_path` as it is now, with one user counted for the caller
     (call `leave()` when done), and whether it was opened by this call. Raises
     FileNotFoundError when there is none and IndexUnreadable when it is damaged."""
     key = os.path.abspath(index_path)
-    try:
-        identity = _identity(os.stat(key))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"no search index at {index_path}: run a crawl first") from None
+    _stat_identity(key, index_path)  # none there: no slot made for it
     with _slots_lock:
         slot = _slots.setdefault(key, _Slot())
     with slot.lock:
-        held = slot.file
-        if held is not None and held.identity == identity and held.enter():
-            return held, False
-        if slot.damaged is not None and slot.damaged[0] == identity:
-            raise IndexUnreadable(slot.damaged[1])
-        try:
-            fd = os.open(key, os.O_RDONLY)
-        except FileNotFoundError:  # removed between the stat and the open
-            raise FileNotFoundError(f"no search index at {index_path}: run a crawl first") from None
-        try:
-            new = IndexFile(Path(key), fd)
-        except (duckdb.Error, OSError, UnicodeError, IndexUnreadable) as e:
-            os.close(fd)
-            message = (
-                f"search index {index_path} is damaged ({_first_line(e)}): the next "
-                "round rebuilds it (`sharecrawl crawl`)"
-            )
-            slot.damaged = (identity, message)
-            raise IndexUnreadable(message) from None
-        new.enter()
-        slot.file = new
-        if held is not None:
-            held.retire()
-        return new, True
+        for _ in range(SWAPS_TRIED):
+            identity = _stat_identity(key, index_path)
+            held = slot.file
+            if held is not None and held.identity == identity and held.enter():
+                return held, False
+            if slot.damaged is not None and slot.damaged[0] == identity:
+                raise IndexUnreadable(slot.damaged[1])
+            try:
+                new = IndexFile(Path(key))
+            except Swapped:
+                continue
+            except FileNotFoundError:  # removed between the stat and the open
+                raise _no_index(index_path) from None
+            except Unopenable as e:
+                message = (
+                    f"search index {index_path} is damaged ({e}): the next round rebuilds it "
+                    "(`sharecrawl crawl`)"
+                )
+                slot.damaged = (e.identity, message)
+                raise IndexUnreadable(message) from None
+            new.enter()
+            slot.file = new
+            if held is not None:
+                held.retire()
+            return new, True
+    raise IndexUnreadable(
+        f"search index {index_path} was replaced {SWAPS_TRIED} times while it was being "
+        "opened: try again"
+    )
 
 
 @contextmanager

@@ -27,6 +27,7 @@ _RULES = [
     (re.compile(r"^\..+\.tmp\d+@[^/]+?(?:\.wal)?$"), ".<name>.tmp<pid>@<machine>"),
     (re.compile(r"^\..+\.tmp-\d+(?:\.wal)?$"), ".<name>.tmp-<pid>"),
     (re.compile(r"^\..+\.tmp\d+$"), ".<name>.tmp<pid>"),
+    (re.compile(r"^\d+-\d+-\d+\.duckdb$"), "<inode>-<mtime>-<size>.duckdb"),
 ]
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from queries.index import build_index
-from queries.index_store import IndexUnreadable, open_index, pinned
+from queries.index import build_index, publish
+from queries.index_store import IDENTITY_LINKS, IndexUnreadable, open_index, pinned
 from queries.search import search
 from tests.test_search import MEDIA_ROWS, media, write_version
 
@@ -32,6 +32,12 @@ def two_indexes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def swap_in(source: Path, index: Path) -> None:
     """As a round does: a whole file written beside the live one, renamed over it."""
+    publish(index, lambda tmp: shutil.copyfile(source, tmp))
+
+
+def rename_in(source: Path, index: Path) -> None:
+    """As an earlier release did: a whole file renamed over the live one, without a second
+    name."""
     tmp = index.with_name(".swap")
     shutil.copyfile(source, tmp)
     os.replace(tmp, index)
@@ -132,3 +138,33 @@ def test_a_damaged_file_swapped_in_is_one_clear_error_then_recovers(
     swap_in(two_indexes[1], index)
     with pinned(index) as file:
         assert file.version == "v000002" and search(file, "holiday")
+
+
+def test_each_file_published_has_one_second_name_while_it_is_live(
+    tmp_path: Path, two_indexes: tuple[Path, Path]
+) -> None:
+    """Readers attach an index file by a name that only ever names it (DuckDB reads a
+    descriptor's /proc link back into the index path, which a swap changes); the names of
+    replaced files go with them, and a file an earlier release renamed in, without one, is
+    read by the index path."""
+    index = tmp_path / "search.duckdb"
+    links = tmp_path / IDENTITY_LINKS
+    for source, version in ((two_indexes[0], "v000001"), (two_indexes[1], "v000002")):
+        swap_in(source, index)
+        (link,) = links.iterdir()
+        assert link.samefile(index)
+        with pinned(index) as file:
+            assert file.version == version
+    rename_in(two_indexes[0], index)
+    with pinned(index) as file:
+        assert file.version == "v000001" and search(file, "madonna")
+    swap_in(two_indexes[1], index)  # the link of the file replaced goes, not the new one
+    assert [link.samefile(index) for link in links.iterdir()] == [True]
+
+    def fail(tmp: Path) -> None:
+        shutil.copyfile(two_indexes[0], tmp)
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):  # a file that did not land: no name left
+        publish(index, fail)
+    assert [link.samefile(index) for link in links.iterdir()] == [True]
