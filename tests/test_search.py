@@ -12,6 +12,7 @@ import pytest
 
 from crawl_io import schema
 from queries.index import build_index, index_version
+from queries.index_store import IDENTITY_LINKS
 from queries.search import QueryError, format_results, search
 from queries.search_results import copy_url
 
@@ -347,7 +348,9 @@ def test_index_records_its_version_and_is_replaced_atomically(tmp_path: Path) ->
     build_index(second, out)
     assert index_version(out) == "v000002"
     assert search(out, "frozen")[0]["title"] == "Frozen"  # the reader saw the new file
-    assert sorted(p.name for p in out.parent.iterdir()) == ["search.duckdb"]
+    # no temporary file left, and one second name: the live file's (queries.index_store)
+    assert sorted(p.name for p in out.parent.iterdir()) == [IDENTITY_LINKS, "search.duckdb"]
+    assert [link.samefile(out) for link in (out.parent / IDENTITY_LINKS).iterdir()] == [True]
     with duckdb.connect(str(out), read_only=True) as con:
         tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     assert {
