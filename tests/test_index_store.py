@@ -141,7 +141,7 @@ def test_a_damaged_file_swapped_in_is_one_clear_error_then_recovers(
 
 
 def test_each_file_published_has_one_second_name_while_it_is_live(
-    tmp_path: Path, two_indexes: tuple[Path, Path]
+    tmp_path: Path, two_indexes: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Readers attach an index file by a name that only ever names it (DuckDB reads a
     descriptor's /proc link back into the index path, which a swap changes); the names of
@@ -161,10 +161,14 @@ def test_each_file_published_has_one_second_name_while_it_is_live(
     swap_in(two_indexes[1], index)  # the link of the file replaced goes, not the new one
     assert [link.samefile(index) for link in links.iterdir()] == [True]
 
-    def fail(tmp: Path) -> None:
-        shutil.copyfile(two_indexes[0], tmp)
+    def no_rename(*_: object) -> None:
         raise OSError("disk full")
 
-    with pytest.raises(OSError, match="disk full"):  # a file that did not land: no name left
-        publish(index, fail)
+    # a file written and named but never renamed into place: its second name goes with it
+    monkeypatch.setattr(os, "replace", no_rename)
+    with pytest.raises(OSError, match="disk full"):
+        publish(index, lambda tmp: shutil.copyfile(two_indexes[0], tmp))
+    monkeypatch.undo()
     assert [link.samefile(index) for link in links.iterdir()] == [True]
+    with pinned(index) as file:
+        assert file.version == "v000002"
