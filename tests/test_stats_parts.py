@@ -7,6 +7,7 @@ next round. Real crawls of file:// hosts with a small group size, real Parquet f
 from __future__ import annotations
 
 import shutil
+import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,6 +20,7 @@ from crawl_io.host_parts import footer_partitions, part_file, read_parquet
 from crawl_io.schema import PREFIX_STATS
 from crawl_io.version_manifest import MANIFEST_NAME, write_manifest
 from jobs.mr_prefix_stats import host_parts, prefix_stats_here
+from pipeline.stats_parts import PartWriter
 from tests.conftest import LAN
 
 SHARES = ("a-music", "b-films", "c-talks", "d-misc")
@@ -199,3 +201,34 @@ def test_stored_parts_are_read_once_checked_then_parsed(tmp_path) -> None:
         else:  # no checksum to check: the page's CRC catches the flipped bit
             assert problems[path("beta")].startswith("does not read")
             assert len(problems) == 2  # and the part gone is not named by anything
+
+
+class SlowBuild:
+    """Stands in for a version being built (pipeline.publish.VersionBuild), in a unit test
+    of the writer of parts alone: records the parts written, fails on one."""
+
+    def __init__(self, fail_group: int) -> None:
+        self.fail_group = fail_group
+        self.written: list[int] = []
+
+    def write_group(self, host: str, group: int, tables: dict, footer: object) -> None:
+        if group == self.fail_group:
+            raise OSError(28, "No space left on device")
+        time.sleep(0.01)
+        self.written.append(group)
+
+
+def test_parts_written_at_once_are_all_written_and_a_failure_stops_the_rest() -> None:
+    rows = PREFIX_STATS.empty_table()
+    build = SlowBuild(fail_group=-1)
+    with PartWriter(build) as writer:  # type: ignore[arg-type]
+        for group in range(40):
+            writer.write("h", group, rows, None)
+    assert writer.written == 40 and sorted(build.written) == list(range(40))
+
+    build = SlowBuild(fail_group=5)
+    with pytest.raises(OSError, match="No space left"):
+        with PartWriter(build) as writer:  # type: ignore[arg-type]
+            for group in range(400):
+                writer.write("h", group, rows, None)
+    assert 5 not in build.written and len(build.written) < 100  # not every part queued ran
