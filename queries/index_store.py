@@ -245,7 +245,6 @@ def open_index(index_path: Path) -> tuple[IndexFile, bool]:
     (call `leave()` when done), and whether it was opened by this call. Raises
     FileNotFoundError when there is none and IndexUnreadable when it is damaged."""
     key = os.path.abspath(index_path)
-    _stat_identity(key, index_path)  # none there: no slot made for it
     with _slots_lock:
         slot = _slots.setdefault(key, _Slot())
     with slot.lock:
