@@ -38,7 +38,6 @@ from crawl_io.processes import alive
 JOB_TMP_PREFIX = "sharecrawl-mrjob-"
 PACKAGES = ("crawl_io", "jobs")  # what a cluster's tasks import: shipped with --py-files
 CLUSTER_RUNNERS = ("spark", "hadoop")
-SETUPTOOLS_SWITCH = "SETUPTOOLS_USE_DISTUTILS"  # setuptools' distutils shim: "stdlib" turns it off
 
 
 @dataclass(frozen=True)
@@ -106,6 +105,19 @@ class ManifestJob(MRJob):
             "--base-dir", default=None, help="the folder the manifest's paths start from"
         )
 
+    def _runner_class(self) -> type:
+        if self.options.runner == "local":
+            from jobs.forked_local import ForkedLocalRunner
+
+            return ForkedLocalRunner
+        return super()._runner_class()
+
+    def _runner_kwargs(self) -> dict[str, Any]:
+        kwargs = super()._runner_kwargs()
+        if self.options.runner == "local":
+            kwargs["mrjob_cls"] = self.__class__
+        return kwargs
+
     def resolve(self, path: str) -> str:
         """A path from the manifest, made usable here (absolute paths stay as they are)."""
         base = self.options.base_dir
@@ -171,26 +183,15 @@ def packages_zip(folder: Path) -> Path:
     return out
 
 
-def task_env() -> list[str]:
-    """mrjob options setting the environment of a local job's tasks. Each task is a new
-    interpreter that imports mrjob, and mrjob imports `distutils`, which setuptools' shim
-    (installed with it) answers by importing setuptools: 0.1-0.2 s of a task's 0.5 s
-    start. The shim's own switch hands the tasks the standard library's distutils, which
-    Python ships until 3.12 (mrjob's last release runs on 3.11)."""
-    if sys.version_info >= (3, 12):
-        return []
-    return ["--cmdenv", f"{SETUPTOOLS_SWITCH}=stdlib"]
-
-
 def runner_args(runner: JobRunner, tmp: Path, scratch: Path | None = None) -> list[str]:
-    """mrjob options for a runner: the local runner's tasks run this interpreter, where
-    mrjob is installed (zipping mrjob into every run would cost 0.4-0.8 s a job), and start
-    without setuptools (task_env); a cluster's tasks get the project's packages and their
+    """mrjob options for a runner: the local runner's tasks run in this interpreter's
+    forked workers (jobs.forked_local), where mrjob is imported already (zipping mrjob into
+    every run would cost 0.4-0.8 s a job); a cluster's tasks get the project's packages and their
     interpreter, and Spark keeps its scratch (the uploaded inputs, the output) in
     `scratch`, a folder of the crawl directory that the cluster sees, rather than on HDFS
     (mrjob's default for a remote master)."""
     if runner.name == "local":
-        return ["--no-bootstrap-mrjob", *task_env()]
+        return ["--no-bootstrap-mrjob"]
     if not runner.on_cluster:
         return []
     args = [

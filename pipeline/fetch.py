@@ -19,14 +19,9 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
-import signal
 import socket
-import sys
 import time
-from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from contextlib import contextmanager
-from multiprocessing import forkserver, resource_tracker
 from pathlib import Path
 from queue import Empty
 
@@ -35,6 +30,7 @@ import pyarrow.parquet as pq
 
 from crawl_io.crawldir import CrawlDir, read_parquet, write_parquet
 from crawl_io.schema import FETCHLOG
+from crawl_io.workers import main_module_hidden, worker_context
 from pipeline.fetch_host import HostJob, fetch_host, host_done, init_worker
 from pipeline.generate import Generate
 from pipeline.inject import Inject
@@ -75,50 +71,6 @@ def host_jobs(
             )
         jobs[row["host"]].due.append(row)
     return list(jobs.values())
-
-
-def worker_context() -> multiprocessing.context.BaseContext:
-    """The fetch workers' start method, its server started (once per process).
-
-    forkserver, not fork: the parent holds threads (Luigi, DuckDB, Arrow) that fork would
-    copy. The server imports the fetcher once, so each worker starts as a cheap fork of it.
-    Starting it is asynchronous: called before a round's Inject, its imports overlap Inject
-    and Generate. The server dies with this process (pipeline.forkserver_guard), and starts
-    with SIGINT blocked, a mask its workers inherit: a Ctrl-C reaches the whole process
-    group and is this process's to handle (it ends the workers), not a traceback of theirs.
-    multiprocessing starts its own resource tracker the same way."""
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(
-        ["pipeline.forkserver_guard", "pipeline.fetch_host", "crawl_io.tags", "crawl_io.smb"]
-    )
-    resource_tracker.ensure_running()  # first: it would unblock SIGINT after starting
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        forkserver.ensure_running()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-    return context
-
-
-@contextmanager
-def main_module_hidden() -> Iterator[None]:
-    """Start worker processes without re-running the main script in each of them.
-
-    multiprocessing runs the parent's main script (as __mp_main__) in every forkserver
-    child, and Python 3.11 ignores a '__main__' preload; a script that imports the whole
-    pipeline costs each worker half a second. The workers need nothing from it: everything
-    they run lives in pipeline.fetch_host."""
-    main = sys.modules["__main__"]
-    file, spec = getattr(main, "__file__", None), getattr(main, "__spec__", None)
-    main.__spec__ = None
-    if file is not None:
-        del main.__file__
-    try:
-        yield
-    finally:
-        main.__spec__ = spec
-        if file is not None:
-            main.__file__ = file
 
 
 def fetch_hosts(jobs: list[HostJob], crawlers: int) -> None:

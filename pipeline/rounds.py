@@ -19,8 +19,9 @@ import luigi
 from crawl_io.crawldir import CrawlDir
 from crawl_io.lock import CrawlLock
 from crawl_io.tempfiles import remove_stale_temp_files
+from crawl_io.workers import worker_context
 from jobs.runner import remove_job_temp_dirs
-from pipeline.fetch import FetchShard, worker_context
+from pipeline.fetch import FetchShard
 from pipeline.index import Index
 from pipeline.interrupt import (
     Interrupted,

@@ -1,8 +1,9 @@
-"""A job that reports what its task process imported: run by mrjob's local runner as a
-script of its own (`python tests/job_probe.py --mapper ...`), as the project's jobs are."""
+"""A job that reports where its tasks run: run by mrjob's local runner, as the project's
+jobs are (jobs.forked_local)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 
@@ -11,15 +12,18 @@ from mrjob.protocol import JSONProtocol, RawValueProtocol
 from jobs.runner import ManifestJob
 
 
-class MRImportProbe(ManifestJob):
+class MRTaskProbe(ManifestJob):
     INPUT_PROTOCOL = RawValueProtocol
     OUTPUT_PROTOCOL = JSONProtocol
 
-    def mapper(self, _: None, line: str) -> Iterator[tuple[str, bool]]:
-        import distutils  # noqa: F401  (as mrjob.util does: what the task's start pays)
-
-        yield "setuptools imported", "setuptools" in sys.modules
+    def mapper(self, _: None, line: str) -> Iterator[tuple[str, object]]:
+        print("a stray line", file=sys.stderr)  # goes to the task's stderr file
+        yield "pid", os.getpid()
+        yield "parent pid", os.getppid()
+        yield "listing job imported", "jobs.mr_listing" in sys.modules  # this job does not
+        yield "cwd", os.getcwd()
+        yield "map input", os.environ.get("mapreduce_map_input_file", "")
 
 
 if __name__ == "__main__":
-    MRImportProbe.run()
+    MRTaskProbe.run()

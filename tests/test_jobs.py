@@ -3,8 +3,9 @@ this process."""
 
 from __future__ import annotations
 
-import sys
+import os
 from datetime import UTC, datetime
+from multiprocessing import forkserver
 from pathlib import Path
 
 import duckdb
@@ -12,12 +13,13 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mrjob.step import StepFailedException
 
 from crawl_io.crawldir import write_parquet
 from crawl_io.mediatypes import media_kind
 from crawl_io.schema import LISTING
 from jobs.mr_listing import ListingResults, MRListingJobs, run_listing_jobs
-from jobs.runner import JobRunner, run_job, write_manifest
+from jobs.runner import JOB_TMP_PREFIX, JobRunner, run_job, write_manifest
 from jobs.subtree_hash import (
     duplicate_folders_sql,
     folder_hashes,
@@ -28,7 +30,8 @@ from jobs.subtree_hash import (
     read_listing,
     summarize,
 )
-from tests.job_probe import MRImportProbe
+from tests.job_failing import MRFailingTask
+from tests.job_probe import MRTaskProbe
 
 names = st.text(
     st.characters(blacklist_characters="/\0", blacklist_categories=("Cs",)), min_size=1, max_size=8
@@ -130,13 +133,38 @@ def test_job_runs_on_mrjob_runners(tmp_path: Path, runner: str) -> None:
     }
 
 
-@pytest.mark.skipif(sys.version_info >= (3, 12), reason="Python 3.12 ships no distutils")
-def test_a_local_jobs_tasks_start_without_setuptools(tmp_path: Path) -> None:
-    """Each task of the local runner is an interpreter start, which mrjob's `import
-    distutils` made import setuptools too (jobs.runner.task_env)."""
-    (tmp_path / "input").write_text("one line\n")
-    manifest = write_manifest([tmp_path / "input"], tmp_path / "m")
-    assert dict(run_job(MRImportProbe, manifest, "local")) == {"setuptools imported": False}
+def test_a_local_jobs_tasks_run_in_forked_workers_each_in_its_own_process(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The local runner's tasks run in workers of this process's fork server, which has
+    imported the jobs, so they start without importing them again; each still has its own
+    process, working folder, environment and error file (jobs.forked_local)."""
+    for name in ("one", "two"):
+        (tmp_path / name).write_text("x\n")
+    manifest = write_manifest([tmp_path / "one", tmp_path / "two"], tmp_path / "m")
+    cwd, env = os.getcwd(), dict(os.environ)
+    records = list(run_job(MRTaskProbe, manifest, "local"))
+    got: dict[str, list] = {}
+    for key, value in records:
+        got.setdefault(key, []).append(value)
+    server = forkserver._forkserver._forkserver_pid
+    assert os.getpid() not in got["pid"] and got["parent pid"] == [server] * 2
+    assert got["listing job imported"] == [True] * 2  # by the server, not by the task
+    assert all(JOB_TMP_PREFIX in wd and wd != cwd for wd in got["cwd"])
+    assert sorted(Path(p).name for p in got["map input"]) == ["m", "m"]
+    assert os.getcwd() == cwd and dict(os.environ) == env
+    assert "a stray line" not in capfd.readouterr().err  # it went to the task's own file
+
+
+def test_a_failing_task_fails_its_job_with_the_cause(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name in ("good", "bad"):
+        (tmp_path / name).write_text("x\n")
+    manifest = write_manifest([tmp_path / "good", tmp_path / "bad"], tmp_path / "m")
+    with pytest.raises(StepFailedException, match="ValueError"):
+        list(run_job(MRFailingTask, manifest, "local"))
+    assert "a task that fails on line 'bad'" in caplog.text  # the task's traceback, logged
 
 
 @pytest.mark.parametrize("runner", ["inline", "local"])

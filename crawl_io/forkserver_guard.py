@@ -1,4 +1,4 @@
-"""Preloaded first by the fetch workers' fork server (pipeline.fetch.worker_context) and
+"""Preloaded first by the workers' fork server (crawl_io.workers.worker_context) and
 imported nowhere else: the server dies with the crawl process that started it, even one
 killed with SIGKILL, and its workers die with it (crawl_io.processes)."""
 

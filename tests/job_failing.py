@@ -1,0 +1,23 @@
+"""A job whose task fails on the manifest line `bad`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from mrjob.protocol import JSONProtocol, RawValueProtocol
+
+from jobs.runner import ManifestJob
+
+
+class MRFailingTask(ManifestJob):
+    INPUT_PROTOCOL = RawValueProtocol
+    OUTPUT_PROTOCOL = JSONProtocol
+
+    def mapper(self, _: None, line: str) -> Iterator[tuple[str, int]]:
+        if line.strip() == "bad":
+            raise ValueError(f"a task that fails on line {line!r}")
+        yield line, 1
+
+
+if __name__ == "__main__":
+    MRFailingTask.run()
