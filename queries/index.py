@@ -39,12 +39,14 @@ __all__ = [
 def publish(out_path: Path, write: Callable[[Path], None]) -> None:
     """Write an index file with `write` under a temporary name, give it its second name
     (queries.index_store), rename it over `out_path`, and remove the second names of the
-    files it replaced."""
+    files it replaced. A writer killed between naming its file and renaming it leaves a
+    second name that keeps the file's space: it goes first, before this write takes more."""
 
     def write_and_link(tmp_path: Path) -> None:
         write(tmp_path)
         link_by_identity(tmp_path, out_path)
 
+    prune_identity_links(out_path)
     try:
         write_atomic(out_path, write_and_link)
     finally:  # a file that failed to land must not live on through its second name

@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from queries.index import build_index, publish
-from queries.index_store import IDENTITY_LINKS, IndexUnreadable, open_index, pinned
+from queries.index_store import (
+    IDENTITY_LINKS,
+    IndexUnreadable,
+    link_by_identity,
+    open_index,
+    pinned,
+)
 from queries.search import search
 from tests.test_search import MEDIA_ROWS, media, write_version
 
@@ -169,6 +175,32 @@ def test_each_file_published_has_one_second_name_while_it_is_live(
     with pytest.raises(OSError, match="disk full"):
         publish(index, lambda tmp: shutil.copyfile(two_indexes[0], tmp))
     monkeypatch.undo()
+    assert [link.samefile(index) for link in links.iterdir()] == [True]
+    with pinned(index) as file:
+        assert file.version == "v000002"
+
+
+def test_a_second_name_left_by_a_killed_writer_goes_before_the_next_write(
+    tmp_path: Path, two_indexes: tuple[Path, Path]
+) -> None:
+    """A writer killed (SIGKILL) after naming its file and before renaming it leaves the
+    name, which holds the file's space: the next write removes it before writing."""
+    index = tmp_path / "search.duckdb"
+    links = tmp_path / IDENTITY_LINKS
+    swap_in(two_indexes[0], index)
+    orphan = tmp_path / ".search.duckdb.killed"
+    shutil.copyfile(two_indexes[1], orphan)
+    link_by_identity(orphan, index)
+    orphan.unlink()  # the killed writer's temporary file, removed as a dead writer's
+    assert len(list(links.iterdir())) == 2
+    seen: list[list[bool]] = []
+
+    def write(tmp: Path) -> None:
+        seen.append([link.samefile(index) for link in links.iterdir()])
+        shutil.copyfile(two_indexes[1], tmp)
+
+    publish(index, write)
+    assert seen == [[True]]  # only the live file's name while the new file was written
     assert [link.samefile(index) for link in links.iterdir()] == [True]
     with pinned(index) as file:
         assert file.version == "v000002"
