@@ -34,7 +34,8 @@ from crawl_io.workers import main_module_hidden, worker_context
 
 
 class ForkedLocalRunner(LocalMRJobRunner):
-    """The local runner whose Python tasks run in its pool's workers (module docstring)."""
+    """The local runner whose Python tasks run in its pool's workers, started by the
+    crawl's fork server (module docstring)."""
 
     alias = "local"
 
@@ -85,8 +86,8 @@ def _run_task_in_worker(
     wd: str,
     env: dict[str, str],
 ) -> None:
-    """One task, in this forked worker, as `python job.py <args>` would run it in `wd`: what
-    it prints goes to its own output and error files."""
+    """One task, in this worker (a fork of the crawl's fork server), as `python job.py
+    <args>` would run it in `wd`: what it prints goes to its own output and error files."""
     out = io.TextIOWrapper(stdout, encoding="utf-8", write_through=True)
     err = io.TextIOWrapper(stderr, encoding="utf-8", errors="replace", write_through=True)
     try:

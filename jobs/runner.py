@@ -105,6 +105,7 @@ class ManifestJob(MRJob):
             "--base-dir", default=None, help="the folder the manifest's paths start from"
         )
 
+    # `-r local` is mrjob's local runner with tasks in fork-server workers (jobs.forked_local)
     def _runner_class(self) -> type:
         if self.options.runner == "local":
             from jobs.forked_local import ForkedLocalRunner
@@ -184,10 +185,10 @@ def packages_zip(folder: Path) -> Path:
 
 
 def runner_args(runner: JobRunner, tmp: Path, scratch: Path | None = None) -> list[str]:
-    """mrjob options for a runner: the local runner's tasks run in this interpreter's
-    forked workers (jobs.forked_local), where mrjob is imported already (zipping mrjob into
-    every run would cost 0.4-0.8 s a job); a cluster's tasks get the project's packages and their
-    interpreter, and Spark keeps its scratch (the uploaded inputs, the output) in
+    """mrjob options for a runner: the local runner's tasks run in workers of the crawl's
+    fork server (jobs.forked_local), where mrjob is imported already (zipping mrjob into
+    every run would cost 0.4-0.8 s a job); a cluster's tasks get the project's packages and
+    their interpreter, and Spark keeps its scratch (the uploaded inputs, the output) in
     `scratch`, a folder of the crawl directory that the cluster sees, rather than on HDFS
     (mrjob's default for a remote master)."""
     if runner.name == "local":
