@@ -123,8 +123,10 @@ def listing_records(
             yield ["hash", pid], summary
     if "split" in jobs and state is not None:
         by_host = by_host if by_host is not None else state.by_host()
-        for host in pc.unique(listing["host"]).to_pylist():
-            rows = listing.filter(pc.equal(listing["host"], host))
+        hosts = pc.unique(listing["host"]).to_pylist()
+        for host in hosts:
+            # a part is one host's (a fetch writes it): filtering would copy it whole
+            rows = listing if len(hosts) == 1 else listing.filter(pc.equal(listing["host"], host))
             plan = plan_repartition(
                 by_host.get(host, []),
                 rows,
