@@ -28,7 +28,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from multiprocessing import forkserver
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from crawl_io.crawldir import write_parquet
 from crawl_io.mediatypes import MEDIA_NAME
 from crawl_io.schema import LISTING
-from crawl_io.workers import worker_context
+from crawl_io.workers import server_pid, worker_context
 from jobs.membership import PartitionKey, share_root
 from jobs.mr_listing import SplitState, run_listing_jobs
 from jobs.runner import JobRunner
@@ -159,11 +158,6 @@ FROM read_parquet($parts)
 WHERE NOT is_dir AND regexp_matches(name, $media_name, 'i')
 GROUP BY ALL
 """
-
-
-def server_pid() -> int | None:
-    """The crawl's fork server, whose children the local runner's tasks are."""
-    return forkserver._forkserver._forkserver_pid
 
 
 def cpu_s() -> float:

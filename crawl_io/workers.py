@@ -47,6 +47,11 @@ def worker_context() -> multiprocessing.context.BaseContext:
     return context
 
 
+def server_pid() -> int | None:
+    """The fork server's process id, once started: its children are the workers."""
+    return forkserver._forkserver._forkserver_pid
+
+
 @contextmanager
 def main_module_hidden() -> Iterator[None]:
     """Start worker processes without re-running the main script in each of them.

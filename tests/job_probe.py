@@ -17,12 +17,12 @@ class MRTaskProbe(ManifestJob):
     OUTPUT_PROTOCOL = JSONProtocol
 
     def mapper(self, _: None, line: str) -> Iterator[tuple[str, object]]:
-        print("a stray line", file=sys.stderr)  # goes to the task's stderr file
         yield "pid", os.getpid()
         yield "parent pid", os.getppid()
         yield "listing job imported", "jobs.mr_listing" in sys.modules  # this job does not
         yield "cwd", os.getcwd()
         yield "map input", os.environ.get("mapreduce_map_input_file", "")
+        yield "stderr", getattr(sys.stderr, "name", "")  # where a stray print goes
 
 
 if __name__ == "__main__":
