@@ -104,6 +104,30 @@ def test_any_text_tokenises_without_error(value: str) -> None:
     text.query_words(value)
 
 
+@pytest.mark.parametrize(
+    ("name", "joined"),
+    [
+        ("Spider-Man", ["spiderman"]),
+        ("Jay\u2010Z \u2011 Don\u2019t", ["jayz", "dont"]),
+        ("B.O.S.E. - Live", ["bose"]),
+        ("the.matrix.1999", []),
+        ("Ночные Снайперы - Рок-н-ролл", ["рокнролл"]),
+        ("plain name 01", []),
+        ("", []),
+    ],
+)
+def test_compounds_are_joined_runs(name: str, joined: list[str]) -> None:
+    assert text.compounds(name) == joined
+
+
+@given(st.text(alphabet=st.sampled_from("aZé.-\u2010\u2011'\u2019 ё1_"), max_size=30))
+def test_names_without_a_joiner_are_spared_the_searches(value: str) -> None:
+    # what compounds finds, searched for in every name, joiner or not
+    folded = text.unicodedata.normalize("NFC", value.casefold())
+    runs = text._COMPOUND_RE.findall(folded) + text._INITIALS_RE.findall(folded)
+    assert text.compounds(value) == [text._JOINERS_RE.sub("", run) for run in runs]
+
+
 def test_parse_free_words_and_fields() -> None:
     query = parse_query('madonna artist:"Mumiy Troll" year:2000..2005 kind:Video season:6')
     assert query.parts[0] == TextQuery("madonna")
