@@ -23,11 +23,14 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from functools import partial
 from typing import IO, Any
 
 from mrjob.job import MRJob
 from mrjob.local import LocalMRJobRunner, _pickle_safe, _TaskFailedException
+from mrjob.step import StepFailedException
 from mrjob.util import save_current_environment, save_cwd, save_sys_std
 
 from crawl_io.workers import main_module_hidden, worker_context
@@ -58,19 +61,39 @@ class ForkedLocalRunner(LocalMRJobRunner):
         )
 
     def _run_multiple(self, funcs: list[Callable], num_processes: int | None = None) -> None:
+        # A process pool that notices a worker killed in the middle of a task (the kernel's
+        # out-of-memory killer, a signal): multiprocessing.Pool replaces such a worker and
+        # waits for ever for the task's result, which the stock runner, whose task is a
+        # child of the worker, never met.
         context = worker_context()
-        with main_module_hidden():
-            pool = context.Pool(processes=self._opts["num_cores"])
+        pool = ProcessPoolExecutor(max_workers=self._opts["num_cores"], mp_context=context)
         try:
-            results = [pool.apply_async(partial(_pickle_safe, func)) for func in funcs]
+            with main_module_hidden():  # the pool starts its workers as tasks arrive
+                results = [pool.submit(_pickle_safe, func) for func in funcs]
             for result in results:
-                result.get()
-            pool.close()
+                result.result()
+        except BrokenProcessPool:
+            _stop_workers(pool)
+            raise StepFailedException(reason=TASK_KILLED) from None
         except BaseException:
-            pool.terminate()  # one task failed: the others stop
+            _stop_workers(pool)  # one task failed: the others stop
             raise
         finally:
-            pool.join()
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+TASK_KILLED = (
+    "a task's process was killed (by the kernel's out-of-memory killer, or a signal): "
+    "see the system log, then run the round again"
+)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """End the pool's workers and the tasks they run, as multiprocessing.Pool.terminate
+    does (Python 3.14 has ProcessPoolExecutor.terminate_workers)."""
+    for process in list(getattr(pool, "_processes", {}).values()):
+        if process.is_alive():
+            process.terminate()
 
 
 def _run_task_in_worker(

@@ -4,6 +4,7 @@ this process."""
 from __future__ import annotations
 
 import os
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from jobs.subtree_hash import (
     summarize,
 )
 from tests.job_failing import MRFailingTask
+from tests.job_killed import MRKilledTask
 from tests.job_probe import MRTaskProbe
 
 names = st.text(
@@ -165,6 +167,30 @@ def test_a_failing_task_fails_its_job_with_the_cause(
     with pytest.raises(StepFailedException, match="ValueError"):
         list(run_job(MRFailingTask, manifest, "local"))
     assert "a task that fails on line 'bad'" in caplog.text  # the task's traceback, logged
+
+
+def test_a_task_killed_by_the_kernel_fails_its_job_rather_than_hang(tmp_path: Path) -> None:
+    """A task whose process is killed (SIGKILL, as the out-of-memory killer does) fails its
+    job, saying so; multiprocessing.Pool would wait for its result for ever. The job runs
+    in a thread of its own, so that a hang fails this test rather than stall the suite."""
+    for name in ("good", "die"):
+        (tmp_path / name).write_text("x\n")
+    manifest = write_manifest([tmp_path / "good", tmp_path / "die"], tmp_path / "m")
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            list(run_job(MRKilledTask, manifest, "local"))
+            outcome.append(None)
+        except BaseException as e:  # handed to the test's thread
+            outcome.append(e)
+
+    job = threading.Thread(target=run, daemon=True)
+    job.start()
+    job.join(timeout=120)
+    assert outcome, "the job still waits for its killed task after 120 s"
+    assert isinstance(outcome[0], StepFailedException)
+    assert "task's process was killed" in str(outcome[0])
 
 
 @pytest.mark.parametrize("runner", ["inline", "local"])
