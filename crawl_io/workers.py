@@ -12,7 +12,9 @@ from __future__ import annotations
 import multiprocessing
 import signal
 import sys
+import time
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from multiprocessing import forkserver, resource_tracker
 
@@ -71,3 +73,21 @@ def main_module_hidden() -> Iterator[None]:
         main.__spec__ = spec
         if file is not None:
             main.__file__ = file
+
+
+def stop_workers(pool: ProcessPoolExecutor, grace_s: float = 2.0) -> None:
+    """End a pool's workers now, SIGKILL after `grace_s`; what they were doing is lost (a
+    rerun fetches those hosts or runs that job again). Python 3.14's
+    ProcessPoolExecutor.terminate_workers() does this; 3.11 has only its `_processes`."""
+    processes = list((pool._processes or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    deadline = time.monotonic() + grace_s
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+            process.join(1.0)

@@ -33,7 +33,7 @@ from mrjob.local import LocalMRJobRunner, _pickle_safe, _TaskFailedException
 from mrjob.step import StepFailedException
 from mrjob.util import save_current_environment, save_cwd, save_sys_std
 
-from crawl_io.workers import main_module_hidden, worker_context
+from crawl_io.workers import main_module_hidden, stop_workers, worker_context
 
 
 class ForkedLocalRunner(LocalMRJobRunner):
@@ -73,10 +73,10 @@ class ForkedLocalRunner(LocalMRJobRunner):
             for result in results:
                 result.result()
         except BrokenProcessPool:
-            _stop_workers(pool)
+            stop_workers(pool)
             raise StepFailedException(reason=TASK_KILLED) from None
         except BaseException:
-            _stop_workers(pool)  # one task failed: the others stop
+            stop_workers(pool)  # one task failed: the others stop
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -86,14 +86,6 @@ TASK_KILLED = (
     "a task's process was killed (by the kernel's out-of-memory killer, or a signal): "
     "see the system log, then run the round again"
 )
-
-
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """End the pool's workers and the tasks they run, as multiprocessing.Pool.terminate
-    does (Python 3.14 has ProcessPoolExecutor.terminate_workers)."""
-    for process in list(getattr(pool, "_processes", {}).values()):
-        if process.is_alive():
-            process.terminate()
 
 
 def _run_task_in_worker(

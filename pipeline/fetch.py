@@ -20,7 +20,6 @@ import logging
 import multiprocessing
 import os
 import socket
-import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from queue import Empty
@@ -30,7 +29,7 @@ import pyarrow.parquet as pq
 
 from crawl_io.crawldir import CrawlDir, read_parquet, write_parquet
 from crawl_io.schema import FETCHLOG
-from crawl_io.workers import main_module_hidden, worker_context
+from crawl_io.workers import main_module_hidden, stop_workers, worker_context
 from pipeline.fetch_host import HostJob, fetch_host, host_done, init_worker
 from pipeline.generate import Generate
 from pipeline.inject import Inject
@@ -95,24 +94,6 @@ def fetch_hosts(jobs: list[HostJob], crawlers: int) -> None:
         except KeyboardInterrupt:
             stop_workers(pool)
             raise
-
-
-def stop_workers(pool: ProcessPoolExecutor, grace_s: float = 2.0) -> None:
-    """End a pool's workers now, SIGKILL after `grace_s`; what they were fetching is lost
-    (a rerun fetches those hosts again). Python 3.14's ProcessPoolExecutor.terminate_workers()
-    does this; 3.11 has only its `_processes`."""
-    processes = list((pool._processes or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        if process.is_alive():
-            process.terminate()
-    deadline = time.monotonic() + grace_s
-    for process in processes:
-        process.join(max(0.0, deadline - time.monotonic()))
-    for process in processes:
-        if process.is_alive():
-            process.kill()
-            process.join(1.0)
 
 
 def _drain(queue: multiprocessing.Queue, progress: FetchProgress) -> None:
