@@ -28,7 +28,7 @@ from queries.index_sources import (
     apply_guesses,
     create_strings,
     load_hosts,
-    media_view,
+    media_rows,
     prepare_rows,
     start_guesses,
 )
@@ -47,9 +47,7 @@ def build(con: duckdb.DuckDBPyConnection, version_dir: Path) -> None:
     """Fill the empty database of `con` with the index of `version_dir`."""
     con.execute("SET enable_progress_bar = false")
     load_hosts(con, version_dir)
-    media_view(con, "media_src", table_parts(version_dir, "media"))
-    prepare_rows(con, "media_src", "m")
-    con.unregister("media_src")
+    prepare_rows(con, media_rows(con, table_parts(version_dir, "media")), "m")
     guesses = start_guesses(con, "m")
     create_strings(con)
     add_row_strings(con, "m")

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from crawl_io import schema
 from queries import text
+from queries.sandbox import quote
 from queries.video_guess import Guess, start_guessing
 
 LOSSLESS_FORMATS = ("flac", "ape", "wav", "wv", "alac", "aiff", "aif", "dsf", "dff", "tta")
@@ -66,16 +67,18 @@ STRING_COLUMNS = (
 )
 
 
-def media_view(con: duckdb.DuckDBPyConnection, name: str, parts: Sequence[Path]) -> None:
-    """Register `name`, a view of this session over media parts (their INDEXED_COLUMNS);
-    none: an empty one. The caller reads it into a table (the index names no path) and
-    unregisters it."""
+def media_rows(con: duckdb.DuckDBPyConnection, parts: Sequence[Path]) -> str:
+    """A relation, as SQL text for a FROM clause, of the media parts' INDEXED_COLUMNS; of
+    no parts, an empty one (registered on `con`). The parts are read by the query that
+    names it, into a table (the index names no path). A read_parquet in the query rather
+    than a relation of DuckDB's Python API: binding that relation cost 0.46 s more over the
+    2,100 parts of 2 M media, 0.02 s over 83."""
     columns = ", ".join(INDEXED_COLUMNS)
-    if parts:
-        relation = con.read_parquet([str(p) for p in parts], union_by_name=True)
-        con.register(name, relation.select(columns))
-    else:
-        con.register(name, schema.MEDIA.empty_table().select(list(INDEXED_COLUMNS)))
+    if not parts:
+        con.register("no_media", schema.MEDIA.empty_table().select(list(INDEXED_COLUMNS)))
+        return "no_media"
+    files = ", ".join(quote(str(p)) for p in parts)  # paths of the crawl dir's own parts
+    return f"(SELECT {columns} FROM read_parquet([{files}], union_by_name = true))"
 
 
 def load_hosts(con: duckdb.DuckDBPyConnection, version_dir: Path) -> None:

@@ -22,7 +22,7 @@ from queries.index_sources import (
     add_row_strings,
     apply_guesses,
     load_hosts,
-    media_view,
+    media_rows,
     prepare_rows,
     start_guesses,
 )
@@ -52,11 +52,7 @@ def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -
     diff = changed_parts(old_dir, new_dir, "media")
     _switch_hosts(con, new_dir)
 
-    media_view(con, "old_src", diff.removed)
-    media_view(con, "new_src", diff.added)
-    _compare_rows(con)
-    con.unregister("old_src")
-    con.unregister("new_src")
+    _compare_rows(con, media_rows(con, diff.removed), media_rows(con, diff.added))
     # Works whose copies changed are grouped and posted anew (scope). Works that only have
     # copies on a host that went on or off line keep their postings, which never depend on
     # whether a copy is online (relabel): their counts of online copies and their best copy
@@ -135,9 +131,9 @@ def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -
     return counts
 
 
-def _compare_rows(con: duckdb.DuckDBPyConnection) -> None:
+def _compare_rows(con: duckdb.DuckDBPyConnection, before: str, after: str) -> None:
     """Temp tables `gone` (host, share, path): every path with a row that differs between
-    views `old_src` and `new_src` (as the index sees rows: INDEXED_COLUMNS), and `came`:
+    relations `before` and `after` (as the index sees rows: INDEXED_COLUMNS), and `came`:
     the new rows of those paths, which replace every copy of them.
 
     Each side is read once and its rows compared by a 64-bit hash of their columns, with
@@ -146,12 +142,12 @@ def _compare_rows(con: duckdb.DuckDBPyConnection) -> None:
     comparing the rows' every column read each part twice and cost several times more. A
     changed row whose hash stays the same would be missed with a probability of 2^-64."""
     columns = ", ".join(INDEXED_COLUMNS)
-    con.execute(f"CREATE TEMP TABLE new_rows AS SELECT *, hash({columns}) AS h FROM new_src")
+    con.execute(f"CREATE TEMP TABLE new_rows AS SELECT *, hash({columns}) AS h FROM {after}")
     con.execute(
         f"""
         CREATE TEMP TABLE gone AS SELECT DISTINCT host, share, path FROM (
             SELECT host, share, path, h FROM (
-                SELECT host, share, path, hash({columns}) AS h, -1 AS side FROM old_src
+                SELECT host, share, path, hash({columns}) AS h, -1 AS side FROM {before}
                 UNION ALL SELECT host, share, path, h, 1 FROM new_rows
             ) GROUP BY ALL HAVING sum(side) <> 0
         )
