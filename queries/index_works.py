@@ -54,6 +54,8 @@ BEST_COPY_ORDER = (
     "-coalesce(size, 0), host, share, path)"
 )
 COPIES_COLUMNS = f"work_id, {ROW_COLUMNS}, online"
+# The columns whose most common value among a work's copies is the work's.
+_MODE_COLUMNS = ("artist", "title", "album", "year")
 # The columns of copies a work's row is made of (works_select): the long folder and file
 # names left out of what a query reads and holds.
 _GROUPED_COLUMNS = (
@@ -165,11 +167,12 @@ def copies_select(keyed: str) -> str:
     """
 
 
-def mode_select(column: str) -> str:
-    """The most common non-null value of `column` per work of `c` (ties: the greatest)."""
+def mode_select(column: str, rows: str = "c", count: str = "count(*)") -> str:
+    """The most common non-null value of `column` per work of relation `rows` (ties: the
+    greatest), each row counting `count` copies."""
     return f"""
         SELECT work_id, arg_max(v, (n, v)) AS {column} FROM (
-            SELECT work_id, {column} AS v, count(*) AS n FROM c
+            SELECT work_id, {column} AS v, {count} AS n FROM {rows}
             WHERE {column} IS NOT NULL GROUP BY ALL
         ) GROUP BY work_id
     """
@@ -181,8 +184,14 @@ def works_select(keys: str, copies: str = "copies", *, materialize: bool = False
     its rows). A query is read once, into memory (`materialize`), rather than once for
     each aggregate: its filter over every copy costs more than the rows it keeps."""
     cte = "MATERIALIZED " if materialize else ""
+    modes = "\n".join(
+        f"LEFT JOIN ({mode_select(column, 'tags', 'sum(n)')}) USING (work_id)"
+        for column in _MODE_COLUMNS
+    )
     return f"""
         WITH c AS {cte}(SELECT {_GROUPED_COLUMNS} FROM {copies}),
+        -- the copies of a work mostly share their tags: the modes count these few rows
+        tags AS (SELECT work_id, {", ".join(_MODE_COLUMNS)}, count(*) AS n FROM c GROUP BY ALL),
         grouped AS (
             SELECT
                 work_id,
@@ -202,9 +211,9 @@ def works_select(keys: str, copies: str = "copies", *, materialize: bool = False
         )
         SELECT
             g.work_id, k.work_key,
-            b.kind AS kind, a.artist,
-            coalesce(t.title, CASE WHEN b.series IS NULL THEN b.name END) AS title,
-            al.album, y.year, b.series AS series, b.season AS season, b.episode AS episode,
+            b.kind AS kind, artist,
+            coalesce(title, CASE WHEN b.series IS NULL THEN b.name END) AS title,
+            album, year, b.series AS series, b.season AS season, b.episode AS episode,
             copies, hosts, online_copies, online_hosts,
             b.host AS best_host, b.share AS best_share, b.path AS best_path,
             b.format AS best_format, b.bitrate_kbps AS best_bitrate_kbps, b.size AS best_size,
@@ -213,10 +222,7 @@ def works_select(keys: str, copies: str = "copies", *, materialize: bool = False
             ({PRIOR_WEIGHT} * ln(1 + copies))::FLOAT AS prior
         FROM grouped g
         JOIN {keys} k USING (work_id)
-        LEFT JOIN ({mode_select("artist")}) a USING (work_id)
-        LEFT JOIN ({mode_select("title")}) t USING (work_id)
-        LEFT JOIN ({mode_select("album")}) al USING (work_id)
-        LEFT JOIN ({mode_select("year")}) y USING (work_id)
+        {modes}
     """
 
 
