@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from multiprocessing import forkserver, resource_tracker
+from multiprocessing.process import BaseProcess
 
 # What the fork server imports once; its guard first (it dies with the crawl process).
 PRELOADED = [
@@ -76,11 +77,16 @@ def main_module_hidden() -> Iterator[None]:
 
 
 def stop_workers(pool: ProcessPoolExecutor, grace_s: float = 2.0) -> None:
-    """End a pool's workers now, SIGKILL after `grace_s`; what they were doing is lost (a
-    rerun fetches those hosts or runs that job again). Python 3.14's
+    """End a pool's workers now (stop_processes). Python 3.14's
     ProcessPoolExecutor.terminate_workers() does this; 3.11 has only its `_processes`."""
     processes = list((pool._processes or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
+    stop_processes(processes, grace_s)
+
+
+def stop_processes(processes: list[BaseProcess], grace_s: float = 2.0) -> None:
+    """End worker processes now, SIGKILL after `grace_s`; what they were doing is lost (a
+    rerun fetches those hosts or runs that job again)."""
     for process in processes:
         if process.is_alive():
             process.terminate()

@@ -17,20 +17,23 @@ fetchlog/ parts. A host whose parts are already there (a killed round) is not fe
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
+import signal
 import socket
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as wait_ready
+from multiprocessing.context import BaseContext
+from multiprocessing.process import BaseProcess
 from pathlib import Path
-from queue import Empty
 
 import luigi
 import pyarrow.parquet as pq
 
 from crawl_io.crawldir import CrawlDir, read_parquet, write_parquet
 from crawl_io.schema import FETCHLOG
-from crawl_io.workers import main_module_hidden, stop_workers, worker_context
-from pipeline.fetch_host import HostJob, fetch_host, host_done, init_worker
+from crawl_io.workers import main_module_hidden, stop_processes, worker_context
+from pipeline.fetch_host import HostJob, HostResult, host_done, host_lost, run_host
 from pipeline.generate import Generate
 from pipeline.inject import Inject
 from pipeline.progress import FetchProgress, HostProgress
@@ -72,37 +75,85 @@ def host_jobs(
     return list(jobs.values())
 
 
-def fetch_hosts(jobs: list[HostJob], crawlers: int) -> None:
-    """Fetch hosts in worker processes, `crawlers` at once, showing progress.
+@dataclass
+class _Worker:
+    """A host's worker process and the pipe it sends its progress and result down."""
 
-    Interrupted (a signal), it ends the workers at once: leaving the pool would wait for
-    every host being fetched, and a worker must not write into the crawl after it stopped."""
+    job: HostJob
+    process: BaseProcess
+    conn: Connection
+
+
+def fetch_hosts(jobs: list[HostJob], crawlers: int) -> None:
+    """Fetch hosts, each in a worker process of its own, `crawlers` at once, showing
+    progress.
+
+    A worker that dies (the kernel's out-of-memory killer, a signal, a crash in native code)
+    or fails takes its own host's fetch with it, not the round's: the host is recorded as
+    not fetched, with why (pipeline.fetch_host.host_lost), and fetched again next round. A
+    pool of workers would lose every host in flight, and a host that killed its worker
+    every time would stop every round. Interrupted (a signal), it ends the workers at once:
+    a worker must not write into the crawl after it stopped."""
     context = worker_context()
-    queue = context.Queue()
     progress = FetchProgress({job.host: HostProgress(due=len(job.due)) for job in jobs})
-    workers = max(1, min(crawlers, len(jobs)))
-    with progress, ProcessPoolExecutor(workers, context, init_worker, (queue, os.getpid())) as pool:
+    waiting = list(reversed(jobs))
+    running: dict[Connection, _Worker] = {}
+    with progress:
         try:
-            with main_module_hidden():  # the workers start on the first submits
-                pending = {pool.submit(fetch_host, job) for job in jobs}
-            while pending:
-                finished, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
-                _drain(queue, progress)
-                for future in finished:
-                    result = future.result()
-                    progress.event(result.host, "done", summary=result.summary())
+            while waiting or running:
+                while waiting and len(running) < max(1, crawlers):
+                    worker = _start(context, waiting.pop())
+                    running[worker.conn] = worker
+                for conn in wait_ready(list(running), timeout=0.25):
+                    result = _receive(running[conn], progress)
+                    if result is not None:
+                        del running[conn]
+                        progress.event(result.host, "done", summary=result.summary())
         except KeyboardInterrupt:
-            stop_workers(pool)
+            stop_processes([w.process for w in running.values()])
             raise
 
 
-def _drain(queue: multiprocessing.Queue, progress: FetchProgress) -> None:
-    while True:
-        try:
-            message = queue.get_nowait()
-        except Empty:
-            return
-        progress.receive(message)
+def _start(context: BaseContext, job: HostJob) -> _Worker:
+    receiving, sending = context.Pipe(duplex=False)
+    process = context.Process(target=run_host, args=(job, sending, os.getpid()))
+    with main_module_hidden():
+        process.start()
+    sending.close()  # the worker's end: once it exits, reading ours finds the end
+    return _Worker(job, process, receiving)
+
+
+def _receive(worker: _Worker, progress: FetchProgress) -> HostResult | None:
+    """Read one message of a worker: its host's result once it has one (the worker is then
+    gone), else None."""
+    try:
+        kind, payload = worker.conn.recv()
+    except Exception:  # the end of the pipe, or a message cut short: the worker died
+        kind, payload = "died", None
+    if kind == "progress":
+        progress.receive(payload)
+        return None
+    worker.conn.close()
+    worker.process.join()
+    if kind == "result":
+        return payload
+    if kind == "failed":
+        why, trace = payload
+        log.error("sharecrawl: fetching %s failed:\n%s", worker.job.host, trace)
+        return host_lost(worker.job, f"its fetch failed ({why}): a bug, please report it")
+    return host_lost(worker.job, _death(worker.process.exitcode))
+
+
+def _death(exitcode: int | None) -> str:
+    """Why a worker that sent no result ended, in words."""
+    if exitcode is not None and exitcode < 0:
+        name = signal.Signals(-exitcode).name
+        cause = "the kernel's out-of-memory killer, or " if name == "SIGKILL" else ""
+        return (
+            f"its fetch process was killed by {name} ({cause}a signal sent to it): "
+            "see the system log if it happens again"
+        )
+    return f"its fetch process ended with status {exitcode} and no result"
 
 
 def fetch_pending(crawl_dir: str, round_: int, hosts: set[str] | None, crawlers: int) -> None:

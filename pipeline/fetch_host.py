@@ -11,8 +11,10 @@ import os
 import signal
 import socket
 import time
+import traceback
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -42,21 +44,22 @@ from jobs.subtree_hash import walk_hash
 from jobs.walk import WalkStats, walk_partition
 from pipeline.progress import due_message, host_summary
 
-_progress: Any = None  # a multiprocessing queue for progress events, set in each worker
+_progress: Any = None  # where a worker sends progress events (put), set in each worker
 
 
-def set_progress_queue(queue: Any) -> None:
-    global _progress
-    _progress = queue
+class FetchLost(SourceError):
+    """The host's fetch ended without a result: its worker process died, or failed."""
 
 
-def init_worker(queue: Any, crawl_pid: int) -> None:
-    """Start a fetch worker: progress goes to `queue`; the worker dies with the fork server
-    that started it (which dies with the crawl process `crawl_pid`), and leaves a Ctrl-C,
-    which reaches the whole process group, to the crawl process: it ends its workers."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    die_with_parent(watch=crawl_pid)
-    set_progress_queue(queue)
+class _PipeProgress:
+    """A worker's progress events, down its own pipe: a queue shared by every worker has a
+    lock that a worker killed in the middle of a write would hold for ever."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def put(self, message: tuple) -> None:
+        self.conn.send(("progress", message))
 
 
 @dataclass
@@ -240,11 +243,16 @@ class _HostFetch:
             self.media.append(tags)
 
     # -- the host ---------------------------------------------------------------------------
+    def due_keys(self) -> list[PartitionKey]:
+        """The known partitions this round is to scan (without the shares to discover)."""
+        known = {row["partition_id"]: _key(self.host.host, row) for row in self.job.known}
+        return [known[r["partition_id"]] for r in self.job.due if r["partition_id"] in known]
+
     def run(self) -> HostResult:
         job, host = self.job, self.host
         known = {row["partition_id"]: _key(host.host, row) for row in job.known}
         stored = {row["partition_id"]: row["hash"] for row in job.known}
-        due = [known.get(r["partition_id"]) for r in job.due if r["partition_id"] in known]
+        due = self.due_keys()
         result = HostResult(host.host)
         rules = load_rules(self.crawl.segment_dir(job.round) / "rules.txt")
         try:
@@ -387,3 +395,31 @@ def fetch_host(job: HostJob) -> HostResult:
 
 def host_done(crawl_dir: str | Path, round_: int, host: str) -> bool:
     return (CrawlDir(crawl_dir).segment_dir(round_) / "fetchlog" / host_file(host)).exists()
+
+
+def run_host(job: HostJob, conn: Connection, crawl_pid: int) -> None:
+    """A fetch worker: fetch `job`'s host, sending progress and then ("result", HostResult),
+    or ("failed", why and the traceback) for an error no fetch should meet (a bug), down
+    `conn`. The worker dies with the fork server that started it (which dies with the crawl
+    process `crawl_pid`), and leaves a Ctrl-C, which reaches the whole process group, to
+    the crawl process: it ends its workers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(watch=crawl_pid)
+    global _progress
+    _progress = _PipeProgress(conn)
+    try:
+        conn.send(("result", fetch_host(job)))
+    except Exception as e:
+        conn.send(("failed", (f"{type(e).__name__}: {e}", traceback.format_exc())))
+    finally:
+        conn.close()
+
+
+def host_lost(job: HostJob, why: str) -> HostResult:
+    """Record `job`'s host as not fetched this round, for `why` (its worker died or failed):
+    its fetchlog part says so for the host and each due partition, whose stored rows stay,
+    and any part the worker left goes. Its next round fetches it again."""
+    fetch = _HostFetch(job)
+    error = FetchLost(why)
+    fetch._host_failed(fetch.due_keys(), error)
+    return fetch._write(HostResult(fetch.host.host, error=str(error)))

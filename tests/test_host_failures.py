@@ -6,11 +6,16 @@ stay searchable); a round in which every host that answered refused us exits 1."
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from crawl_io import workers
 from tests.cliproc import run_cli
 from tests.conftest import LAN
 from tests.media import make_media
@@ -196,3 +201,76 @@ def test_status_json_of_a_round_before_the_status_column(lan: LAN, run_json) -> 
     status = run_json(lan, "status")
     assert status["hosts_not_crawled"][0]["status"] == "offline"
     assert json.dumps(status)
+
+
+def fork_server_children() -> list[int]:
+    """The processes the crawl's fork server started that are alive: its fetch workers."""
+    server = workers.server_pid()
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if server is not None and int(fields[1]) == server and fields[0] != "Z":
+            children.append(int(stat.parent.name))
+    return children
+
+
+def kill_lone_worker(killed: list[int], done: threading.Event) -> None:
+    """SIGKILL the fetch worker left alone for 3 s (the other hosts are done), as the
+    out-of-memory killer would."""
+    alone_since: dict[int, float] = {}
+    while not done.wait(0.1):
+        children = fork_server_children()
+        if len(children) != 1:
+            alone_since.clear()
+            continue
+        first = alone_since.setdefault(children[0], time.monotonic())
+        if time.monotonic() - first >= 3:
+            os.kill(children[0], signal.SIGKILL)
+            killed.append(children[0])
+            return
+
+
+def test_a_host_whose_fetch_process_is_killed_fails_alone_and_is_fetched_next_round(
+    lan: LAN, smbd_factory: Callable[..., SmbServer], luigi_cfg, run_json, capsys
+) -> None:
+    """The kernel kills the worker fetching one host: that host is named as not crawled,
+    with why, its files stay searchable, the round goes on for the others and ends well,
+    and the next round fetches it. (With a pool of workers, its death broke the pool and
+    the round, every round it happened in.)"""
+    luigi_cfg("[sharecrawl]\nhost_timeout_s = 120\nliveness_timeout_s = 5\n")
+    root = make_base_dir() / "tree"
+    make_media(root / "media" / "Kino" / "track.ogg", "ogg", artist="Kino", title="Kukushka")
+    server = smbd_factory(root_dir=root)
+    lan.media("alpha", "music/song.mp3", artist="Madonna", title="Music")
+    lan.hosts_file.write_text(f"file://{lan.host('alpha')}\n{server.url}/media\n")
+    lan.crawl()
+    lan.media("alpha", "music/other.mp3", artist="Björk", title="Hyperballad")
+    make_media(root / "media" / "Kino" / "blood.ogg", "ogg", artist="Kino", title="Gruppa krovi")
+    killed: list[int] = []
+    done = threading.Event()
+    killer = threading.Thread(target=kill_lone_worker, args=(killed, done))
+    server.pause()  # the kernel still accepts its port; its worker waits for an answer
+    killer.start()
+    try:
+        capsys.readouterr()
+        assert lan.cli("crawl", "--rounds", "1") == 0
+        out = capsys.readouterr().out
+    finally:
+        done.set()
+        killer.join()
+        server.resume()
+    assert len(killed) == 1
+    assert f"    {smb_host(server)}: error: its fetch process was killed by SIGKILL" in out, out
+    rows = hosts_by_name(lan, run_json)
+    assert rows["alpha"]["status"] == "ok" and rows[smb_host(server)]["status"] == "error"
+    assert "out-of-memory killer" in rows[smb_host(server)]["last_error"]
+    assert rows[smb_host(server)]["online"]  # not known to be off: its files stay found
+    assert run_json(lan, "search", "hyperballad")  # the round went on for the others
+    assert run_json(lan, "search", "kukushka") and not run_json(lan, "search", "krovi")
+
+    lan.crawl()
+    assert hosts_by_name(lan, run_json)[smb_host(server)]["status"] == "ok"
+    assert run_json(lan, "search", "krovi")
