@@ -397,20 +397,23 @@ def host_done(crawl_dir: str | Path, round_: int, host: str) -> bool:
     return (CrawlDir(crawl_dir).segment_dir(round_) / "fetchlog" / host_file(host)).exists()
 
 
-def run_host(job: HostJob, conn: Connection, crawl_pid: int) -> None:
-    """A fetch worker: fetch `job`'s host, sending progress and then ("result", HostResult),
-    or ("failed", why and the traceback) for an error no fetch should meet (a bug), down
-    `conn`. The worker dies with the fork server that started it (which dies with the crawl
-    process `crawl_pid`), and leaves a Ctrl-C, which reaches the whole process group, to
-    the crawl process: it ends its workers."""
+def serve_hosts(conn: Connection, crawl_pid: int) -> None:
+    """A fetch worker: fetch the hosts whose jobs come down `conn`, one after the other,
+    until None comes, sending for each its progress and then ("result", HostResult), or
+    ("failed", why and the traceback) for an error no fetch should meet (a bug). The worker
+    dies with the fork server that started it (which dies with the crawl process
+    `crawl_pid`), and leaves a Ctrl-C, which reaches the whole process group, to the crawl
+    process: it ends its workers."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent(watch=crawl_pid)
     global _progress
     _progress = _PipeProgress(conn)
     try:
-        conn.send(("result", fetch_host(job)))
-    except Exception as e:
-        conn.send(("failed", (f"{type(e).__name__}: {e}", traceback.format_exc())))
+        while (job := conn.recv()) is not None:
+            try:
+                conn.send(("result", fetch_host(job)))
+            except Exception as e:
+                conn.send(("failed", (f"{type(e).__name__}: {e}", traceback.format_exc())))
     finally:
         conn.close()
 
