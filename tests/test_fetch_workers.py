@@ -1,0 +1,58 @@
+"""Fetch workers (pipeline.fetch): a host whose fetch raises an error no fetch should meet
+(a bug) is recorded as not fetched, with why, and the other hosts are fetched; the worker
+goes on to its next host. (A worker killed by a signal: tests/test_host_failures.py.)"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from crawl_io.crawldir import CrawlDir, host_file
+from pipeline.fetch import fetch_hosts
+from pipeline.fetch_host import HostJob
+from tests.media import make_media
+
+
+def job(crawl_dir: Path, host: Path, known: list[dict], due: list[dict]) -> HostJob:
+    return HostJob(
+        crawl_dir=str(crawl_dir),
+        round=1,
+        version=0,
+        host=host.name,
+        url=f"file://{host}",
+        shares=[],
+        due=due,
+        known=known,
+    )
+
+
+def test_a_fetch_that_raises_is_recorded_for_its_host_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    crawl = tmp_path / "crawl"
+    hosts = [tmp_path / "hosts" / name for name in ("alpha", "beta", "gamma")]
+    for host in hosts:
+        make_media(host / "music" / "song.mp3", "mp3", artist="Madonna", title="Music")
+    discover = {"partition_id": None, "reason": "new"}
+    # beta's known partition lacks its stored hash: its fetch raises KeyError, as a bug would
+    broken = {"partition_id": "p1", "share": "music", "root": "", "lo": None, "hi": None}
+    jobs = [
+        job(crawl, hosts[0], [], [discover]),
+        job(crawl, hosts[1], [broken], [{**discover, "partition_id": "p1"}]),
+        job(crawl, hosts[2], [], [discover]),
+    ]
+    with caplog.at_level(logging.ERROR, logger="sharecrawl.fetch"):
+        fetch_hosts(jobs, crawlers=1)  # one worker: it goes on after beta's failure
+    seg = CrawlDir(crawl).segment_dir(1)
+    logs = {h.name: pq.read_table(seg / "fetchlog" / host_file(h.name)).to_pylist() for h in hosts}
+    for name in ("alpha", "gamma"):
+        assert {r["status"] for r in logs[name]} == {"new"}, logs[name]
+        assert (seg / "media" / host_file(name)).exists()
+    assert {r["status"] for r in logs["beta"]} == {"error"}
+    assert [r["partition_id"] is None for r in logs["beta"]] == [True, False]  # host, partition
+    assert all("its fetch failed (KeyError: 'hash')" in r["error"] for r in logs["beta"])
+    assert not (seg / "media" / host_file("beta")).exists()
+    assert "Traceback" in caplog.text and "KeyError" in caplog.text
