@@ -22,7 +22,7 @@ from multiprocessing.process import BaseProcess
 # What the fork server imports once; its guard first (it dies with the crawl process).
 PRELOADED = [
     "crawl_io.forkserver_guard",
-    "pipeline.fetch_host",
+    "pipeline.fetch_workers",
     "crawl_io.tags",
     "crawl_io.smb",
     "jobs.forked_local",

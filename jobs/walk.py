@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+
+from crawl_io.schema import LISTING
 from crawl_io.sources import AccessDenied, Entry, NotFound, Source
 from jobs.membership import PartitionKey, Ranges
 
@@ -68,3 +71,24 @@ def walk_partition(
                 break
         else:
             stack.pop()
+
+
+def listing_table(key: PartitionKey, entries: list[tuple[str, Entry]]) -> pa.Table:
+    """A partition's walked entries as rows of the `listing` table."""
+    n = len(entries)
+    paths, items = zip(*entries, strict=True) if entries else ((), ())
+    return pa.table(
+        {
+            "host": pa.array([key.host] * n, pa.string()),
+            "share": pa.array([key.share] * n, pa.string()),
+            "path": pa.array(paths, pa.string()),
+            "name": pa.array([e.name for e in items], pa.string()),
+            "is_dir": pa.array([e.is_dir for e in items], pa.bool_()),
+            "size": pa.array([e.size for e in items], pa.int64()),
+            "mtime": pa.array([e.mtime_us for e in items], pa.int64()).cast(
+                LISTING.field("mtime").type
+            ),
+            "partition_id": pa.array([key.id] * n, pa.string()),
+        },
+        schema=LISTING,
+    )

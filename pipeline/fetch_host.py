@@ -1,20 +1,18 @@
 """Fetch one host: walk its due partitions, hash them on the fly, read tags of what changed.
 
-Runs in a worker process per host (smbprotocol's parsing is CPU-bound; processes keep hosts
-from serialising on the GIL). Writes the host's segment parts: listing/, media/ and, last,
-fetchlog/ -- so a host whose fetchlog part exists is done and a rerun skips it.
+Runs in a fetch worker process (pipeline.fetch_workers; smbprotocol's parsing is CPU-bound,
+and processes keep hosts from serialising on the GIL). Writes the host's segment parts:
+listing/, media/ and, last, fetchlog/ -- so a host whose fetchlog part exists is done and a
+rerun skips it.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import time
-import traceback
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +21,8 @@ import pyarrow as pa
 from crawl_io.connect import open_source
 from crawl_io.crawldir import CrawlDir, host_file, write_parquet
 from crawl_io.mediatypes import media_kind
-from crawl_io.processes import die_with_parent
 from crawl_io.rangefile import RangeFile
-from crawl_io.schema import FETCHLOG, LISTING, MEDIA
+from crawl_io.schema import FETCHLOG, MEDIA
 from crawl_io.sources import (
     AccessDenied,
     Entry,
@@ -41,25 +38,20 @@ from jobs.crawl_rules import filtered, load_rules
 from jobs.hinted_walk import WholeScan, hinted_walk
 from jobs.membership import PartitionKey, Ranges, share_root
 from jobs.subtree_hash import walk_hash
-from jobs.walk import WalkStats, walk_partition
+from jobs.walk import WalkStats, listing_table, walk_partition
 from pipeline.progress import due_message, host_summary
 
 _progress: Any = None  # where a worker sends progress events (put), set in each worker
 
 
+def set_progress(sink: Any) -> None:
+    """Where this worker's fetches send their progress events: an object with put()."""
+    global _progress
+    _progress = sink
+
+
 class FetchLost(SourceError):
     """The host's fetch ended without a result: its worker process died, or failed."""
-
-
-class _PipeProgress:
-    """A worker's progress events, down its own pipe: a queue shared by every worker has a
-    lock that a worker killed in the middle of a write would hold for ever."""
-
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-
-    def put(self, message: tuple) -> None:
-        self.conn.send(("progress", message))
 
 
 @dataclass
@@ -361,26 +353,6 @@ class _HostFetch:
         return result
 
 
-def listing_table(key: PartitionKey, entries: list[tuple[str, Entry]]) -> pa.Table:
-    n = len(entries)
-    paths, items = zip(*entries, strict=True) if entries else ((), ())
-    return pa.table(
-        {
-            "host": pa.array([key.host] * n, pa.string()),
-            "share": pa.array([key.share] * n, pa.string()),
-            "path": pa.array(paths, pa.string()),
-            "name": pa.array([e.name for e in items], pa.string()),
-            "is_dir": pa.array([e.is_dir for e in items], pa.bool_()),
-            "size": pa.array([e.size for e in items], pa.int64()),
-            "mtime": pa.array([e.mtime_us for e in items], pa.int64()).cast(
-                LISTING.field("mtime").type
-            ),
-            "partition_id": pa.array([key.id] * n, pa.string()),
-        },
-        schema=LISTING,
-    )
-
-
 def _status(error: SourceError) -> str:
     if isinstance(error, SourceTimeout):
         return "timeout"
@@ -395,27 +367,6 @@ def fetch_host(job: HostJob) -> HostResult:
 
 def host_done(crawl_dir: str | Path, round_: int, host: str) -> bool:
     return (CrawlDir(crawl_dir).segment_dir(round_) / "fetchlog" / host_file(host)).exists()
-
-
-def serve_hosts(conn: Connection, crawl_pid: int) -> None:
-    """A fetch worker: fetch the hosts whose jobs come down `conn`, one after the other,
-    until None comes, sending for each its progress and then ("result", HostResult), or
-    ("failed", why and the traceback) for an error no fetch should meet (a bug). The worker
-    dies with the fork server that started it (which dies with the crawl process
-    `crawl_pid`), and leaves a Ctrl-C, which reaches the whole process group, to the crawl
-    process: it ends its workers."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    die_with_parent(watch=crawl_pid)
-    global _progress
-    _progress = _PipeProgress(conn)
-    try:
-        while (job := conn.recv()) is not None:
-            try:
-                conn.send(("result", fetch_host(job)))
-            except Exception as e:
-                conn.send(("failed", (f"{type(e).__name__}: {e}", traceback.format_exc())))
-    finally:
-        conn.close()
 
 
 def host_lost(job: HostJob, why: str) -> HostResult:

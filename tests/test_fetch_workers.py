@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from crawl_io.crawldir import CrawlDir, host_file
-from pipeline.fetch import fetch_hosts
 from pipeline.fetch_host import HostJob
+from pipeline.fetch_workers import fetch_hosts
 from tests.media import make_media
 
 

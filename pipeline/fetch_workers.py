@@ -1,0 +1,183 @@
+"""Fetch workers: processes of the crawl's fork server (crawl_io.workers) that fetch hosts
+(pipeline.fetch_host) one after another, `crawlers` at once, each with a pipe of its own for
+its hosts, its progress and its results.
+
+A pipe of its own, not a pool and a queue shared by all: a worker that dies (the kernel's
+out-of-memory killer, a signal, a crash in native code) then takes only the host it was
+fetching, which is recorded as not fetched, with why (pipeline.fetch_host.host_lost), and
+fetched again next round, while a new worker takes the hosts left. A pool lost every host in
+flight and failed the round, every round a host killed its worker; a shared queue has a lock
+that a worker killed in the middle of a write would hold for ever.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as wait_ready
+from multiprocessing.context import BaseContext
+from multiprocessing.process import BaseProcess
+
+from crawl_io.processes import die_with_parent
+from crawl_io.workers import main_module_hidden, stop_processes, worker_context
+from pipeline.fetch_host import HostJob, HostResult, fetch_host, host_lost, set_progress
+from pipeline.progress import FetchProgress, HostProgress
+
+log = logging.getLogger("sharecrawl.fetch")
+
+
+class _PipeProgress:
+    """A worker's progress events, down its own pipe: a queue shared by every worker has a
+    lock that a worker killed in the middle of a write would hold for ever."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def put(self, message: tuple) -> None:
+        self.conn.send(("progress", message))
+
+
+def serve_hosts(conn: Connection, crawl_pid: int) -> None:
+    """A fetch worker: fetch the hosts whose jobs come down `conn`, one after the other,
+    until None comes, sending for each its progress and then ("result", HostResult), or
+    ("failed", why and the traceback) for an error no fetch should meet (a bug). The worker
+    dies with the fork server that started it (which dies with the crawl process
+    `crawl_pid`), and leaves a Ctrl-C, which reaches the whole process group, to the crawl
+    process: it ends its workers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(watch=crawl_pid)
+    set_progress(_PipeProgress(conn))
+    try:
+        while (job := conn.recv()) is not None:
+            try:
+                conn.send(("result", fetch_host(job)))
+            except Exception as e:
+                conn.send(("failed", (f"{type(e).__name__}: {e}", traceback.format_exc())))
+    finally:
+        conn.close()
+
+
+@dataclass
+class _Worker:
+    """A worker process, the pipe its jobs go down and its progress and results come up,
+    and the job of the host it is fetching (None: idle)."""
+
+    process: BaseProcess
+    conn: Connection
+    job: HostJob | None = None
+
+
+def fetch_hosts(jobs: list[HostJob], crawlers: int) -> None:
+    """Fetch hosts in worker processes, `crawlers` at once, showing progress.
+
+    Each worker has a pipe of its own and fetches one host at a time, so a worker that dies
+    (the kernel's out-of-memory killer, a signal, a crash in native code) or fails takes only
+    the host it was fetching: that host is recorded as not fetched, with why
+    (pipeline.fetch_host.host_lost), and fetched again next round; a new worker takes the
+    hosts left. (A pool lost every host in flight and failed the round, every round a host
+    killed its worker.) Interrupted (a signal), it ends the workers at once: a worker must
+    not write into the crawl after it stopped."""
+    context = worker_context()
+    progress = FetchProgress({job.host: HostProgress(due=len(job.due)) for job in jobs})
+    waiting = list(reversed(jobs))
+    workers: dict[Connection, _Worker] = {}
+    with progress:
+        try:
+            for _ in range(max(1, min(crawlers, len(jobs)))):
+                _carry_on(context, workers, _start(context, workers), waiting)
+            while workers:
+                for conn in wait_ready(list(workers), timeout=0.25):
+                    result = _receive(workers[conn], progress)
+                    if result is not None:
+                        progress.event(result.host, "done", summary=result.summary())
+                        _carry_on(context, workers, workers[conn], waiting)
+        except BaseException:  # a signal (KeyboardInterrupt), or a host not recorded
+            stop_processes([w.process for w in workers.values()])
+            raise
+
+
+def _start(context: BaseContext, workers: dict[Connection, _Worker]) -> _Worker:
+    ours, theirs = context.Pipe()
+    process = context.Process(target=serve_hosts, args=(theirs, os.getpid()))
+    with main_module_hidden():
+        process.start()
+    theirs.close()  # the worker's end: once it is gone, reading ours finds the end
+    worker = workers[ours] = _Worker(process, ours)
+    return worker
+
+
+def _carry_on(
+    context: BaseContext,
+    workers: dict[Connection, _Worker],
+    worker: _Worker,
+    waiting: list[HostJob],
+) -> None:
+    """Give `worker`, done with its host, the next one; with none left, it ends. A worker
+    that died (`_receive` closed its pipe) gives way to a new one while hosts are left."""
+    fresh = False
+    while True:
+        if worker.conn.closed:
+            del workers[worker.conn]
+            if not waiting:
+                return
+            worker, fresh = _start(context, workers), True
+        job = waiting.pop() if waiting else None
+        try:
+            worker.conn.send(job)
+        except OSError:  # it died after its last result: its next host goes back
+            if job is not None:
+                waiting.append(job)
+            worker.conn.close()
+            worker.process.join()
+            if fresh:
+                raise RuntimeError(
+                    "sharecrawl: a fetch worker died as it started "
+                    f"(exit status {worker.process.exitcode}): see the system log"
+                ) from None
+            continue
+        worker.job = job
+        if job is None:
+            worker.conn.close()
+            worker.process.join()
+            del workers[worker.conn]
+        return
+
+
+def _receive(worker: _Worker, progress: FetchProgress) -> HostResult | None:
+    """Read one message of a busy worker: the result for its host once it has one, else
+    None. A worker gone without one is joined, its pipe closed, and its host recorded as
+    lost."""
+    try:
+        kind, payload = worker.conn.recv()
+    except Exception:  # the end of the pipe, or a message cut short: the worker died
+        kind, payload = "died", None
+    if kind == "progress":
+        progress.receive(payload)
+        return None
+    job = worker.job
+    assert job is not None
+    if kind == "result":
+        return payload
+    if kind == "failed":
+        why, trace = payload
+        log.error("sharecrawl: fetching %s failed:\n%s", job.host, trace)
+        return host_lost(job, f"its fetch failed ({why}): a bug, please report it")
+    worker.conn.close()
+    worker.process.join()
+    return host_lost(job, _death(worker.process.exitcode))
+
+
+def _death(exitcode: int | None) -> str:
+    """Why a worker that sent no result ended, in words."""
+    if exitcode is not None and exitcode < 0:
+        name = signal.Signals(-exitcode).name
+        cause = "the kernel's out-of-memory killer, or " if name == "SIGKILL" else ""
+        return (
+            f"its fetch process was killed by {name} ({cause}a signal sent to it): "
+            "see the system log if it happens again"
+        )
+    return f"its fetch process ended with status {exitcode} and no result"
