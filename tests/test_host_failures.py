@@ -204,7 +204,7 @@ def test_status_json_of_a_round_before_the_status_column(lan: LAN, run_json) -> 
 
 
 def fork_server_children() -> list[int]:
-    """The processes the crawl's fork server started that are alive: its fetch workers."""
+    """The processes the crawl's fork server started that are alive: its workers."""
     server = workers.server_pid()
     children = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -217,19 +217,40 @@ def fork_server_children() -> list[int]:
     return children
 
 
-def kill_lone_worker(killed: list[int], done: threading.Event) -> None:
-    """SIGKILL the fetch worker left alone for 3 s (the other hosts are done), as the
-    out-of-memory killer would."""
-    alone_since: dict[int, float] = {}
-    while not done.wait(0.1):
-        children = fork_server_children()
-        if len(children) != 1:
-            alone_since.clear()
+def sockets_to(port: int) -> set[int]:
+    """The inodes of the TCP sockets connected to `port` on this machine."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[2].rsplit(":", 1)[1], 16) == port:
+                inodes.add(int(fields[9]))
+    return inodes
+
+
+def worker_connected_to(port: int) -> int | None:
+    """The fork server's child that holds a connection to `port`: the fetch worker of the
+    host listening there."""
+    inodes = sockets_to(port)
+    for pid in fork_server_children():
+        try:
+            targets = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
+        except OSError:  # gone meanwhile
             continue
-        first = alone_since.setdefault(children[0], time.monotonic())
-        if time.monotonic() - first >= 3:
-            os.kill(children[0], signal.SIGKILL)
-            killed.append(children[0])
+        if any(t.startswith("socket:[") and int(t[8:-1]) in inodes for t in targets):
+            return pid
+    return None
+
+
+def kill_worker_of(port: int, killed: list[int], done: threading.Event) -> None:
+    """SIGKILL the fetch worker connected to `port` once it has waited there for a second,
+    as the out-of-memory killer would."""
+    seen: dict[int, float] = {}
+    while not done.wait(0.1):
+        pid = worker_connected_to(port)
+        if pid is not None and time.monotonic() - seen.setdefault(pid, time.monotonic()) >= 1:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
             return
 
 
@@ -251,7 +272,7 @@ def test_a_host_whose_fetch_process_is_killed_fails_alone_and_is_fetched_next_ro
     make_media(root / "media" / "Kino" / "blood.ogg", "ogg", artist="Kino", title="Gruppa krovi")
     killed: list[int] = []
     done = threading.Event()
-    killer = threading.Thread(target=kill_lone_worker, args=(killed, done))
+    killer = threading.Thread(target=kill_worker_of, args=(server.port, killed, done))
     server.pause()  # the kernel still accepts its port; its worker waits for an answer
     killer.start()
     try:
