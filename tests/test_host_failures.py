@@ -204,17 +204,14 @@ def test_status_json_of_a_round_before_the_status_column(lan: LAN, run_json) -> 
 
 
 def fork_server_children() -> list[int]:
-    """The processes the crawl's fork server started that are alive: its workers."""
+    """The processes the crawl's fork server started: its workers."""
     server = workers.server_pid()
-    children = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:  # gone meanwhile
-            continue
-        if server is not None and int(fields[1]) == server and fields[0] != "Z":
-            children.append(int(stat.parent.name))
-    return children
+    if server is None:
+        return []
+    try:
+        return [int(p) for p in Path(f"/proc/{server}/task/{server}/children").read_text().split()]
+    except OSError:  # the server is gone
+        return []
 
 
 def sockets_to(port: int) -> set[int]:
