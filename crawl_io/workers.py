@@ -5,19 +5,33 @@ fork of it rather than an interpreter importing pyarrow, numpy and mrjob anew.
 A fork server, not fork: the crawl process holds threads (Luigi, DuckDB, Arrow) that fork
 would copy without their owners, and a forked child that touches their locks waits for ever
 (a DuckDB query in a forked child does). The server forks before any of those start.
+
+Each worker has a pipe of its own (start_worker), not a pool's queues: a worker that dies (the
+kernel's out-of-memory killer, a signal, a crash in native code) is seen at once as the end
+of its pipe, and takes only its own work. A pool misses it: CPython 3.11's
+ProcessPoolExecutor, with a fork server, starts a worker after waking the thread that watches
+its workers, which may then wait without it for ever; a shared queue has a lock that a worker
+killed in the middle of a write holds for ever.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
+import pickle
 import signal
 import sys
 import time
-from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
+import traceback
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from multiprocessing import forkserver, resource_tracker
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as wait_ready
+from multiprocessing.context import BaseContext
 from multiprocessing.process import BaseProcess
+
+from crawl_io.processes import die_with_parent
 
 # What the fork server imports once; its guard first (it dies with the crawl process).
 PRELOADED = [
@@ -76,12 +90,111 @@ def main_module_hidden() -> Iterator[None]:
             main.__file__ = file
 
 
-def stop_workers(pool: ProcessPoolExecutor, grace_s: float = 2.0) -> None:
-    """End a pool's workers now (stop_processes). Python 3.14's
-    ProcessPoolExecutor.terminate_workers() does this; 3.11 has only its `_processes`."""
-    processes = list((pool._processes or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    stop_processes(processes, grace_s)
+def start_worker(
+    context: BaseContext, target: Callable[..., None], *args: object
+) -> tuple[BaseProcess, Connection]:
+    """A worker process of the fork server running `target(conn, *args)`, and this end of
+    `conn`, its pipe of its own: once the worker is gone, reading this end finds the end."""
+    ours, theirs = context.Pipe()
+    process = context.Process(target=target, args=(theirs, *args))
+    with main_module_hidden():
+        process.start()
+    theirs.close()  # the worker's end is the worker's alone
+    return process, ours
+
+
+class WorkerDied(Exception):
+    """A worker ended without answering: killed (the kernel's out-of-memory killer, a
+    signal) or crashed in native code."""
+
+    def __init__(self, exitcode: int | None) -> None:
+        self.exitcode = exitcode
+        super().__init__(f"a worker process {ended(exitcode)}")
+
+
+def ended(exitcode: int | None) -> str:
+    """How a worker that gave no answer ended, in words: 'was killed by …' or 'ended …'."""
+    if exitcode is not None and exitcode < 0:
+        name = signal.Signals(-exitcode).name
+        cause = "the kernel's out-of-memory killer, or " if name == "SIGKILL" else ""
+        return f"was killed by {name} ({cause}a signal sent to it)"
+    return f"ended with status {exitcode} and no answer"
+
+
+def run_calls(calls: list[Callable[[], object]], processes: int) -> None:
+    """Run `calls` in workers of the fork server, `processes` at once, each worker with a
+    pipe of its own (module docstring). The first call that raises ends the others and its
+    exception is raised here; a worker that dies ends them too, raising WorkerDied. An
+    interrupt (KeyboardInterrupt) ends them at once."""
+    waiting = list(reversed(calls))
+    workers: dict[Connection, BaseProcess] = {}
+    try:
+        for _ in range(min(max(1, processes), len(calls))):
+            process, conn = start_worker(worker_context(), serve_calls, os.getpid())
+            workers[conn] = process
+            _send(conn, workers, waiting.pop())
+        while workers:
+            for conn in wait_ready(list(workers)):
+                try:
+                    error, trace = conn.recv()
+                except (EOFError, OSError):  # the end of its pipe: the worker died
+                    raise _died(conn, workers) from None
+                if error is not None:
+                    error.add_note(f"in the worker:\n{trace}")
+                    raise error
+                _send(conn, workers, waiting.pop() if waiting else None)
+    except BaseException:
+        stop_processes(list(workers.values()))
+        raise
+    finally:
+        for conn in workers:
+            conn.close()
+
+
+def _send(conn: Connection, workers: dict[Connection, BaseProcess], call: object) -> None:
+    """Give a worker its next call; None ends it (it has answered all of its calls)."""
+    try:
+        conn.send(call)
+    except OSError:  # it died since its last answer
+        if call is not None:
+            raise _died(conn, workers) from None
+    if call is None:
+        conn.close()
+        workers.pop(conn).join()
+
+
+def _died(conn: Connection, workers: dict[Connection, BaseProcess]) -> WorkerDied:
+    conn.close()
+    process = workers.pop(conn)
+    process.join()
+    return WorkerDied(process.exitcode)
+
+
+def serve_calls(conn: Connection, crawl_pid: int) -> None:
+    """A worker of run_calls: run the calls that come down `conn`, one after the other,
+    until None comes, answering each with (None, None), or with the exception it raised and
+    its traceback. It dies with the fork server, which dies with the crawl process
+    `crawl_pid`."""
+    die_with_parent(watch=crawl_pid)
+    try:
+        while (call := conn.recv()) is not None:
+            try:
+                call()
+            except Exception as e:
+                conn.send((_picklable(e), traceback.format_exc()))
+            else:
+                conn.send((None, None))
+    finally:
+        conn.close()
+
+
+def _picklable(error: Exception) -> Exception:
+    """`error`, or its repr in a plain Exception when it cannot cross a pipe."""
+    try:
+        pickle.dumps(error)
+    except Exception:
+        return Exception(repr(error))
+    return error
 
 
 def stop_processes(processes: list[BaseProcess], grace_s: float = 2.0) -> None:

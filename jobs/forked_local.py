@@ -2,13 +2,14 @@
 
 mrjob's local runner forks a pool of one process per core, and each worker then starts a new
 interpreter for every task (`python job.py --mapper`), which imports pyarrow, numpy and mrjob
-again: 0.4 s a task on these machines, most of a small job's time. Here the pool's workers
-come from the crawl's fork server (crawl_io.workers), which has imported the jobs already,
-and a worker runs the task itself, as the inline runner does in its one process: the job
-class built from the task's arguments, its standard input, output and error the task's
-files, in the task's working folder and environment. The rest is mrjob's local runner
-unchanged: the splits, the sort, the working folders, the counters, the output, tasks on
-every core, each in its own process (a task that crashes or leaks cannot hurt the crawl).
+again: 0.4 s a task on these machines, most of a small job's time. Here the workers come
+from the crawl's fork server (crawl_io.workers.run_calls), which has imported the jobs
+already, each with a pipe of its own, and a worker runs the task itself, as the inline
+runner does in its one process: the job class built from the task's arguments, its standard
+input, output and error the task's files, in the task's working folder and environment.
+The rest is mrjob's local runner unchanged: the splits, the sort, the working folders, the
+counters, the output, tasks on every core, each in its own process (a task that crashes or
+leaks cannot hurt the crawl).
 A step of a command (not the job's own Python) still runs as the stock runner runs it.
 
 Not forked from the crawl process itself, as the stock runner's pool is: that process holds
@@ -23,8 +24,6 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from functools import partial
 from typing import IO, Any
 
@@ -33,12 +32,12 @@ from mrjob.local import LocalMRJobRunner, _pickle_safe, _TaskFailedException
 from mrjob.step import StepFailedException
 from mrjob.util import save_current_environment, save_cwd, save_sys_std
 
-from crawl_io.workers import main_module_hidden, stop_workers, worker_context
+from crawl_io.workers import WorkerDied, ended, run_calls
 
 
 class ForkedLocalRunner(LocalMRJobRunner):
-    """The local runner whose Python tasks run in its pool's workers, started by the
-    crawl's fork server (module docstring)."""
+    """The local runner whose Python tasks run in workers started by the crawl's fork
+    server (module docstring)."""
 
     alias = "local"
 
@@ -61,31 +60,18 @@ class ForkedLocalRunner(LocalMRJobRunner):
         )
 
     def _run_multiple(self, funcs: list[Callable], num_processes: int | None = None) -> None:
-        # A process pool that notices a worker killed in the middle of a task (the kernel's
-        # out-of-memory killer, a signal): multiprocessing.Pool replaces such a worker and
-        # waits for ever for the task's result, which the stock runner, whose task is a
-        # child of the worker, never met.
-        context = worker_context()
-        pool = ProcessPoolExecutor(max_workers=self._opts["num_cores"], mp_context=context)
+        # Workers with a pipe each (crawl_io.workers.run_calls) notice a worker killed in
+        # the middle of a task (the kernel's out-of-memory killer, a signal), which the stock
+        # runner's multiprocessing.Pool replaces while it waits for the task's result for
+        # ever; the stock runner's task, a child of the worker, never met it.
+        processes = self._opts["num_cores"] or os.cpu_count() or 1
         try:
-            with main_module_hidden():  # the pool starts its workers as tasks arrive
-                results = [pool.submit(_pickle_safe, func) for func in funcs]
-            for result in results:
-                result.result()
-        except BrokenProcessPool:
-            stop_workers(pool)
-            raise StepFailedException(reason=TASK_KILLED) from None
-        except BaseException:
-            stop_workers(pool)  # one task failed: the others stop
-            raise
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-
-
-TASK_KILLED = (
-    "a task's process was killed (by the kernel's out-of-memory killer, or a signal): "
-    "see the system log, then run the round again"
-)
+            run_calls([partial(_pickle_safe, func) for func in funcs], processes)
+        except WorkerDied as died:
+            raise StepFailedException(
+                reason=f"a task's process {ended(died.exitcode)}: "
+                "see the system log, then run the round again"
+            ) from None
 
 
 def _run_task_in_worker(

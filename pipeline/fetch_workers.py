@@ -23,7 +23,7 @@ from multiprocessing.context import BaseContext
 from multiprocessing.process import BaseProcess
 
 from crawl_io.processes import die_with_parent
-from crawl_io.workers import main_module_hidden, stop_processes, worker_context
+from crawl_io.workers import ended, start_worker, stop_processes, worker_context
 from pipeline.fetch_host import HostJob, HostResult, fetch_host, host_lost, set_progress
 from pipeline.progress import FetchProgress, HostProgress
 
@@ -101,12 +101,8 @@ def fetch_hosts(jobs: list[HostJob], crawlers: int) -> None:
 
 
 def _start(context: BaseContext, workers: dict[Connection, _Worker]) -> _Worker:
-    ours, theirs = context.Pipe()
-    process = context.Process(target=serve_hosts, args=(theirs, os.getpid()))
-    with main_module_hidden():
-        process.start()
-    theirs.close()  # the worker's end: once it is gone, reading ours finds the end
-    worker = workers[ours] = _Worker(process, ours)
+    process, conn = start_worker(context, serve_hosts, os.getpid())
+    worker = workers[conn] = _Worker(process, conn)
     return worker
 
 
@@ -168,16 +164,8 @@ def _receive(worker: _Worker, progress: FetchProgress) -> HostResult | None:
         return host_lost(job, f"its fetch failed ({why}): a bug, please report it")
     worker.conn.close()
     worker.process.join()
-    return host_lost(job, _death(worker.process.exitcode))
-
-
-def _death(exitcode: int | None) -> str:
-    """Why a worker that sent no result ended, in words."""
-    if exitcode is not None and exitcode < 0:
-        name = signal.Signals(-exitcode).name
-        cause = "the kernel's out-of-memory killer, or " if name == "SIGKILL" else ""
-        return (
-            f"its fetch process was killed by {name} ({cause}a signal sent to it): "
-            "see the system log if it happens again"
-        )
-    return f"its fetch process ended with status {exitcode} and no result"
+    return host_lost(
+        job,
+        f"its fetch process {ended(worker.process.exitcode)}: "
+        "see the system log if it happens again",
+    )

@@ -299,8 +299,8 @@ def test_sigint_to_the_group_while_many_files_are_fetched(lan: LAN, crawl_tmpdir
 
 @pytest.mark.slow
 def test_sigterm_to_the_group_while_mrjob_runs_locally(lan: LAN, crawl_tmpdir: Path) -> None:
-    """cron's `timeout` signals the whole group; in Update, mrjob's local runner has a pool
-    of forked processes running tasks: they must not leave the crawl waiting for them."""
+    """cron's `timeout` signals the whole group; in Update, mrjob's local runner has workers
+    (forked processes) running tasks: they must not leave the crawl waiting for them."""
     build(lan)
     lan.crawl()
     lan.media("beta", "share/late/track10.mp3", artist="Kino", title="Gruppa krovi")
