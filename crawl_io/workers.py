@@ -189,9 +189,10 @@ def serve_calls(conn: Connection, crawl_pid: int) -> None:
 
 
 def _picklable(error: Exception) -> Exception:
-    """`error`, or its repr in a plain Exception when it cannot cross a pipe."""
+    """`error`, or its repr in a plain Exception when it cannot cross a pipe (an exception
+    whose __init__ takes other arguments than it passes on pickles, then fails to load)."""
     try:
-        pickle.dumps(error)
+        pickle.loads(pickle.dumps(error))
     except Exception:
         return Exception(repr(error))
     return error

@@ -38,6 +38,21 @@ def test_a_call_that_raises_is_raised_here_with_the_workers_traceback() -> None:
     assert "Traceback" in "".join(raised.value.__notes__)
 
 
+class NeedsTwoArguments(Exception):
+    def __init__(self, what: str, why: str) -> None:
+        super().__init__(f"{what}: {why}")  # pickles with one argument: loading it fails
+
+
+def raise_needs_two_arguments() -> None:
+    raise NeedsTwoArguments("a call", "fails")
+
+
+def test_an_exception_that_cannot_cross_the_pipe_comes_as_its_repr() -> None:
+    with pytest.raises(Exception, match=r"NeedsTwoArguments\('a call: fails'\)") as raised:
+        run_calls([raise_needs_two_arguments], processes=1)
+    assert type(raised.value) is Exception
+
+
 def test_a_worker_that_dies_ends_the_others_and_says_how() -> None:
     """The worker of the second call exits without answering; the first call's worker,
     asleep for ten minutes, is ended rather than waited for (tests/outcomes.py)."""
