@@ -21,6 +21,7 @@ and prints records/s, the input-doubling cost, peak memory and, last, the ratios
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import resource
 import sys
@@ -292,6 +293,7 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=4, help="listing parts (one per host)")
     parser.add_argument("--repeat", type=int, default=5, help="runs of each, the best kept")
     args = parser.parse_args()
+    logging.getLogger("mrjob").setLevel(logging.ERROR)  # as the CLI: no mrjob.conf
     sizes = args.sizes.split(",")
     worker_context()  # the fork server boots, as a crawl boots it while its round starts
     memory = TaskMemory()

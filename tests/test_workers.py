@@ -27,9 +27,10 @@ def children_of_the_fork_server() -> set[int]:
 
 def test_every_call_runs_in_a_worker_two_at_a_time(tmp_path: Path) -> None:
     files = [tmp_path / f"call-{i}" for i in range(7)]
+    before = children_of_the_fork_server()
     run_calls([partial(Path.write_text, f, f.name) for f in files], processes=2)
     assert [f.read_text() for f in files] == [f.name for f in files]
-    assert children_of_the_fork_server() == set()  # the workers ended with the calls
+    assert children_of_the_fork_server() <= before  # the workers ended with the calls
 
 
 def test_a_call_that_raises_is_raised_here_with_the_workers_traceback() -> None:
