@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import os
 import socket
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,18 +43,25 @@ def machine() -> str:
 _SYNC_FILE_RANGE_WRITE = 2  # linux/fs.h: start writeback, do not wait
 
 
-def start_writeback(path: Path) -> None:
+def start_writeback(path: Path) -> threading.Thread | None:
     """Start writing `path`'s pages to disk without waiting for them (Linux; elsewhere
     nothing): a big file just copied then goes out while its user computes, rather than all
-    at once when it is first synced."""
+    at once when it is first synced. Asking the kernel waits while it queues the writes (up
+    to 40 ms for a 160 MiB file here), so the asking is done by the thread returned."""
     sync_file_range = getattr(ctypes.CDLL(None), "sync_file_range", None)
     if sync_file_range is None:
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        sync_file_range(fd, ctypes.c_int64(0), ctypes.c_int64(0), _SYNC_FILE_RANGE_WRITE)
-    finally:
-        os.close(fd)
+        return None
+    fd = os.open(path, os.O_RDONLY)  # now: the file may be renamed or removed meanwhile
+
+    def ask() -> None:
+        try:
+            sync_file_range(fd, ctypes.c_int64(0), ctypes.c_int64(0), _SYNC_FILE_RANGE_WRITE)
+        finally:
+            os.close(fd)
+
+    thread = threading.Thread(target=ask, name="writeback", daemon=True)
+    thread.start()
+    return thread
 
 
 def fsync_folder(folder: Path) -> None:

@@ -64,10 +64,11 @@ def _write(
     def write(tmp_path: Path) -> None:
         wal = Path(f"{tmp_path}.wal")  # DuckDB's log of a failed write
         tmp_path.unlink(missing_ok=True)
+        writeback = None
         try:
             if start_from is not None:
                 shutil.copyfile(start_from, tmp_path)
-                start_writeback(tmp_path)
+                writeback = start_writeback(tmp_path)
             with duckdb.connect(str(tmp_path)) as con:
                 # An update is one transaction: DuckDB syncs its log to disk at each commit,
                 # and a sync waits for every dirty page of the file (a copy of the whole
@@ -82,6 +83,8 @@ def _write(
                 con.execute("CHECKPOINT")
         finally:
             wal.unlink(missing_ok=True)
+            if writeback is not None:
+                writeback.join()
 
     publish(out_path, write)
 
