@@ -126,11 +126,14 @@ def run_calls(calls: list[Callable[[], object]], processes: int) -> None:
     pipe of its own (module docstring). The first call that raises ends the others and its
     exception is raised here; a worker that dies ends them too, raising WorkerDied. An
     interrupt (KeyboardInterrupt) ends them at once."""
+    if not calls:
+        return
+    context = worker_context()
     waiting = list(reversed(calls))
     workers: dict[Connection, BaseProcess] = {}
     try:
         for _ in range(min(max(1, processes), len(calls))):
-            process, conn = start_worker(worker_context(), serve_calls, os.getpid())
+            process, conn = start_worker(context, serve_calls, os.getpid())
             workers[conn] = process
             _send(conn, workers, waiting.pop())
         while workers:

@@ -103,6 +103,8 @@ class _HostFetch:
         self._stored: StoredHost | None = None
         # why each due partition is scanned, and how (fetchlist rows by partition_id)
         self.plans = {r["partition_id"]: r for r in job.due if r["partition_id"]}
+        # every partition the host has, by partition_id
+        self.known = {row["partition_id"]: _key(self.host.host, row) for row in job.known}
 
     # -- stored state of the host, read only for the partitions that changed ---------------
     @property
@@ -237,12 +239,11 @@ class _HostFetch:
     # -- the host ---------------------------------------------------------------------------
     def due_keys(self) -> list[PartitionKey]:
         """The known partitions this round is to scan (without the shares to discover)."""
-        known = {row["partition_id"]: _key(self.host.host, row) for row in self.job.known}
+        known = self.known
         return [known[r["partition_id"]] for r in self.job.due if r["partition_id"] in known]
 
     def run(self) -> HostResult:
-        job, host = self.job, self.host
-        known = {row["partition_id"]: _key(host.host, row) for row in job.known}
+        job, host, known = self.job, self.host, self.known
         stored = {row["partition_id"]: row["hash"] for row in job.known}
         due = self.due_keys()
         result = HostResult(host.host)
