@@ -130,9 +130,12 @@ def _carry_on(
             worker.conn.close()
             worker.process.join()
             if fresh:
+                # every new worker dying at once is not a host's doing: starting
+                # more would never end
                 raise RuntimeError(
-                    "sharecrawl: a fetch worker died as it started "
-                    f"(exit status {worker.process.exitcode}): see the system log"
+                    "sharecrawl: a fetch worker died as it started (its process "
+                    f"{ended(worker.process.exitcode)}): see the system log, then run the "
+                    "round again"
                 ) from None
             continue
         worker.job = job
