@@ -79,7 +79,13 @@ def error_status(error: BaseException) -> int | None:
         return 1
     if status is not None:
         print(f"sharecrawl: error: {error}", file=sys.stderr)
-    return status
+        return status
+    from crawl_io.disk_full import disk_full_line, is_disk_full  # small: no heavy import
+
+    if is_disk_full(error):  # a write before or after the rounds (the lock's record)
+        print(f"sharecrawl: error: {disk_full_line(error)}", file=sys.stderr)
+        return 1
+    return None
 
 
 def _interrupted_query(error: Exception) -> bool:

@@ -12,6 +12,7 @@ that a worker killed in the middle of a write would hold for ever.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
@@ -22,6 +23,7 @@ from multiprocessing.connection import wait as wait_ready
 from multiprocessing.context import BaseContext
 from multiprocessing.process import BaseProcess
 
+from crawl_io.disk_full import is_disk_full
 from crawl_io.processes import die_with_parent
 from crawl_io.workers import ended, start_worker, stop_processes, worker_context
 from pipeline.fetch_host import HostJob, HostResult, fetch_host, host_lost, set_progress
@@ -56,7 +58,8 @@ def serve_hosts(conn: Connection, crawl_pid: int) -> None:
             try:
                 conn.send(("result", fetch_host(job)))
             except Exception as e:
-                conn.send(("failed", (f"{type(e).__name__}: {e}", traceback.format_exc())))
+                why = f"{type(e).__name__}: {e}"
+                conn.send(("failed", (why, traceback.format_exc(), is_disk_full(e))))
     finally:
         conn.close()
 
@@ -162,7 +165,9 @@ def _receive(worker: _Worker, progress: FetchProgress) -> HostResult | None:
     if kind == "result":
         return payload
     if kind == "failed":
-        why, trace = payload
+        why, trace, disk_full = payload
+        if disk_full:  # no fault of the host's: the round stops (pipeline.rounds says why)
+            raise OSError(errno.ENOSPC, f"{why} (fetching {job.host})")
         log.error("sharecrawl: fetching %s failed:\n%s", job.host, trace)
         return host_lost(job, f"its fetch failed ({why}): a bug, please report it")
     worker.conn.close()

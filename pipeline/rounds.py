@@ -15,8 +15,10 @@ import time
 from collections.abc import Callable
 
 import luigi
+from luigi.execution_summary import LuigiRunResult
 
 from crawl_io.crawldir import CrawlDir
+from crawl_io.disk_full import disk_full_line, is_disk_full
 from crawl_io.lock import CrawlLock
 from crawl_io.tempfiles import remove_stale_temp_files
 from crawl_io.workers import worker_context
@@ -62,6 +64,40 @@ FAILED = (
     luigi.LuigiStatusCode.SCHEDULING_FAILED,
 )
 
+_failures: list[BaseException] = []  # the errors of the tasks this process ran and saw fail
+
+
+@luigi.Task.event_handler(luigi.Event.FAILURE)
+def _note_failure(task: luigi.Task, error: BaseException) -> None:
+    _failures.append(error)
+
+
+class _NoDiskFullTraceback(logging.Filter):
+    """Luigi logs a failed task with its traceback; a full disk is said by the round's one
+    line instead (crawl_io.disk_full)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and is_disk_full(record.exc_info[1]))
+
+
+logging.getLogger("luigi-interface").addFilter(_NoDiskFullTraceback())
+
+
+def _build(tasks: list[luigi.Task], **where: object) -> LuigiRunResult:
+    """luigi.build of `tasks`, the failures it meets noted afresh (_failures)."""
+    _failures.clear()
+    return luigi.build(tasks, detailed_summary=True, log_level="WARNING", **where)
+
+
+def round_failed(what: str, crawl_dir: str, summary: str) -> RoundFailed:
+    """The error of a build of `what` that failed: one line when a disk was full, else
+    Luigi's summary of what failed."""
+    full = next((e for e in _failures if is_disk_full(e)), None)
+    if full is not None:
+        then = "run the crawl again: it goes on from where this round stopped"
+        return RoundFailed(f"{what} failed: {disk_full_line(full, crawl_dir, then)}")
+    return RoundFailed(f"{what} failed:\n{summary}")
+
 
 def run_round(crawl_dir: str, round_: int) -> None:
     """Run a round with Luigi's local scheduler, or with the central scheduler (luigid)
@@ -74,14 +110,14 @@ def run_round(crawl_dir: str, round_: int) -> None:
         luigi.configuration.get_config().set("worker", "keep_alive", "true")
     where: dict[str, object] = {"scheduler_url": url} if url else {"local_scheduler": True}
     task = Round(crawl_dir=crawl_dir, round=round_)
-    result = luigi.build([task], detailed_summary=True, log_level="WARNING", **where)
+    result = _build([task], **where)
     # under a central scheduler, Luigi reports the shards that other workers ran as left
     # pending: the round is done when its tasks are
     if result.status not in (
         luigi.LuigiStatusCode.SUCCESS,
         luigi.LuigiStatusCode.SUCCESS_WITH_RETRY,
     ) and not (url and result.status == luigi.LuigiStatusCode.NOT_RUN and task.complete()):
-        raise RoundFailed(f"round {round_} failed:\n{result.summary_text}")
+        raise round_failed(f"round {round_}", crawl_dir, result.summary_text)
 
 
 def share_connection_cap(url: str) -> None:
@@ -124,17 +160,15 @@ def join_round(crawl_dir: str, wait_s: float = 60.0, poll_s: float = 0.2) -> int
         time.sleep(poll_s)
     share_connection_cap(url)
     shards = driver_shards(url, str(crawl.root), round_)
-    result = luigi.build(
+    result = _build(
         [
             FetchShard(crawl_dir=str(crawl.root), round=round_, shard=i, shards=shards)
             for i in range(shards)
         ],
         scheduler_url=url,
-        detailed_summary=True,
-        log_level="WARNING",
     )
     if result.status in FAILED:
-        raise RoundFailed(f"fetch shards of round {round_} failed:\n{result.summary_text}")
+        raise round_failed(f"fetch shards of round {round_}", crawl_dir, result.summary_text)
     return round_
 
 
