@@ -76,7 +76,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    from crawl_io.readable import plural
+    from crawl_io.readable import plural, readable_text
     from queries.results import json_text, output_format, write_result
     from queries.views import SQLError, SQLRefused, arrow, query, rows
 
@@ -107,10 +107,11 @@ def cmd_sql(args: argparse.Namespace) -> int:
         return 0
     if args.json:
         print(json_text(columns, values))
-    else:
-        print("\t".join(columns))
+    else:  # a row a line, its values between tabs: a share's names and tags can hold both,
+        # and escapes that a terminal would obey (crawl_io.readable)
+        print("\t".join(map(readable_text, columns)))
         for row in values:
-            print("\t".join("" if v is None else str(v) for v in row))
+            print("\t".join("" if v is None else readable_text(str(v)) for v in row))
     sys.stdout.flush()  # a closed pipe shows here, inside main's handling
     return 0
 

@@ -28,6 +28,7 @@ import pyarrow as pa
 from crawl_io.hints import storable
 from crawl_io.hints_writer import HintsWriter
 from crawl_io.notify import Change, Refusal
+from crawl_io.readable import readable_text
 from crawl_io.sources import ConfigError, SourceError
 from sensors.hosts import Connected, Connector, HostWatch, open_watches, watched_hosts
 from sensors.options import WatchOptions
@@ -253,8 +254,8 @@ class Watcher:
             log.warning(
                 "sharecrawl: watch: %s/%s: change notifications refused (%s); left to the schedule",
                 host.key,
-                share,
-                reason,
+                readable_text(share),
+                readable_text(reason),
             )
 
     # -- hints and states ------------------------------------------------------------------
@@ -355,7 +356,8 @@ class Watcher:
 
 
 def _text(error: BaseException, host: HostWatch) -> str:
-    text = str(error) or type(error).__name__
+    """An error for the log: what a server said may hold escapes a terminal would obey."""
+    text = readable_text(str(error) or type(error).__name__)
     return text if text.startswith(host.key) else f"{host.key}: {text}"
 
 

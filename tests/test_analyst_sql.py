@@ -3,6 +3,7 @@ the status plot."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -147,3 +148,28 @@ def test_status_plot(crawled: LAN, tmp_path: Path) -> None:
 def test_status_plot_of_an_empty_version(tmp_path: Path) -> None:
     plot_status(tmp_path / "v000000", tmp_path / "empty.png")
     assert (tmp_path / "empty.png").stat().st_size > 0
+
+
+def test_text_output_is_a_row_a_line_whatever_a_share_names_or_tags(
+    lan: LAN, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file name and tags holding a newline, a tab and terminal escapes come out of
+    `sql`'s text output escaped (\\x0a, \\x09, \\x1b): one line per row, tabs only between
+    values, nothing a terminal would obey; `--json` keeps the values as they are."""
+    name = "evil\nname\t\x1b[31m.mp3"
+    tags = {"artist": "Evil\x1b]0;pwned\x07Artist", "title": "Red\tTitle\nSecond line"}
+    lan.media("pc-1", f"music/{name}", **tags)
+    lan.write_hosts("pc-1")
+    lan.crawl()
+    query = "SELECT path, artist, title FROM media"
+    capsys.readouterr()
+    assert lan.cli("sql", query) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        "path\tartist\ttitle",
+        "evil\\x0aname\\x09\\x1b[31m.mp3\tEvil\\x1b]0;pwned\\x07Artist"
+        "\tRed\\x09Title\\x0aSecond line",
+    ]
+    assert lan.cli("sql", "--json", query) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert row == {"path": name, **tags}
