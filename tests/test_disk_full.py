@@ -113,7 +113,7 @@ def test_a_round_on_a_full_disk_stops_with_one_line_and_the_next_one_finishes_it
         assert last.endswith("lives, then run the command again")
     else:
         assert last.startswith("sharecrawl: round 2 failed: a disk is full ("), stopped.stderr
-        assert f"free space where the crawl directory ({lan.crawl_dir})" in last
+        assert f"free space where the crawl directory ({lan.crawl_dir}; its versions" in last
         assert "run the crawl again: it goes on from where this round stopped" in last
     assert ("search.duckdb" in last) == (stopped_in == "index"), last
     for noise in ("Traceback", "Luigi Execution Summary", "a bug, please report it"):
