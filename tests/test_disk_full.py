@@ -129,3 +129,12 @@ def test_a_round_on_a_full_disk_stops_with_one_line_and_the_next_one_finishes_it
     assert again.returncode == 0, again.stderr
     assert sorted(titles(lan, "kino")) == ["Gruppa krovi", "Kukushka"]
     assert json.loads(cli(lan, "status", "--json").stdout)["round"] == 2
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no message")
+
+
+def test_an_error_without_a_message_is_no_full_disk() -> None:
+    assert not is_disk_full(Unprintable())  # asked from Luigi's logging: it must not raise
