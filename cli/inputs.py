@@ -38,6 +38,7 @@ NUMERIC_SETTINGS: dict[str, tuple[float, bool, float]] = {
     "stats_every": (1, False, math.inf),
     "stats_min_entries": (0, False, math.inf),
     "safety_interval_s": (0, True, 365 * DAY_S),
+    "keep_rounds": (0, False, math.inf),
 }
 
 
@@ -109,6 +110,8 @@ def load_settings(flags: dict[str, str] | None = None) -> sharecrawl:
             raise ConfigError(f"{where}: {short_repr(raw)} is not a valid value") from None
         if name in NUMERIC_SETTINGS:
             check_number(where, value, *NUMERIC_SETTINGS[name])
+        if name == "keep_rounds" and value == 1:  # crawl_io.retention.MIN_KEEP
+            raise ConfigError(f"{where} must be 0 (keep every round) or at least 2, not 1")
     try:
         return sharecrawl()
     except (ValueError, luigi.parameter.MissingParameterException) as e:

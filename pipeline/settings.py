@@ -70,6 +70,7 @@ class sharecrawl(luigi.Config):  # lower case: Luigi names a Config by its secti
     cluster_python = luigi.Parameter()
     safety_interval_s = luigi.FloatParameter()  # watched partitions: scanned at least this often
     hinted_only = luigi.BoolParameter()  # a round of hinted partitions alone (watch --crawl)
+    keep_rounds = luigi.IntParameter()  # old rounds removed after each (crawl_io.retention)
 
 
 def scheduler_url() -> str:

@@ -1,0 +1,67 @@
+"""Old rounds removed: the crawldb versions and segments of the rounds before the last
+`keep` (luigi.cfg [sharecrawl] keep_rounds; 0, the default, keeps every one).
+
+Without it a crawl directory grows by what each round changed, for ever: at 1,000 hosts
+and 20 M files with 1 % of the partitions changed, about 11 MiB a round (a 3.7 MiB version
+of new parts, state tables and manifest, and a 7.4 MiB segment), 8 GB a month of hourly
+rounds. A version shares its unchanged parts with the next one by hard links, so removing
+it frees only what it alone held.
+
+The live version, its round's segment and anything newer (a round under way) are never
+removed, and `keep` is at least 2: the version before the live one stays for `check
+--repair` to fall back on and for a `serve` still reading the index it had. Each folder is
+renamed to a temporary name first, which readers and `check --repair` do not see, then
+deleted; a removal cut short leaves that folder for the next crawl to remove
+(crawl_io.tempfiles).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+from pathlib import Path
+
+from crawl_io.atomic import temp_name
+from crawl_io.crawldir import CrawlDir
+
+MIN_KEEP = 2  # the live round and one to fall back on
+log = logging.getLogger("sharecrawl")
+_SEGMENT_NAME = re.compile(r"r(\d{6,})")
+
+
+def old_rounds(crawl: CrawlDir, keep: int) -> list[Path]:
+    """The version and segment folders of the rounds before the last `keep`, oldest first;
+    none when `keep` is 0."""
+    if keep <= 0:
+        return []
+    if keep < MIN_KEEP:
+        raise ValueError(f"keep_rounds must be 0 or at least {MIN_KEEP}, not {keep}")
+    first_kept = crawl.current() - keep + 1
+    found = [(v, crawl.version_dir(v)) for v in crawl.versions() if v < first_kept]
+    try:
+        segments = list(crawl.segments.iterdir())
+    except FileNotFoundError:
+        segments = []
+    for segment in segments:
+        match = _SEGMENT_NAME.fullmatch(segment.name)
+        if match and int(match[1]) < first_kept and segment.is_dir():
+            found.append((int(match[1]), segment))
+    return [path for _, path in sorted(found)]
+
+
+def remove_old_rounds(crawl: CrawlDir, keep: int) -> list[Path]:
+    """Remove what old_rounds finds (under the crawl lock); return what went. A folder that
+    cannot be renamed stays, with one warning: the round is done, the next one tries again."""
+    removed = []
+    for path in old_rounds(crawl, keep):
+        gone = temp_name(path)
+        try:
+            os.rename(path, gone)  # one step: from here on no reader sees it
+        except OSError as e:
+            log.warning("sharecrawl: cannot remove the old round's %s (%s)", path, e.strerror)
+            continue
+        shutil.rmtree(gone, ignore_errors=True)  # what is left, the next crawl removes
+        removed.append(path)
+    return removed
