@@ -70,6 +70,7 @@ PER_HOST_TABLES = PART_TABLES
 STATE_TABLES = ("hosts", "partitions")  # a round cannot go on without them (history)
 STATS_READERS = 4  # threads reading prefix_stats parts: Arrow and hashlib release the GIL
 VERSION_NAME = re.compile(r"v(\d{6,})")
+SEGMENT_NAME = re.compile(r"r(\d{6,})")  # segments/r000012: round 12
 
 log = logging.getLogger("sharecrawl")
 

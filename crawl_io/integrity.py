@@ -23,7 +23,7 @@ from pathlib import Path
 
 import duckdb
 
-from crawl_io.crawldir import STATE_TABLES, CrawlDamaged, CrawlDir
+from crawl_io.crawldir import SEGMENT_NAME, STATE_TABLES, CrawlDamaged, CrawlDir
 from crawl_io.version_manifest import (
     MANIFEST_NAME,
     ManifestError,
@@ -197,7 +197,7 @@ def repair_crawl(crawl: CrawlDir) -> Repair:
         newer += [
             p
             for p in sorted(crawl.segments.glob("r*"))
-            if p.name[1:].isdigit() and int(p.name[1:]) > chosen.version
+            if (number := SEGMENT_NAME.fullmatch(p.name)) and int(number[1]) > chosen.version
         ]
         moved = _move_aside(crawl, newer, aside)
         crawl.publish(chosen.version)

@@ -7,6 +7,9 @@ of new parts, state tables and manifest, and a 7.4 MiB segment), 8 GB a month of
 rounds. A version shares its unchanged parts with the next one by hard links, so removing
 it frees only what it alone held.
 
+A removed round's scans stay: its segment's fetchlog (45 KB of the 7.4 MiB above) moves to
+`segments/fetchlogs/rNNNNNN.parquet`, which the `fetchlog` view reads as before.
+
 The live version, its round's segment and anything newer (a round under way) are never
 removed, and `keep` is at least 2: the version before the live one stays for `check
 --repair` to fall back on and for a `serve` still reading the index it had. Each folder is
@@ -19,16 +22,15 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 from pathlib import Path
 
 from crawl_io.atomic import temp_name
-from crawl_io.crawldir import CrawlDir
+from crawl_io.crawldir import SEGMENT_NAME, CrawlDir
 
 MIN_KEEP = 2  # the live round and one to fall back on
 log = logging.getLogger("sharecrawl")
-_SEGMENT_NAME = re.compile(r"r(\d{6,})")
+KEPT_FETCHLOGS = "fetchlogs"  # in segments/: the fetchlogs of removed rounds
 
 
 def old_rounds(crawl: CrawlDir, keep: int) -> list[Path]:
@@ -45,19 +47,31 @@ def old_rounds(crawl: CrawlDir, keep: int) -> list[Path]:
     except FileNotFoundError:
         segments = []
     for segment in segments:
-        match = _SEGMENT_NAME.fullmatch(segment.name)
+        match = SEGMENT_NAME.fullmatch(segment.name)
         if match and int(match[1]) < first_kept and segment.is_dir():
             found.append((int(match[1]), segment))
     return [path for _, path in sorted(found)]
 
 
+def kept_fetchlog(crawl: CrawlDir, round_: int) -> Path:
+    """Where the fetchlog of a removed round's segment is kept, so that the scans of every
+    round stay in the `fetchlog` view (45 KB of a 7.4 MiB segment in bench/scale.py)."""
+    return crawl.segments / KEPT_FETCHLOGS / f"r{round_:06d}.parquet"
+
+
 def remove_old_rounds(crawl: CrawlDir, keep: int) -> list[Path]:
-    """Remove what old_rounds finds (under the crawl lock); return what went. A folder that
-    cannot be renamed stays, with one warning: the round is done, the next one tries again."""
+    """Remove what old_rounds finds (under the crawl lock), keeping each segment's fetchlog
+    (kept_fetchlog); return what went. A folder that cannot be renamed stays, with one
+    warning: the round is done, the next one tries again."""
     removed = []
     for path in old_rounds(crawl, keep):
         gone = temp_name(path)
+        fetchlog = path / "fetchlog.parquet"
         try:
+            if path.parent == crawl.segments and fetchlog.exists():
+                kept = kept_fetchlog(crawl, int(path.name[1:]))
+                kept.parent.mkdir(exist_ok=True)
+                os.replace(fetchlog, kept)  # one rename: the round's scans are in one place
             os.rename(path, gone)  # one step: from here on no reader sees it
         except OSError as e:
             log.warning("sharecrawl: cannot remove the old round's %s (%s)", path, e.strerror)

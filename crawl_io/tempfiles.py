@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from crawl_io.atomic import machine
-from crawl_io.crawldir import CrawlDir
+from crawl_io.crawldir import SEGMENT_NAME, CrawlDir
 from crawl_io.processes import alive
 
 TEMP_NAME = re.compile(r"^\..+\.tmp(?:-?(?P<pid>\d+)(?:@(?P<machine>[^/]+?))?)?(?:\.wal)?$")
@@ -65,8 +65,8 @@ def stale_temp_files(root: str | os.PathLike) -> list[Path]:
     for folder in folders:
         found += [p for p in _entries(folder) if _writer_gone(p)]
     for segment in _entries(crawl.segments):
-        if segment.name.startswith("r") and segment.name[1:].isdigit():
-            if int(segment.name[1:]) >= live:
+        if number := SEGMENT_NAME.fullmatch(segment.name):
+            if int(number[1]) >= live:
                 for dirpath, dirnames, filenames in os.walk(segment):
                     found += [
                         Path(dirpath, n)

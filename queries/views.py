@@ -21,7 +21,6 @@ the time the previous release's views took over one part per host (timed in one 
 
 from __future__ import annotations
 
-import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -33,9 +32,10 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir
+from crawl_io.crawldir import PER_HOST_TABLES, SEGMENT_NAME, CrawlDir
 from crawl_io.hints import HINTS, HintsStore
 from crawl_io.host_parts import table_parts
+from crawl_io.retention import KEPT_FETCHLOGS
 from crawl_io.schema import TABLES
 from jobs.subtree_hash import duplicate_folders_sql
 from queries.sandbox import SQLError, SQLRefused, checked_statement, lock, quote, refusal
@@ -45,7 +45,6 @@ __all__ = ["CrawlViews", "SQLError", "SQLRefused", "run_sql"]
 Warn = Callable[[str], None]
 T = TypeVar("T")
 Fetch = Callable[[duckdb.DuckDBPyConnection, str], T]
-_SEGMENT = re.compile(r"r(\d+)")
 # Errors of the query itself (or of its size), never of a damaged part.
 _QUERY_ERRORS = (
     duckdb.ParserException,
@@ -231,13 +230,21 @@ class CrawlViews:
         self._view(name)
 
     def _fetchlog_parts(self, version: int) -> list[Path]:
-        """Each finished round's fetchlog up to the live version (a later round is unpublished)."""
+        """Each finished round's fetchlog up to the live version (a later round is
+        unpublished): in its segment, or kept after the segment was removed
+        (crawl_io.retention)."""
         segments = self.crawl.segments.resolve()
+        found = []
+        for seg in segments.glob("r*") if segments.is_dir() else ():
+            found.append((seg.name, seg / "fetchlog.parquet"))
+        kept = segments / KEPT_FETCHLOGS
+        for part in kept.glob("r*.parquet") if kept.is_dir() else ():
+            found.append((part.name.removesuffix(".parquet"), part))
         parts = []
-        for seg in sorted(segments.glob("r*")) if segments.is_dir() else ():
-            number = _SEGMENT.fullmatch(seg.name)
-            if number and int(number[1]) <= version and (seg / "fetchlog.parquet").exists():
-                parts.append(seg / "fetchlog.parquet")
+        for name, part in sorted(found):
+            number = SEGMENT_NAME.fullmatch(name)
+            if number and int(number[1]) <= version and part.exists():
+                parts.append(part)
         return parts
 
     def _view(self, name: str) -> None:

@@ -1,8 +1,9 @@
 """docs/crawl-dir.md names every file and folder a crawl directory can hold: a LAN crawled
-twice with the operator's rules and a disabled rule, hints written as `watch` writes them (one
-part damaged and set aside), a damaged part repaired by `check --repair` (which moves it under
-damaged/), and a writer's temporary file left behind; then every name found must be in the
-page, with its variable parts spelled as the page spells them."""
+three times with the operator's rules and a disabled rule, keeping the last two rounds (the
+first one's fetchlog kept), hints written as `watch` writes them (one part damaged and set
+aside), a damaged part repaired by `check --repair` (which moves it under damaged/), and a
+writer's temporary file left behind; then every name found must be in the page, with its
+variable parts spelled as the page spells them."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ _RULES = [
     (re.compile(r"^v\d{6}$"), "vNNNNNN"),
     (re.compile(r"^\.v\d{6}\.tmp$"), ".vNNNNNN.tmp"),
     (re.compile(r"^r\d{6}$"), "rNNNNNN"),
+    (re.compile(r"^r\d{6}\.parquet$"), "rNNNNNN.parquet"),
     (re.compile(r"^shard-\d{3}-of-\d{3}$"), "shard-<i>-of-<n>"),
     (re.compile(r"^h\d+-\d+\.parquet(?P<rest>.*)$"), "h<first>-<last>.parquet{rest}"),
     (re.compile(r"^\..+\.tmp\d+@[^/]+?(?:\.wal)?$"), ".<name>.tmp<pid>@<machine>"),
@@ -59,7 +61,8 @@ def undocumented(crawl_dir: Path, doc: str) -> list[str]:
     return sorted(name for name in names if f"`{name}`" not in doc)
 
 
-def test_every_name_in_a_crawl_directory_is_documented(lan: LAN, capsys) -> None:
+def test_every_name_in_a_crawl_directory_is_documented(lan: LAN, capsys, luigi_cfg) -> None:
+    luigi_cfg("[sharecrawl]\nkeep_rounds = 2\n")  # a third round removes the first
     for host in ("alpha", "beta"):
         lan.media(host, "music/Кино/song.mp3", artist="Кино", title="Кукушка")
         lan.media(host, "video/Lost.S01E01.mp4", fmt="mp4")
@@ -69,6 +72,8 @@ def test_every_name_in_a_crawl_directory_is_documented(lan: LAN, capsys) -> None
     assert lan.cli("crawl", "--rules-file", str(rules)) == 0
     (lan.crawl_dir / "rules.disabled").write_text("auto-0123456789ab  # an operator's line\n")
     assert lan.cli("crawl", "--rules-file", str(rules)) == 0
+    assert lan.cli("crawl", "--rules-file", str(rules)) == 0
+    assert (lan.crawl_dir / "segments" / "fetchlogs" / "r000001.parquet").exists()
 
     writer = HintsWriter(lan.crawl_dir)  # as `sharecrawl watch` writes
     now = datetime.now(UTC)

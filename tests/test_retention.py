@@ -1,8 +1,9 @@
 """Old rounds removed (crawl_io.retention, luigi.cfg keep_rounds): after each round the
 versions and segments of the rounds before the last N go; what they held that later rounds
-still use stays (hard links), every face reads the crawl as before, `check --repair` falls
-back on the version kept before the live one, and a removal cut short is finished by the
-next crawl. keep_rounds = 0 keeps every round."""
+still use stays (hard links), and so do their scans (the segments' fetchlogs are kept);
+every face reads the crawl as before, `check --repair` falls back on the version kept
+before the live one, and a removal cut short is finished by the next crawl. keep_rounds = 0
+keeps every round."""
 
 from __future__ import annotations
 
@@ -43,13 +44,15 @@ def test_the_last_rounds_are_kept_and_the_crawl_reads_as_before(
     four_rounds(lan)
     crawl = CrawlDir(lan.crawl_dir)
     assert names(crawl.crawldb) == ["CURRENT", "MANIFESTS_FROM", "v000003", "v000004"]
-    assert names(crawl.segments) == ["r000003", "r000004"]
+    assert names(crawl.segments) == ["fetchlogs", "r000003", "r000004"]
     # round 1's song lives on in the parts rounds 3 and 4 linked forward
     assert titles(run_json, lan, "madonna") == ["Music"]
     assert titles(run_json, lan, "kino") == ["Track 2", "Track 3", "Track 4"]
     assert lan.cli("check") == 0
+    # the scans of every round stay: the removed segments' fetchlogs are kept
+    assert names(crawl.segments / "fetchlogs") == ["r000001.parquet", "r000002.parquet"]
     rounds = run_json(lan, "sql", "SELECT DISTINCT round FROM fetchlog ORDER BY round")
-    assert [r["round"] for r in rounds] == [3, 4]
+    assert [r["round"] for r in rounds] == [1, 2, 3, 4]
     assert run_json(lan, "status")["round"] == 4
 
     # the live version damaged: repair falls back on the one kept before it
@@ -90,7 +93,7 @@ def test_a_removal_cut_short_is_finished_by_the_next_crawl(
     luigi_cfg("[sharecrawl]\nkeep_rounds = 2\n")
     lan.crawl()
     assert names(crawl.crawldb) == ["CURRENT", "MANIFESTS_FROM", "v000001", "v000002"]
-    assert names(crawl.segments) == ["r000001", "r000002"]
+    assert names(crawl.segments) == ["r000001", "r000002"]  # nothing old to remove yet
 
 
 def test_a_keep_of_one_is_refused_before_anything_is_written(
@@ -122,7 +125,7 @@ def test_an_old_round_that_cannot_be_removed_is_one_warning_and_the_round_stands
         with caplog.at_level("WARNING", logger="sharecrawl"):
             lan.crawl()
         assert crawl.current() == 3
-        assert names(crawl.segments) == ["r000002", "r000003"]  # round 1's went
+        assert names(crawl.segments) == ["fetchlogs", "r000002", "r000003"]  # round 1's went
         assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
             f"sharecrawl: cannot remove the old round's {pinned} (Operation not permitted)"
         ]
