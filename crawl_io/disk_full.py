@@ -52,12 +52,12 @@ def disk_full_line(
         text = str(error)
     lines = text.strip().splitlines() or [type(error).__name__]
     # after months of rounds, their old versions and segments are what a crawl directory
-    # holds most of, and the operator may delete them (docs/crawl-dir.md)
+    # holds most of (unless keep_rounds removes them), and the operator may delete them
     where = (
         "the crawl directory"
         if crawl_dir is None
         else f"the crawl directory ({os.path.abspath(crawl_dir)}; its versions and segments "
-        "older than the live round may go: docs/crawl-dir.md)"
+        "older than the live round may go, by hand or by keep_rounds: docs/crawl-dir.md)"
     )
     return (
         f"a disk is full ({lines[0][:500]}): free space where {where} or the temporary "

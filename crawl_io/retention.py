@@ -74,7 +74,7 @@ def remove_old_rounds(crawl: CrawlDir, keep: int) -> list[Path]:
                 os.replace(fetchlog, kept)  # one rename: the round's scans are in one place
             os.rename(path, gone)  # one step: from here on no reader sees it
         except OSError as e:
-            log.warning("sharecrawl: cannot remove the old round's %s (%s)", path, e.strerror)
+            log.warning("sharecrawl: cannot remove the old round's %s (%s)", path, e.strerror or e)
             continue
         shutil.rmtree(gone, ignore_errors=True)  # what is left, the next crawl removes
         removed.append(path)
