@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
+from crawl_io.disk_full import is_disk_full
 from crawl_io.hints import storable
 from crawl_io.hints_writer import HintsWriter
 from crawl_io.notify import Change, Refusal
@@ -289,14 +290,7 @@ class Watcher:
         try:
             self.writer.append(rows)
         except OSError as e:
-            if not self._write_failing:
-                log.error(
-                    "sharecrawl: watch: cannot write hints (%s); keeping %d in memory and "
-                    "trying again",
-                    e.strerror or e,
-                    len(rows),
-                )
-            self._write_failing = True
+            self._write_failed(e, "hints", f"keeping {len(rows)} in memory and ")
             self._next_flush = time.monotonic() + 5.0
             return
         if self._write_failing:
@@ -318,8 +312,17 @@ class Watcher:
         try:
             self.writer.write_watches(rows)
             self._states_dirty = False
-        except OSError:
-            self._write_failing = True
+        except OSError as e:
+            self._write_failed(e, "the watches' states", "")
+
+    def _write_failed(self, error: OSError, what: str, keeping: str) -> None:
+        """Say once, until hints are written again, what failed and what to do."""
+        if not self._write_failing:
+            room = f": free space where {self.options.crawl_dir.resolve()} lives"
+            then = "trying again" + (room if is_disk_full(error) else "")  # as a round says
+            why = error.strerror or error
+            log.error("sharecrawl: watch: cannot write %s (%s); %s%s", what, why, keeping, then)
+        self._write_failing = True
 
     def _shutdown(self) -> None:
         self._stopping = True

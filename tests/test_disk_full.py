@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,38 +16,7 @@ from crawl_io.disk_full import disk_full_line, is_disk_full
 from crawl_io.tempfiles import TEMP_NAME
 from tests.cliproc import run_cli
 from tests.conftest import LAN
-
-BALLAST = "ballast"  # a file on the small disk that takes all but the space a test leaves
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 32 MiB tmpfs of this test's own, unmounted after it."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small disk needs root")
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(disk)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
-
-
-def leave_free(disk: Path, free_bytes: int) -> None:
-    """Fill `disk` with a ballast file until `free_bytes` are left."""
-    stat = os.statvfs(disk)
-    ballast = stat.f_bavail * stat.f_frsize - free_bytes
-    with open(disk / BALLAST, "wb") as out:
-        out.write(b"\0" * max(0, ballast))
-        out.flush()
-        os.fsync(out.fileno())
+from tests.small_disk import free_all, leave_free
 
 
 def cli(lan: LAN, *args: str) -> subprocess.CompletedProcess[str]:
@@ -124,7 +91,7 @@ def test_a_round_on_a_full_disk_stops_with_one_line_and_the_next_one_finishes_it
     assert titles(lan, "kino") == ["Kukushka"]
     assert temp_files(lan.crawl_dir) == []
 
-    (small_disk / BALLAST).unlink()
+    free_all(small_disk)
     again = cli(lan, "crawl")
     assert again.returncode == 0, again.stderr
     assert sorted(titles(lan, "kino")) == ["Gruppa krovi", "Kukushka"]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.small_disk import free_all, leave_free
 from tests.smbd import SmbServer, free_port, make_base_dir, make_tree, remove_tree, start_smbd
 from tests.watchtools import SmbWriter, WatchProcess, hinted_paths, smbclient_burst, wait_for
 
@@ -262,3 +263,30 @@ def test_a_host_that_comes_later_is_watched_and_its_absence_told_once(watches) -
     log = watch.stderr()
     assert log.count("trying again") == 1 and "connection refused" in log, log
     assert not [r for r in watch.hints() if r["overflow"]]  # never connected: nothing was missed
+
+
+def test_a_full_disk_keeps_hints_in_memory_until_there_is_room(
+    server, writer, watches, small_disk: Path
+) -> None:
+    """The crawl directory on a small tmpfs (tests/small_disk.py), filled while the watch
+    runs: a change is kept in memory, one line says to free space, the watch goes on, and
+    the hint is written once there is room."""
+    crawl_dir = small_disk / "crawl"
+    watch = watches([f"{server.url}/media"], crawl_dir=crawl_dir)
+    watch.wait_watching(host_key(server), ["media"])
+    watch.prime(server.root_dir / "media")
+    leave_free(small_disk, 0)
+    writer.write("while-full.txt", "hello")
+
+    def failing() -> list[str]:
+        return [line for line in watch.stderr().splitlines() if "cannot write" in line]
+
+    [line] = wait_for(failing, 60, "one line saying the hints wait", watch)
+    assert "No space left on device" in line, line
+    assert line.endswith(f"trying again: free space where {crawl_dir} lives"), line
+    assert watch.process.poll() is None
+    assert "while-full.txt" not in hinted_paths(watch)
+    free_all(small_disk)
+    wait_for(lambda: "while-full.txt" in hinted_paths(watch), 60, "the hint, written", watch)
+    assert watch.stop() == 0
+    assert len(failing()) == 1 and "hints are written again" in watch.stderr()
