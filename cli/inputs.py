@@ -94,6 +94,7 @@ def load_settings(flags: dict[str, str] | None = None) -> sharecrawl:
 
     import luigi
 
+    from crawl_io.retention import MIN_KEEP
     from pipeline.settings import sharecrawl
 
     flags = flags or {}
@@ -110,8 +111,10 @@ def load_settings(flags: dict[str, str] | None = None) -> sharecrawl:
             raise ConfigError(f"{where}: {short_repr(raw)} is not a valid value") from None
         if name in NUMERIC_SETTINGS:
             check_number(where, value, *NUMERIC_SETTINGS[name])
-        if name == "keep_rounds" and value == 1:  # crawl_io.retention.MIN_KEEP
-            raise ConfigError(f"{where} must be 0 (keep every round) or at least 2, not 1")
+        if name == "keep_rounds" and 0 < value < MIN_KEEP:
+            raise ConfigError(
+                f"{where} must be 0 (keep every round) or at least {MIN_KEEP}, not {value}"
+            )
     try:
         return sharecrawl()
     except (ValueError, luigi.parameter.MissingParameterException) as e:

@@ -239,8 +239,8 @@ class _HostFetch:
     # -- the host ---------------------------------------------------------------------------
     def due_keys(self) -> list[PartitionKey]:
         """The known partitions this round is to scan (without the shares to discover)."""
-        known = self.known
-        return [known[r["partition_id"]] for r in self.job.due if r["partition_id"] in known]
+        due = (r["partition_id"] for r in self.job.due)
+        return [self.known[pid] for pid in due if pid in self.known]
 
     def run(self) -> HostResult:
         job, host, known = self.job, self.host, self.known
