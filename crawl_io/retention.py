@@ -33,9 +33,9 @@ log = logging.getLogger("sharecrawl")
 KEPT_FETCHLOGS = "fetchlogs"  # in segments/: the fetchlogs of removed rounds
 
 
-def old_rounds(crawl: CrawlDir, keep: int) -> list[Path]:
-    """The version and segment folders of the rounds before the last `keep`, oldest first;
-    none when `keep` is 0."""
+def old_rounds(crawl: CrawlDir, keep: int) -> list[tuple[int, Path]]:
+    """(round, folder) of the versions and segments of the rounds before the last `keep`,
+    oldest first; none when `keep` is 0."""
     if keep <= 0:
         return []
     if keep < MIN_KEEP:
@@ -50,7 +50,7 @@ def old_rounds(crawl: CrawlDir, keep: int) -> list[Path]:
         match = SEGMENT_NAME.fullmatch(segment.name)
         if match and int(match[1]) < first_kept and segment.is_dir():
             found.append((int(match[1]), segment))
-    return [path for _, path in sorted(found)]
+    return sorted(found)
 
 
 def kept_fetchlog(crawl: CrawlDir, round_: int) -> Path:
@@ -64,12 +64,12 @@ def remove_old_rounds(crawl: CrawlDir, keep: int) -> list[Path]:
     (kept_fetchlog); return what went. A folder that cannot be renamed stays, with one
     warning: the round is done, the next one tries again."""
     removed = []
-    for path in old_rounds(crawl, keep):
+    for round_, path in old_rounds(crawl, keep):
         gone = temp_name(path)
         fetchlog = path / "fetchlog.parquet"
         try:
             if path.parent == crawl.segments and fetchlog.exists():
-                kept = kept_fetchlog(crawl, int(path.name[1:]))
+                kept = kept_fetchlog(crawl, round_)
                 kept.parent.mkdir(exist_ok=True)
                 os.replace(fetchlog, kept)  # one rename: the round's scans are in one place
             os.rename(path, gone)  # one step: from here on no reader sees it
