@@ -6,21 +6,28 @@ index, when it exists). The connection is the sandbox of queries.sandbox: only r
 these views run.
 
 A damaged part (a truncated or garbled Parquet file: a full disk, bit rot) must not take every
-query down: the footer of each part of the tables a query reads is read when the views are
-defined, by DuckDB in one call, and kept for the query (parquet_metadata_cache; timed by
-bench/sql_views.py and bench/host_parts.py); a part whose footer or columns are wrong (the
-call fails: each part is then read on its own) is left out of its view with one warning
-naming it; a part whose footer is whole but whose pages are not is found by the first query
-that reads it, left out, and the query run again. A table with no readable part is an empty
-view of its schema.
+query down. A part the version's manifest vouches for (listed, and still of the size it
+states: Update wrote it with its table's columns) is read by the query alone; the footer of
+every other part of the tables a query reads (one not in the manifest, one whose size
+changed, every part of a version without a manifest, the fetchlog's and the hints') is read
+when the views are defined, by DuckDB in one call, and kept for the query
+(parquet_metadata_cache); a part whose footer or columns are wrong (the call fails: each
+part is then read on its own) is left out of its view with one warning naming it. A part
+whose footer or pages do not read is found by the first query that reads it, left out, and
+the query run again; should DuckDB not define a view over the parts, or define it with other
+columns than its table's, every part of it is checked as above. A table with no readable
+part is an empty view of its schema. Timed by bench/sql_views.py and bench/host_parts.py.
 
 A query naming views alone gets only those (and the views they are over) defined. With that,
-the analysts' queries of bench/host_parts.py over parts per group of partitions took 0.96 of
-the time the previous release's views took over one part per host (timed in one run).
+the analysts' queries of bench/host_parts.py over parts per group of partitions (73 media
+parts) take 1.09 of the time they take over one part per host (21), timed in one run: 1.17
+when every part's footer was read first. Reading them first costs less only for a query
+DuckDB answers from the footers alone (`count(*)`: bench/sql_views.py).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -37,6 +44,7 @@ from crawl_io.hints import HINTS, HintsStore
 from crawl_io.host_parts import table_parts
 from crawl_io.retention import KEPT_FETCHLOGS
 from crawl_io.schema import TABLES
+from crawl_io.version_manifest import ManifestError, read_manifest
 from jobs.subtree_hash import duplicate_folders_sql
 from queries.sandbox import SQLError, SQLRefused, checked_statement, lock, quote, refusal
 
@@ -142,6 +150,29 @@ def _top_level_columns(elements: list[tuple[str, str, int]]) -> dict[str, set[st
     return columns
 
 
+def _vouched_by_manifest(version_dir: Path) -> Callable[[Path], bool]:
+    """Whether the manifest of `version_dir` vouches for a part: lists it, with the size it
+    has now (a stat). Update wrote such a part with its table's columns, so its footer need
+    not be read before the query; a garbled manifest vouches for nothing."""
+    try:
+        manifest = read_manifest(version_dir) or {}
+    except ManifestError:
+        manifest = {}
+    root = f"{version_dir}{os.sep}"  # strings, not Paths: a big LAN's tables have thousands
+
+    def vouched(part: Path) -> bool:
+        path = str(part)
+        entry = manifest.get(path[len(root) :]) if path.startswith(root) else None
+        if entry is None:  # not in the manifest, or not in the version (fetchlog, hints)
+            return False
+        try:
+            return os.stat(path).st_size == entry.size
+        except OSError:
+            return False
+
+    return vouched
+
+
 def _page_damages(parts: list[Path]) -> list[str | None]:
     with ThreadPoolExecutor(4) as pool:
         return list(pool.map(page_damage, parts))
@@ -190,6 +221,7 @@ class CrawlViews:
         fetchlogs = self._fetchlog_parts(version) if "fetchlog" in defined else []
         hints = HintsStore(self.crawl.root).parts() if "hints" in defined else []
         hints = [p.resolve() for p in hints]
+        vouched = _vouched_by_manifest(self.version_dir)
         for name in [n for n in VIEW_TABLES if n in defined]:
             if name == "fetchlog":
                 parts = fetchlogs
@@ -199,35 +231,52 @@ class CrawlViews:
                 parts = table_parts(self.version_dir, name)
             else:
                 parts = [self.version_dir / f"{name}.parquet"]
-            self._table(name, parts, check=checked is None or name in checked)
+            self._table(name, parts, checked is None or name in checked, vouched)
         if "duplicate_folders" in defined:
             self.con.execute(f"CREATE VIEW duplicate_folders AS {duplicate_folders_sql('folders')}")
         if defined & INDEX_VIEWS:
             self._attach_index()
         lock(self.con, [self.version_dir], fetchlogs + hints, self._temp)
 
-    def _table(self, name: str, parts: list[Path], check: bool) -> None:
-        """Define the view of table `name` over those of `parts` that read. Unchecked, only
-        that they exist is seen to; DuckDB reads a footer to define the view, and if that
-        fails they are checked after all."""
-        if not check:
-            present = [p for p in parts if p.exists()]
-            try:
-                self._create(name, present)
-            except duckdb.Error:
-                pass  # a part DuckDB cannot read: check them all
-            else:
-                self.parts[name] = present
-                for part in sorted(set(parts) - set(present)):
-                    self._report(part, "missing")
-                return
-        self.parts[name] = []
-        for part, why in zip(parts, _damages(self.con, parts, VIEW_TABLES[name]), strict=True):
-            if why is None:
-                self.parts[name].append(part)
-            else:
-                self._report(part, why)
-        self._view(name)
+    def _table(
+        self, name: str, parts: list[Path], check: bool, vouched: Callable[[Path], bool]
+    ) -> None:
+        """Define the view of table `name` over those of `parts` that read. Checked, the
+        footer of each part the manifest does not vouch for is read now, and the view must
+        have its table's columns; unchecked, only that the parts exist is seen to. DuckDB
+        reads a footer to define the view: should that fail, or the columns be others,
+        every part is checked."""
+        schema = VIEW_TABLES[name]
+        if check:
+            suspects = [p for p in parts if not vouched(p)]
+            why = dict(zip(suspects, _damages(self.con, suspects, schema), strict=True))
+        else:
+            why = {p: "missing" for p in parts if not p.exists()}
+        self.parts[name] = [p for p in parts if why.get(p) is None]
+        try:
+            self._create(name, self.parts[name])
+            whole = not check or _absent(self._columns(name), schema) is None
+        except duckdb.Error:
+            whole = False
+        if not whole:
+            kept = self.parts[name]
+            why.update(zip(kept, _damages(self.con, kept, schema), strict=True))
+            self.parts[name] = [p for p in parts if why.get(p) is None]
+        for part in parts:
+            if why.get(part) is not None:
+                self._report(part, why[part])
+        if not whole:
+            self._view(name)
+
+    def _columns(self, name: str) -> set[str]:
+        """The columns of view `name` as DuckDB bound it (from the catalog: binding the
+        view again would cost more)."""
+        found = self.con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE database_name = "
+            "current_database() AND schema_name = 'main' AND table_name = ?",
+            [name],
+        ).fetchall()
+        return {column for (column,) in found}
 
     def _fetchlog_parts(self, version: int) -> list[Path]:
         """Each finished round's fetchlog up to the live version (a later round is

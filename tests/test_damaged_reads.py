@@ -16,9 +16,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import queries.views as views_module
 from crawl_io.crawldir import CrawlDir
 from crawl_io.schema import FILES, PARTITIONS
-from queries.views import CrawlViews, _damages
+from queries.views import CrawlViews, _damages, run_sql
 from tests.conftest import LAN
 
 
@@ -181,6 +182,57 @@ def test_a_part_of_another_table_is_left_out(lan: LAN, run: Callable) -> None:
     status, _, err = run("sql", "SELECT count(*) FROM files")
     assert status == 0 and "files/pc-9.parquet: no column" in err
     assert hosts_of(run, "files") == {"pc-1": 5, "pc-2": 5, "pc-3": 5}
+
+
+def set_manifest_size(lan: LAN, rel: str) -> None:
+    """Make the version's manifest state the size part `rel` has now."""
+    manifest = version(lan) / "MANIFEST.json"
+    record = json.loads(manifest.read_text())
+    record["parts"][rel]["size"] = (version(lan) / rel).stat().st_size
+    manifest.write_text(json.dumps(record))
+
+
+def test_parts_the_manifest_vouches_for_are_read_by_the_query_alone(
+    lan: LAN, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A part listed in the manifest with the size it has is not read before the query; one
+    of another size is (its footer and columns), and still answers when it reads."""
+    checked: list[str] = []
+    real = views_module._damages
+
+    def spy(con: duckdb.DuckDBPyConnection, parts: list[Path], schema: pa.Schema) -> list:
+        checked.extend(p.name for p in parts)
+        return real(con, parts, schema)
+
+    monkeypatch.setattr(views_module, "_damages", spy)
+    crawl = CrawlDir(lan.crawl_dir)
+    sql = "SELECT host, count(*) FROM files GROUP BY ALL ORDER BY 1"
+    assert run_sql(crawl, sql, pytest.fail)[1] == [("pc-1", 5), ("pc-2", 5), ("pc-3", 5)]
+    assert checked == []
+    part = version(lan) / "files" / "pc-2.parquet"
+    pq.write_table(pq.read_table(part), part, compression="none")  # the same rows, resized
+    assert run_sql(crawl, sql, pytest.fail)[1] == [("pc-1", 5), ("pc-2", 5), ("pc-3", 5)]
+    assert checked == ["pc-2.parquet"]
+
+
+def test_a_first_part_whose_footer_does_not_read(lan: LAN, run: Callable) -> None:
+    """DuckDB reads the first part's footer to define the view: when that fails, every part
+    is checked, and only the damaged one is left out."""
+    garble_footer(version(lan) / "files" / "pc-1.parquet")  # the size the manifest says
+    status, out, err = run("sql", "SELECT host, count(*) FROM files GROUP BY ALL ORDER BY 1")
+    assert status == 0 and out.splitlines()[1:] == ["pc-2\t5", "pc-3\t5"]
+    assert len(warnings(err)) == 1 == len(err.splitlines())
+    assert "crawldb/v000002/files/pc-1.parquet: unreadable Parquet" in err
+
+
+def test_a_view_bound_to_another_tables_columns_is_checked(lan: LAN, run: Callable) -> None:
+    """A part the manifest vouches for that is not its table's (the manifest made to say its
+    size) gives the view other columns: every part is then checked, and it is left out."""
+    shutil.copy(version(lan) / "hosts.parquet", version(lan) / "files" / "pc-1.parquet")
+    set_manifest_size(lan, "files/pc-1.parquet")
+    status, out, err = run("sql", "SELECT host, count(*) FROM files GROUP BY ALL ORDER BY 1")
+    assert status == 0 and out.splitlines()[1:] == ["pc-2\t5", "pc-3\t5"]
+    assert len(warnings(err)) == 1 and "files/pc-1.parquet: no column" in err
 
 
 def test_only_top_level_columns_make_a_part_of_a_table(tmp_path: Path) -> None:
