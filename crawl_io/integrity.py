@@ -24,6 +24,7 @@ from pathlib import Path
 import duckdb
 
 from crawl_io.crawldir import SEGMENT_NAME, STATE_TABLES, CrawlDamaged, CrawlDir
+from crawl_io.fetchlogs import spans
 from crawl_io.version_manifest import (
     MANIFEST_NAME,
     ManifestError,
@@ -199,6 +200,9 @@ def repair_crawl(crawl: CrawlDir) -> Repair:
             for p in sorted(crawl.segments.glob("r*"))
             if (number := SEGMENT_NAME.fullmatch(p.name)) and int(number[1]) > chosen.version
         ]
+        # a span holding rounds run again would stand for them: its rounds at or before the
+        # chosen one are still in their segments (keep_rounds 0; else no span reaches here)
+        newer += [s.path for s in spans(crawl.segments) if s.last > chosen.version]
         moved = _move_aside(crawl, newer, aside)
         crawl.publish(chosen.version)
         lines.append(f"{crawl.crawldb / 'CURRENT'} now names {chosen.name} (was: {was})")

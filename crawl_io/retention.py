@@ -8,7 +8,8 @@ rounds. A version shares its unchanged parts with the next one by hard links, so
 it frees only what it alone held.
 
 A removed round's scans stay: its segment's fetchlog (45 KB of the 7.4 MiB above) moves to
-`segments/fetchlogs/rNNNNNN.parquet`, which the `fetchlog` view reads as before.
+`segments/fetchlogs/rNNNNNN.parquet`, which the `fetchlog` view reads as before (and which
+goes into a span of rounds in time: crawl_io.fetchlogs).
 
 The live version, its round's segment and anything newer (a round under way) are never
 removed, and `keep` is at least 2: the version before the live one stays for `check
@@ -27,10 +28,10 @@ from pathlib import Path
 
 from crawl_io.atomic import temp_name
 from crawl_io.crawldir import SEGMENT_NAME, CrawlDir
+from crawl_io.fetchlogs import kept_fetchlog
 
 MIN_KEEP = 2  # the live round and one to fall back on
 log = logging.getLogger("sharecrawl")
-KEPT_FETCHLOGS = "fetchlogs"  # in segments/: the fetchlogs of removed rounds
 
 
 def old_rounds(crawl: CrawlDir, keep: int) -> list[tuple[int, Path]]:
@@ -51,12 +52,6 @@ def old_rounds(crawl: CrawlDir, keep: int) -> list[tuple[int, Path]]:
         if match and int(match[1]) < first_kept and segment.is_dir():
             found.append((int(match[1]), segment))
     return sorted(found)
-
-
-def kept_fetchlog(crawl: CrawlDir, round_: int) -> Path:
-    """Where the fetchlog of a removed round's segment is kept, so that the scans of every
-    round stay in the `fetchlog` view (45 KB of a 7.4 MiB segment in bench/scale.py)."""
-    return crawl.segments / KEPT_FETCHLOGS / f"r{round_:06d}.parquet"
 
 
 def remove_old_rounds(crawl: CrawlDir, keep: int) -> list[Path]:

@@ -39,10 +39,10 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crawl_io.crawldir import PER_HOST_TABLES, SEGMENT_NAME, CrawlDir
+from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir
+from crawl_io.fetchlogs import fetchlog_parts
 from crawl_io.hints import HINTS, HintsStore
 from crawl_io.host_parts import table_parts
-from crawl_io.retention import KEPT_FETCHLOGS
 from crawl_io.schema import TABLES
 from crawl_io.version_manifest import ManifestError, read_manifest
 from jobs.subtree_hash import duplicate_folders_sql
@@ -218,7 +218,9 @@ class CrawlViews:
     def _define(
         self, version: int, checked: frozenset[str] | None, defined: frozenset[str]
     ) -> None:
-        fetchlogs = self._fetchlog_parts(version) if "fetchlog" in defined else []
+        # each finished round's, up to the live version (a later round is unpublished)
+        segments = self.crawl.segments.resolve()
+        fetchlogs = fetchlog_parts(segments, version) if "fetchlog" in defined else []
         hints = HintsStore(self.crawl.root).parts() if "hints" in defined else []
         hints = [p.resolve() for p in hints]
         vouched = _vouched_by_manifest(self.version_dir)
@@ -277,24 +279,6 @@ class CrawlViews:
             [name],
         ).fetchall()
         return {column for (column,) in found}
-
-    def _fetchlog_parts(self, version: int) -> list[Path]:
-        """Each finished round's fetchlog up to the live version (a later round is
-        unpublished): in its segment, or kept after the segment was removed
-        (crawl_io.retention)."""
-        segments = self.crawl.segments.resolve()
-        found = []
-        for seg in segments.glob("r*") if segments.is_dir() else ():
-            found.append((seg.name, seg / "fetchlog.parquet"))
-        kept = segments / KEPT_FETCHLOGS
-        for part in kept.glob("r*.parquet") if kept.is_dir() else ():
-            found.append((part.name.removesuffix(".parquet"), part))
-        parts = []
-        for name, part in sorted(found):
-            number = SEGMENT_NAME.fullmatch(name)
-            if number and int(number[1]) <= version and part.exists():
-                parts.append(part)
-        return parts
 
     def _view(self, name: str) -> None:
         """(Re)define view `name` over its parts; should DuckDB still not read them together,
