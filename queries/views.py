@@ -27,25 +27,28 @@ DuckDB answers from the footers alone (`count(*)`: bench/sql_views.py).
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir
 from crawl_io.fetchlogs import fetchlog_parts
 from crawl_io.hints import HINTS, HintsStore
 from crawl_io.host_parts import table_parts
 from crawl_io.schema import TABLES
-from crawl_io.version_manifest import ManifestError, read_manifest
 from jobs.subtree_hash import duplicate_folders_sql
+from queries.part_damage import (
+    absent,
+    damages,
+    page_damages,
+    reason,
+    vouched_by_manifest,
+)
 from queries.sandbox import SQLError, SQLRefused, checked_statement, lock, quote, refusal
 
 __all__ = ["CrawlViews", "SQLError", "SQLRefused", "run_sql"]
@@ -72,110 +75,9 @@ INDEX_VIEWS = frozenset({"works", "copies"})  # the search index's, when it exis
 VIEW_NAMES = frozenset(VIEW_TABLES) | frozenset(_VIEW_SOURCES) | INDEX_VIEWS
 
 
-def damage(path: Path, schema: pa.Schema) -> str | None:
-    """Why the Parquet part at `path` cannot serve as a part of `schema`'s table, or None.
-    Reads only the footer."""
-    try:
-        names = set(pq.read_schema(path).names)
-    except FileNotFoundError:
-        return "missing"
-    except (OSError, ValueError, pa.ArrowException) as e:
-        return f"unreadable Parquet: {_reason(e)}"
-    return _absent(names, schema)
-
-
-def _absent(names: set[str], schema: pa.Schema) -> str | None:
-    """Why a part whose top-level columns are `names` is not one of `schema`'s, or None."""
-    absent = [f.name for f in schema if f.name not in names]
-    return f"no column {', '.join(absent[:3])}: not a part of this table" if absent else None
-
-
 def _sources(tables: frozenset[str]) -> frozenset[str]:
     """The tables whose parts a query naming `tables` reads."""
     return frozenset(_VIEW_SOURCES.get(t, t) for t in tables)
-
-
-def page_damage(path: Path) -> str | None:
-    """Why the pages of the Parquet part at `path` do not read, or None. Reads it all."""
-    try:
-        pq.read_table(path)
-    except (OSError, ValueError, pa.ArrowException) as e:
-        return f"unreadable Parquet: {_reason(e)}"
-    return None
-
-
-def _reason(error: BaseException) -> str:
-    """The first sentence of an error's message, short enough for one line."""
-    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    return first.split(". ")[0].rstrip(".")[:120]
-
-
-def _damages(
-    con: duckdb.DuckDBPyConnection, parts: list[Path], schema: pa.Schema
-) -> list[str | None]:
-    """Why each of `parts` cannot serve as a part of `schema`'s table (None: it can).
-    DuckDB reads every footer at once, on its own threads, and keeps them for the query
-    (parquet_metadata_cache); only should one of them fail is each part read on its own, to
-    name the damaged ones."""
-    if not parts:
-        return []
-    try:
-        elements = con.execute(
-            "SELECT file_name, name, coalesce(num_children, 0) FROM parquet_schema(?)",
-            [[str(p) for p in parts]],
-        ).fetchall()
-    except duckdb.Error:
-        return [damage(p, schema) for p in parts]
-    columns = _top_level_columns(elements)
-    return [_absent(columns.get(str(part), set()), schema) for part in parts]
-
-
-def _top_level_columns(elements: list[tuple[str, str, int]]) -> dict[str, set[str]]:
-    """The top-level column names of each file, from its Parquet schema elements in order
-    (depth first: the root, then each column and the elements nested in it)."""
-    columns: dict[str, set[str]] = {}
-    pending: list[int] = []  # children still to come at each depth below the root
-    for file, name, children in elements:
-        if not pending:  # a file's root
-            columns.setdefault(file, set())
-            pending = [children]
-            continue
-        if len(pending) == 1:
-            columns[file].add(name)
-        pending[-1] -= 1
-        if children:
-            pending.append(children)
-        while pending and pending[-1] == 0:
-            pending.pop()
-    return columns
-
-
-def _vouched_by_manifest(version_dir: Path) -> Callable[[Path], bool]:
-    """Whether the manifest of `version_dir` vouches for a part: lists it, with the size it
-    has now (a stat). Update wrote such a part with its table's columns, so its footer need
-    not be read before the query; a garbled manifest vouches for nothing."""
-    try:
-        manifest = read_manifest(version_dir) or {}
-    except ManifestError:
-        manifest = {}
-    root = f"{version_dir}{os.sep}"  # strings, not Paths: a big LAN's tables have thousands
-
-    def vouched(part: Path) -> bool:
-        path = str(part)
-        entry = manifest.get(path[len(root) :]) if path.startswith(root) else None
-        if entry is None:  # not in the manifest, or not in the version (fetchlog, hints)
-            return False
-        try:
-            return os.stat(path).st_size == entry.size
-        except OSError:
-            return False
-
-    return vouched
-
-
-def _page_damages(parts: list[Path]) -> list[str | None]:
-    with ThreadPoolExecutor(4) as pool:
-        return list(pool.map(page_damage, parts))
 
 
 class CrawlViews:
@@ -223,7 +125,7 @@ class CrawlViews:
         fetchlogs = fetchlog_parts(segments, version) if "fetchlog" in defined else []
         hints = HintsStore(self.crawl.root).parts() if "hints" in defined else []
         hints = [p.resolve() for p in hints]
-        vouched = _vouched_by_manifest(self.version_dir)
+        vouched = vouched_by_manifest(self.version_dir)
         for name in [n for n in VIEW_TABLES if n in defined]:
             if name == "fetchlog":
                 parts = fetchlogs
@@ -251,18 +153,18 @@ class CrawlViews:
         schema = VIEW_TABLES[name]
         if check:
             suspects = [p for p in parts if not vouched(p)]
-            why = dict(zip(suspects, _damages(self.con, suspects, schema), strict=True))
+            why = dict(zip(suspects, damages(self.con, suspects, schema), strict=True))
         else:
             why = {p: "missing" for p in parts if not p.exists()}
         self.parts[name] = [p for p in parts if why.get(p) is None]
         try:
             self._create(name, self.parts[name])
-            whole = not check or _absent(self._columns(name), schema) is None
+            whole = not check or absent(self._columns(name), schema) is None
         except duckdb.Error:
             whole = False
         if not whole:
             kept = self.parts[name]
-            why.update(zip(kept, _damages(self.con, kept, schema), strict=True))
+            why.update(zip(kept, damages(self.con, kept, schema), strict=True))
             self.parts[name] = [p for p in parts if why.get(p) is None]
         for part in parts:
             if why.get(part) is not None:
@@ -287,7 +189,7 @@ class CrawlViews:
             self._create(name, self.parts[name])
         except duckdb.Error as e:
             self.warn(
-                f"{name}: its parts do not read ({_reason(e)}); the view is empty "
+                f"{name}: its parts do not read ({reason(e)}); the view is empty "
                 "(`sharecrawl check` lists every problem)"
             )
             self.parts[name] = []
@@ -330,7 +232,7 @@ class CrawlViews:
                     self.con.execute(f"CREATE VIEW {name} AS SELECT * FROM search_index.{name}")
         except duckdb.Error as e:
             self.warn(
-                f"{index}: damaged search index ({_reason(e)}); works "
+                f"{index}: damaged search index ({reason(e)}); works "
                 "and copies are left out until the next round rebuilds it "
                 "(`sharecrawl crawl`)"
             )
@@ -350,7 +252,7 @@ class CrawlViews:
         for name, suspects in named.items():
             damaged = [
                 (p, why)
-                for p, why in zip(suspects, _page_damages(suspects), strict=True)
+                for p, why in zip(suspects, page_damages(suspects), strict=True)
                 if why is not None
             ]
             for part, why in damaged:
@@ -376,7 +278,7 @@ def query(crawl: CrawlDir, version: int, sql: str, fetch: Fetch[T], warn: Warn) 
             crawl, version, warn, statement.tables, only_reads=not statement.functions
         )
     except (duckdb.Error, OSError) as e:  # a folder it may not read, say
-        raise SQLError(f"cannot read the crawl's tables: {_reason(e)}") from None
+        raise SQLError(f"cannot read the crawl's tables: {reason(e)}") from None
     try:
         while True:
             try:

@@ -19,7 +19,8 @@ import pytest
 import queries.views as views_module
 from crawl_io.crawldir import CrawlDir
 from crawl_io.schema import FILES, PARTITIONS
-from queries.views import CrawlViews, _damages, run_sql
+from queries.part_damage import damages
+from queries.views import CrawlViews, run_sql
 from tests.conftest import LAN
 
 
@@ -198,13 +199,13 @@ def test_parts_the_manifest_vouches_for_are_read_by_the_query_alone(
     """A part listed in the manifest with the size it has is not read before the query; one
     of another size is (its footer and columns), and still answers when it reads."""
     checked: list[str] = []
-    real = views_module._damages
+    real = views_module.damages
 
     def spy(con: duckdb.DuckDBPyConnection, parts: list[Path], schema: pa.Schema) -> list:
         checked.extend(p.name for p in parts)
         return real(con, parts, schema)
 
-    monkeypatch.setattr(views_module, "_damages", spy)
+    monkeypatch.setattr(views_module, "damages", spy)
     crawl = CrawlDir(lan.crawl_dir)
     sql = "SELECT host, count(*) FROM files GROUP BY ALL ORDER BY 1"
     assert run_sql(crawl, sql, pytest.fail)[1] == [("pc-1", 5), ("pc-2", 5), ("pc-3", 5)]
@@ -247,7 +248,7 @@ def test_only_top_level_columns_make_a_part_of_a_table(tmp_path: Path) -> None:
     pq.write_table(pa.table({"host": ["x"], "size": [1]}), flat)
     wanted = pa.schema([("host", pa.string()), ("size", pa.int64())])
     with duckdb.connect() as con:
-        found = _damages(con, [nested, flat], wanted)
+        found = damages(con, [nested, flat], wanted)
     assert found == ["no column host, size: not a part of this table", None]
 
 
