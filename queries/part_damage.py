@@ -14,7 +14,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crawl_io.version_manifest import ManifestError, read_manifest
+from crawl_io.version_manifest import Manifest, ManifestError, read_manifest
 
 
 def reason(error: BaseException) -> str:
@@ -93,17 +93,22 @@ def _top_level_columns(elements: list[tuple[str, str, int]]) -> dict[str, set[st
 def vouched_by_manifest(version_dir: Path) -> Callable[[Path], bool]:
     """Whether the manifest of `version_dir` vouches for a part: lists it, with the size it
     has now (a stat). Update wrote such a part with its table's columns, so its footer need
-    not be read before the query; a garbled manifest vouches for nothing."""
-    try:
-        manifest = read_manifest(version_dir) or {}
-    except ManifestError:
-        manifest = {}
+    not be read before the query; a garbled manifest vouches for nothing. The manifest is
+    read when first asked (a query of the fetchlog alone never asks)."""
     root = f"{version_dir}{os.sep}"  # strings, not Paths: a big LAN's tables have thousands
+    manifests: list[Manifest] = []
 
     def vouched(part: Path) -> bool:
         path = str(part)
-        entry = manifest.get(path[len(root) :]) if path.startswith(root) else None
-        if entry is None:  # not in the manifest, or not in the version (fetchlog, hints)
+        if not path.startswith(root):  # not in the version: a fetchlog or hints part
+            return False
+        if not manifests:
+            try:
+                manifests.append(read_manifest(version_dir) or {})
+            except ManifestError:
+                manifests.append({})
+        entry = manifests[0].get(path[len(root) :])
+        if entry is None:
             return False
         try:
             return os.stat(path).st_size == entry.size
