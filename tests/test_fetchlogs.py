@@ -20,6 +20,7 @@ from crawl_io.fetchlogs import compact_fetchlogs, fetchlog_parts, kept_fetchlog
 from crawl_io.schema import FETCHLOG
 from queries.views import run_sql
 from tests.conftest import LAN
+from tests.small_disk import free_all, leave_free
 
 ROWS_A_ROUND = 3
 
@@ -107,6 +108,23 @@ def test_a_part_that_does_not_read_keeps_its_block(
         r: ROWS_A_ROUND for r in range(1, 9) if r != 6
     }
     assert len(warned) == 1 and "r000006/fetchlog.parquet" in warned[0]
+
+
+def test_a_span_on_a_full_disk_is_one_warning_and_written_next_time(
+    small_disk: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    crawl = crawl_of(small_disk / "crawl", live=4)
+    leave_free(small_disk, 0)
+    with caplog.at_level(logging.WARNING, logger="sharecrawl"):
+        assert compact_fetchlogs(crawl, keep=0, span=4) == []
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "No space left on device" in lines[0], lines
+    assert "the next round tries again" in lines[0]
+    assert kept_names(crawl) == []  # nothing half-written, no temporary file left
+    free_all(small_disk)
+    assert rows_by_round(crawl) == {r: ROWS_A_ROUND for r in range(1, 5)}
+    assert [p.name for p in compact_fetchlogs(crawl, keep=0, span=4)] == ["r000001-r000004.parquet"]
+    assert kept_names(crawl) == ["r000001-r000004.parquet"]
 
 
 def test_spans_never_overlap_in_the_view(tmp_path: Path) -> None:
