@@ -147,6 +147,7 @@ def test_a_crawl_writes_spans_and_repair_takes_back_those_past_its_version(
     lan.crawl(rounds=3)
     crawl = CrawlDir(lan.crawl_dir)
     assert kept_names(crawl) == ["r000001-r000002.parquet"]
+    assert lan.cli("check") == 0
     rounds = run_json(lan, "sql", "SELECT round, count(*) AS n FROM fetchlog GROUP BY ALL")
     assert sorted(r["round"] for r in rounds) == [1, 2, 3]
     assert all(r["n"] == 1 for r in rounds)  # one partition a round, each round once
