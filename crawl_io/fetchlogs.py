@@ -35,6 +35,7 @@ from crawl_io.atomic import write_parquet
 from crawl_io.crawldir import SEGMENT_NAME, CrawlDir
 from crawl_io.host_parts import read_parquet
 from crawl_io.schema import FETCHLOG
+from crawl_io.version_manifest import read_problem
 
 KEPT_FETCHLOGS = "fetchlogs"  # in segments/: kept fetchlogs of removed rounds, and spans
 SPAN_ROUNDS = 128  # a year of hourly rounds: 68 spans, at most 127 parts besides
@@ -145,6 +146,20 @@ def compact_fetchlogs(crawl: CrawlDir, keep: int, span: int | None = None) -> li
             continue
         made.append(path)
     return made
+
+
+def damaged_fetchlogs(segments: Path) -> list[tuple[Path, str]]:
+    """(path, what is wrong) of each span and kept part that does not read in full (footer,
+    every page and its CRC): the only copy of its rounds' scans once their segments went.
+    A segment's own fetchlog is its segment's."""
+    found = []
+    for name in sorted(_names(segments / KEPT_FETCHLOGS)):
+        if SPAN_NAME.fullmatch(name) or KEPT_NAME.fullmatch(name):
+            path = segments / KEPT_FETCHLOGS / name
+            problem = read_problem(path)
+            if problem:
+                found.append((path, problem))
+    return found
 
 
 def _read_block(parts: list[Path]) -> pa.Table | None:

@@ -12,6 +12,10 @@ round computes again: the version stays usable. Damaged state tables (hosts, par
 the scan history) or a damaged manifest make the version unusable: a round refuses to start
 from it, and `check --repair` points CURRENT at the newest usable version instead, moving the newer
 versions and segments aside (never deleting them).
+
+The fetchlog's spans and kept parts (crawl_io.fetchlogs) are read in full too: once their
+segments are gone they are the only copy of those rounds' scans. A damaged one is moved aside
+by `check --repair`; the view then reads those rounds from their segments, where they are.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pathlib import Path
 import duckdb
 
 from crawl_io.crawldir import SEGMENT_NAME, STATE_TABLES, CrawlDamaged, CrawlDir
-from crawl_io.fetchlogs import spans
+from crawl_io.fetchlogs import damaged_fetchlogs, spans
 from crawl_io.version_manifest import (
     MANIFEST_NAME,
     ManifestError,
@@ -148,6 +152,7 @@ def check_crawl(crawl: CrawlDir) -> tuple[list[str], bool]:
         return ["no round published yet: nothing to check"], True
     report = verify_version(crawl, live)
     lines = report.lines(crawl.version_dir(live))
+    lines += [f"{path}: {what}" for path, what in damaged_fetchlogs(crawl.segments)]
     index, _ = index_state(crawl)
     if index:
         lines.append(index)
@@ -225,6 +230,14 @@ def repair_crawl(crawl: CrawlDir) -> Repair:
     for rel, what in chosen.problems:
         if "missing" in what:
             lines.append(f"{vdir / rel}: {what}: the next crawl {_next_crawl(rel.split('/')[0])}")
+    # A damaged span or kept fetchlog goes aside: the view reads the rounds a span held from
+    # their segments where these are still there, and the next crawl writes the span again.
+    fetchlogs = [path for path, _ in damaged_fetchlogs(crawl.segments)]
+    for path in _move_aside(crawl, fetchlogs, aside):
+        lines.append(
+            f"moved damaged {path.relative_to(aside)} to {aside}: the fetchlog view reads "
+            "its rounds from their segments where these are still there"
+        )
     index, indexed = index_state(crawl)
     return Repair(lines, True, index is not None or indexed != chosen.name, chosen.version)
 

@@ -163,3 +163,34 @@ def test_a_crawl_writes_spans_and_repair_takes_back_those_past_its_version(
     assert kept_names(crawl) == ["r000001-r000002.parquet"]
     rounds = run_json(lan, "sql", "SELECT round, count(*) AS n FROM fetchlog GROUP BY ALL")
     assert sorted((r["round"], r["n"]) for r in rounds) == [(1, 1), (2, 1), (3, 1)]
+
+
+def test_check_reads_spans_and_repair_moves_a_damaged_one_aside(
+    lan: LAN,
+    monkeypatch: pytest.MonkeyPatch,
+    run_json: Callable[..., object],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(fetchlogs, "SPAN_ROUNDS", 2)
+    lan.media("alpha", "music/song.mp3", artist="Madonna", title="Music")
+    lan.write_hosts("alpha")
+    lan.crawl(rounds=3)
+    crawl = CrawlDir(lan.crawl_dir)
+    span = crawl.segments / "fetchlogs" / "r000001-r000002.parquet"
+    data = bytearray(span.read_bytes())
+    for i in range(len(data) // 3, len(data) // 3 + 32):  # a page's bytes; the footer stays
+        data[i] ^= 0xFF
+    span.write_bytes(bytes(data))
+
+    capsys.readouterr()
+    assert lan.cli("check") == 1
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 and out[0].startswith(f"{span}: does not read as Parquet"), out
+    assert lan.cli("check", "--repair") == 0
+    assert "moved damaged segments/fetchlogs/r000001-r000002.parquet" in capsys.readouterr().out
+    assert not span.exists() and crawl.current() == 3
+    assert lan.cli("check") == 0
+    rounds = run_json(lan, "sql", "SELECT round, count(*) AS n FROM fetchlog GROUP BY ALL")
+    assert sorted((r["round"], r["n"]) for r in rounds) == [(1, 1), (2, 1), (3, 1)]
+    lan.crawl()  # round 4 writes the span of rounds 1 and 2 again, and that of 3 and 4
+    assert kept_names(crawl) == ["r000001-r000002.parquet", "r000003-r000004.parquet"]
