@@ -138,14 +138,19 @@ def test_spans_never_overlap_in_the_view(tmp_path: Path) -> None:
     assert rows_by_round(crawl) == {r: ROWS_A_ROUND for r in range(1, 9)}
 
 
-def test_a_crawl_writes_spans_and_repair_takes_back_those_past_its_version(
-    lan: LAN, monkeypatch: pytest.MonkeyPatch, run_json: Callable[..., object]
-) -> None:
+def three_rounds(lan: LAN, monkeypatch: pytest.MonkeyPatch) -> CrawlDir:
+    """A real crawl of three rounds, with spans of two rounds."""
     monkeypatch.setattr(fetchlogs, "SPAN_ROUNDS", 2)
     lan.media("alpha", "music/song.mp3", artist="Madonna", title="Music")
     lan.write_hosts("alpha")
     lan.crawl(rounds=3)
-    crawl = CrawlDir(lan.crawl_dir)
+    return CrawlDir(lan.crawl_dir)
+
+
+def test_a_crawl_writes_spans_and_repair_takes_back_those_past_its_version(
+    lan: LAN, monkeypatch: pytest.MonkeyPatch, run_json: Callable[..., object]
+) -> None:
+    crawl = three_rounds(lan, monkeypatch)
     assert kept_names(crawl) == ["r000001-r000002.parquet"]
     assert lan.cli("check") == 0
     rounds = run_json(lan, "sql", "SELECT round, count(*) AS n FROM fetchlog GROUP BY ALL")
@@ -171,11 +176,7 @@ def test_check_reads_spans_and_repair_moves_a_damaged_one_aside(
     run_json: Callable[..., object],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setattr(fetchlogs, "SPAN_ROUNDS", 2)
-    lan.media("alpha", "music/song.mp3", artist="Madonna", title="Music")
-    lan.write_hosts("alpha")
-    lan.crawl(rounds=3)
-    crawl = CrawlDir(lan.crawl_dir)
+    crawl = three_rounds(lan, monkeypatch)
     span = crawl.segments / "fetchlogs" / "r000001-r000002.parquet"
     data = bytearray(span.read_bytes())
     for i in range(len(data) // 3, len(data) // 3 + 32):  # a page's bytes; the footer stays
