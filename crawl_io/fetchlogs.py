@@ -75,15 +75,22 @@ def spans(segments: Path) -> list[Span]:
     return kept
 
 
-def held_by(spans: list[Span]) -> Callable[[int], bool]:
-    """Whether one of `spans` (spans() gives them sorted, apart) holds a round."""
-    firsts = [s.first for s in spans]
+def holder_of(written: list[Span]) -> Callable[[int], Span | None]:
+    """The span of those `written` (as spans() gives them: sorted, apart) that holds a
+    round, or None."""
+    firsts = [s.first for s in written]
 
-    def held(round_: int) -> bool:
+    def holder(round_: int) -> Span | None:
         i = bisect_right(firsts, round_) - 1
-        return i >= 0 and spans[i].last >= round_
+        return written[i] if i >= 0 and written[i].last >= round_ else None
 
-    return held
+    return holder
+
+
+def held_by(written: list[Span]) -> Callable[[int], bool]:
+    """Whether one of the spans `written` holds a round."""
+    holder = holder_of(written)
+    return lambda round_: holder(round_) is not None
 
 
 def round_parts(segments: Path, wanted: Callable[[int], bool]) -> dict[int, Path]:
@@ -123,10 +130,7 @@ def compact_fetchlogs(crawl: CrawlDir, keep: int, span: int | None = None) -> li
     span = span or SPAN_ROUNDS
     written = spans(crawl.segments)
     held = held_by(written)
-    kept = crawl.segments / KEPT_FETCHLOGS
-    for part in round_parts(crawl.segments, held).values():
-        if part.parent == kept:
-            part.unlink(missing_ok=True)
+    _delete_held(crawl.segments, written, round_parts(crawl.segments, held))
     retired = crawl.current() - keep  # keep 0: every round up to the live one
     parts = round_parts(crawl.segments, lambda r: not held(r))
     blocks = {(r - 1) // span for r in parts}
@@ -146,6 +150,26 @@ def compact_fetchlogs(crawl: CrawlDir, keep: int, span: int | None = None) -> li
             continue
         made.append(path)
     return made
+
+
+def _delete_held(segments: Path, written: list[Span], held: dict[int, Path]) -> None:
+    """Delete the kept parts of the rounds `held` by spans `written`, when their span reads
+    in full (a damaged span keeps them: `check --repair` moves it aside, and they stand in
+    for it). A segment's own fetchlog is never deleted here."""
+    holder_of_round = holder_of(written)
+    reads: dict[Path, bool] = {}
+    for round_, part in held.items():
+        holder = holder_of_round(round_)
+        if part.parent != segments / KEPT_FETCHLOGS or holder is None:
+            continue
+        if holder.path not in reads:
+            reads[holder.path] = read_problem(holder.path) is None
+        if not reads[holder.path]:
+            continue
+        try:
+            part.unlink(missing_ok=True)
+        except OSError as e:
+            log.warning("sharecrawl: cannot delete %s (%s); the next round tries again", part, e)
 
 
 def damaged_fetchlogs(segments: Path) -> list[tuple[Path, str]]:

@@ -16,7 +16,12 @@ import pytest
 from crawl_io import fetchlogs
 from crawl_io.atomic import write_parquet
 from crawl_io.crawldir import CrawlDir
-from crawl_io.fetchlogs import compact_fetchlogs, fetchlog_parts, kept_fetchlog
+from crawl_io.fetchlogs import (
+    compact_fetchlogs,
+    damaged_fetchlogs,
+    fetchlog_parts,
+    kept_fetchlog,
+)
 from crawl_io.schema import FETCHLOG
 from queries.views import run_sql
 from tests.conftest import LAN
@@ -89,6 +94,26 @@ def test_kept_parts_go_a_round_after_their_span(tmp_path: Path) -> None:
     assert compact_fetchlogs(crawl, keep=3, span=4) == []
     assert kept_names(crawl) == ["r000001-r000004.parquet", "r000005.parquet", "r000006.parquet"]
     assert rows_by_round(crawl) == every_round
+
+
+def garble_pages(path: Path) -> None:
+    """Flip bytes of a page; the footer stays whole."""
+    data = bytearray(path.read_bytes())
+    for i in range(len(data) // 3, len(data) // 3 + 32):
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_kept_parts_stay_while_their_span_does_not_read(tmp_path: Path) -> None:
+    crawl = crawl_of(tmp_path, live=10, kept_up_to=6)
+    (span,) = compact_fetchlogs(crawl, keep=3, span=4)
+    garble_pages(span)
+    ((path, what),) = damaged_fetchlogs(crawl.segments)
+    assert path == span and what.startswith("does not read as Parquet"), what
+    assert compact_fetchlogs(crawl, keep=3, span=4) == []
+    assert kept_names(crawl) == sorted(
+        [f"r{r:06d}.parquet" for r in range(1, 7)] + ["r000001-r000004.parquet"]
+    )
 
 
 def test_a_part_that_does_not_read_keeps_its_block(
@@ -178,10 +203,7 @@ def test_check_reads_spans_and_repair_moves_a_damaged_one_aside(
 ) -> None:
     crawl = three_rounds(lan, monkeypatch)
     span = crawl.segments / "fetchlogs" / "r000001-r000002.parquet"
-    data = bytearray(span.read_bytes())
-    for i in range(len(data) // 3, len(data) // 3 + 32):  # a page's bytes; the footer stays
-        data[i] ^= 0xFF
-    span.write_bytes(bytes(data))
+    garble_pages(span)
 
     capsys.readouterr()
     assert lan.cli("check") == 1
