@@ -35,7 +35,7 @@ from crawl_io.atomic import write_parquet
 from crawl_io.crawldir import SEGMENT_NAME, CrawlDir
 from crawl_io.host_parts import read_parquet
 from crawl_io.schema import FETCHLOG
-from crawl_io.version_manifest import read_problem
+from crawl_io.version_manifest import first_line, read_problem
 
 KEPT_FETCHLOGS = "fetchlogs"  # in segments/: kept fetchlogs of removed rounds, and spans
 SPAN_ROUNDS = 128  # a year of hourly rounds: 68 spans, at most 127 parts besides
@@ -130,9 +130,10 @@ def compact_fetchlogs(crawl: CrawlDir, keep: int, span: int | None = None) -> li
     span = span or SPAN_ROUNDS
     written = spans(crawl.segments)
     held = held_by(written)
-    _delete_held(crawl.segments, written, round_parts(crawl.segments, held))
+    every = round_parts(crawl.segments, lambda r: True)
+    _delete_held(crawl.segments, written, {r: p for r, p in every.items() if held(r)})
     retired = crawl.current() - keep  # keep 0: every round up to the live one
-    parts = round_parts(crawl.segments, lambda r: not held(r))
+    parts = {r: p for r, p in every.items() if not held(r)}
     blocks = {(r - 1) // span for r in parts}
     made = []
     for block in sorted(blocks):
@@ -197,7 +198,7 @@ def _read_block(parts: list[Path]) -> pa.Table | None:
                 "sharecrawl: %s does not read (%s); its block of rounds stays in one part a "
                 "round, and `sql` leaves that part out",
                 part,
-                str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__,
+                first_line(e),
             )
             return None
     return pa.concat_tables(tables)

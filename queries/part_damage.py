@@ -37,8 +37,8 @@ def damage(path: Path, schema: pa.Schema) -> str | None:
 
 def absent(names: set[str], schema: pa.Schema) -> str | None:
     """Why a part whose top-level columns are `names` is not one of `schema`'s, or None."""
-    absent = [f.name for f in schema if f.name not in names]
-    return f"no column {', '.join(absent[:3])}: not a part of this table" if absent else None
+    missing = [f.name for f in schema if f.name not in names]
+    return f"no column {', '.join(missing[:3])}: not a part of this table" if missing else None
 
 
 def page_damage(path: Path) -> str | None:
