@@ -190,7 +190,7 @@ def runner_args(runner: JobRunner, tmp: Path, scratch: Path | None = None) -> li
     every run would cost 0.4-0.8 s a job); a cluster's tasks get the project's packages and
     their interpreter, and Spark keeps its scratch (the uploaded inputs, the output) in
     `scratch`, a folder of the crawl directory that the cluster sees, rather than on HDFS
-    (mrjob's default for a remote master)."""
+    (mrjob's default for a remote master); on a local master, in the job's own `tmp`."""
     if runner.name == "local":
         return ["--no-bootstrap-mrjob"]
     if not runner.on_cluster:
@@ -208,8 +208,9 @@ def runner_args(runner: JobRunner, tmp: Path, scratch: Path | None = None) -> li
             "--jobconf",
             "spark.ui.enabled=false",
         ]
-        if not (runner.spark_master or "local").startswith("local"):
-            args += ["--spark-tmp-dir", runner.task_path(scratch or tmp)]
+        # on a local master mrjob would keep its scratch in the system's temporary folder
+        local = (runner.spark_master or "local").startswith("local")
+        args += ["--spark-tmp-dir", str(tmp) if local else runner.task_path(scratch or tmp)]
     return args
 
 
@@ -225,9 +226,12 @@ def run_job(
     is where a remote Spark master keeps the job's files (default: a temporary folder)."""
     runner = runner_of(runner)
     tmp = Path(tempfile.mkdtemp(prefix=f"{JOB_TMP_PREFIX}{os.getpid()}-"))
+    # mrjob never removes a Spark job's scratch (its uploads, its whole output): each run
+    # gets a folder of its own in `scratch`, removed with it
+    own_scratch = scratch / tmp.name if scratch is not None else None
     try:
         base = ["--base-dir", runner.task_path(manifest.parent)]
-        options = runner_args(runner, tmp, scratch)
+        options = runner_args(runner, tmp, own_scratch)
         job = job_class(
             [
                 "-r",
@@ -246,6 +250,8 @@ def run_job(
             yield from job.parse_output(job_runner.cat_output())
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if own_scratch is not None:
+            shutil.rmtree(own_scratch, ignore_errors=True)
 
 
 def json_lines(records: Iterable[Any]) -> str:

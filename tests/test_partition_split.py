@@ -6,6 +6,7 @@ import itertools
 import os
 import shutil
 import subprocess
+import tempfile
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -421,8 +422,13 @@ def _spark_missing() -> str | None:
 
 @pytest.mark.spark
 @pytest.mark.skipif(_spark_missing() is not None, reason=str(_spark_missing()))
-def test_job_runs_on_spark(tmp_path: Path) -> None:
+def test_job_runs_on_spark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """... and leaves nothing in the temporary folder: mrjob's Spark runner would keep
+    its scratch there (the job's whole output), one folder a job, for ever."""
     parts, state, expected = job_inputs(tmp_path)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     try:
         results = run_listing_jobs(
             parts, tmp_path / "jobs", state, JobRunner("spark", spark_master="local[2]")
@@ -431,3 +437,4 @@ def test_job_runs_on_spark(tmp_path: Path) -> None:
         pytest.fail(f"spark-submit failed: {e}")
     assert results.plan == expected
     assert set(results.summaries) == {share_root(h, "s").id for h in ("a", "b")}
+    assert sorted(p.name for p in temp.iterdir()) == []

@@ -382,6 +382,9 @@ def test_the_listing_jobs_on_a_spark_standalone_cluster_equal_the_inline_runner(
         on_spark = run_listing_jobs(parts, tmp_path / "jobs", state, runner)
     assert on_spark.summaries == inline.summaries
     assert on_spark.plan == inline.plan
+    # the job's scratch in the crawl directory (uploads, output) went with it
+    scratch = tmp_path / "jobs" / "cluster"
+    assert scratch.is_dir() and list(scratch.iterdir()) == []
 
 
 @pytest.mark.spark
