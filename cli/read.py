@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cli.inputs import UsageError, check_count, check_output_file, setting
+from cli.inputs import UsageError, check_count, check_output_file, keep_rounds_setting, setting
 
 if TYPE_CHECKING:
     from crawl_io.crawldir import CrawlDir
@@ -122,7 +122,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.plot:
         check_output_file("--plot", args.plot)
     crawl = existing_crawl(args)
-    report = round_report(crawl)
+    report = round_report(crawl, keep_rounds_setting())
     print(json.dumps(report, default=str) if args.json else format_report(report))
     if args.plot:
         from cli.plots import plot_status

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from crawl_io.crawldir import CrawlDir, read_parquet
+from crawl_io.disk_room import disk_room, summary
 from crawl_io.duck import cursor
 from crawl_io.readable import human_bytes, plural, readable_path, readable_text
 from crawl_io.schema import FETCHLOG
@@ -30,7 +31,9 @@ def config_failure(statuses: list[str]) -> bool:
     return bool(reachable) and all(s in CONFIG_STATUSES for s in reachable)
 
 
-def round_report(crawl: CrawlDir) -> dict:
+def round_report(crawl: CrawlDir, keep_rounds: int | None = None) -> dict:
+    """What the last round did; with `keep_rounds` (the setting in force), also the room
+    left on the crawl directory's disk (crawl_io.disk_room)."""
     last = crawl.current()
     log = read_parquet(crawl.segment_dir(last) / "fetchlog.parquet", FETCHLOG)
     con = cursor()
@@ -109,6 +112,7 @@ def round_report(crawl: CrawlDir) -> dict:
         "change_share": round(changes / scans, 4) if scans else None,
         "scan_reasons": by_reason,
         "hints": hints_report(crawl.root, partitions, by_reason),
+        "disk": None if keep_rounds is None else disk_room(crawl, keep_rounds).report(),
     }
 
 
@@ -158,6 +162,8 @@ def format_report(report: dict) -> str:
     )
     if report["config_failure"]:
         lines.append(f"  {config_failure_line(report)}")
+    if (disk := report.get("disk")) is not None:
+        lines.append(f"  disk: {disk['warning'] or summary(disk)}")
     return "\n".join(lines)
 
 
