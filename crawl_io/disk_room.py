@@ -154,7 +154,7 @@ def _round_bytes(before: Inodes, version: Inodes, segment: Inodes) -> int:
     files are stat'ed: a folder's listing gives every inode (a version of 1,000 hosts has
     8,000 files, nearly all links)."""
     new = {inode: path for inode, path in {**version, **segment}.items() if inode not in before}
-    return sum(_blocks(Path(path)) for path in new.values())
+    return sum(_blocks(path) for path in new.values())
 
 
 def _inodes(folder: Path) -> Inodes:
@@ -175,7 +175,7 @@ def _inodes(folder: Path) -> Inodes:
     return found
 
 
-def _blocks(path: Path) -> int:
+def _blocks(path: str | Path) -> int:
     try:
         return os.stat(path).st_blocks * 512
     except OSError:
