@@ -230,8 +230,12 @@ def run_job(
     runner = runner_of(runner)
     tmp = Path(tempfile.mkdtemp(prefix=f"{JOB_TMP_PREFIX}{os.getpid()}-"))
     # mrjob never removes a Spark job's scratch (its uploads, its whole output): each run
-    # gets a folder of its own in `scratch`, removed with it
-    own_scratch = scratch / tmp.name if scratch is not None else None
+    # gets a folder of its own in `scratch`, removed with it (or, if the crawl is killed,
+    # by the next job that uses `scratch`)
+    own_scratch = None
+    if scratch is not None:  # a killed crawl's jobs left theirs: the round runs again
+        _remove_dead_jobs_folders(scratch)
+        own_scratch = scratch / tmp.name
     try:
         base = ["--base-dir", runner.task_path(manifest.parent)]
         options = runner_args(runner, tmp, own_scratch)
@@ -274,12 +278,18 @@ def remove_job_temp_dirs() -> None:
     own) and of crawl processes that are gone (killed ones); and the Spark scratch folders
     that earlier releases left for good, once they have not changed for an hour."""
     temp = Path(tempfile.gettempdir())
-    for tmp in temp.glob(f"{JOB_TMP_PREFIX}*-*"):
-        pid = tmp.name[len(JOB_TMP_PREFIX) :].split("-", 1)[0]
-        if pid.isdigit() and (int(pid) == os.getpid() or not alive(int(pid))):
-            shutil.rmtree(tmp, ignore_errors=True)
+    _remove_dead_jobs_folders(temp, own=True)
     for tmp in temp.glob("mr_*-spark"):
         if _EARLIER_SPARK_SCRATCH.fullmatch(tmp.name) and _stale_own_folder(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _remove_dead_jobs_folders(folder: Path, *, own: bool = False) -> None:
+    """Remove the jobs' folders in `folder` of processes that are gone, and this process's
+    (`own`: none of its jobs runs)."""
+    for tmp in folder.glob(f"{JOB_TMP_PREFIX}*-*"):
+        pid = tmp.name[len(JOB_TMP_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and ((own and int(pid) == os.getpid()) or not alive(int(pid))):
             shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -4,6 +4,7 @@ this process."""
 from __future__ import annotations
 
 import os
+import subprocess
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -350,3 +351,23 @@ def test_spark_scratch_left_by_an_earlier_release_goes_once_nothing_changed_for_
     assert [p for p in stale if p.exists()] == []
     assert all(p.exists() for p in kept)
     assert link.is_symlink() and (target / "output" / "part-00000").exists()
+
+
+def test_a_killed_crawls_job_scratch_goes_with_the_next_job_that_uses_the_folder(
+    tmp_path: Path,
+) -> None:
+    """A job's scratch folder (`scratch`, in the segment) is its own and goes with it; one
+    that a killed crawl's job left is removed by the next job using the same folder, and
+    a running job's is not."""
+    (tmp_path / "one").write_text("x\n")
+    manifest = write_manifest([tmp_path / "one"], tmp_path / "m")
+    scratch = tmp_path / "cluster"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    killed = scratch / f"{JOB_TMP_PREFIX}{dead.pid}-abc" / "output"
+    running = scratch / f"{JOB_TMP_PREFIX}{os.getppid()}-def" / "output"
+    for folder in (killed, running):
+        folder.mkdir(parents=True)
+        (folder / "part-00000").write_text("row\n")
+    assert list(run_job(MRTaskProbe, manifest, "local", scratch=scratch))
+    assert sorted(p.name for p in scratch.iterdir()) == [running.parent.name]
