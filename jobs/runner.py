@@ -211,9 +211,11 @@ def runner_args(runner: JobRunner, tmp: Path, scratch: Path | None = None) -> li
             "--jobconf",
             "spark.ui.enabled=false",
         ]
-        # on a local master mrjob would keep its scratch in the system's temporary folder
+        # on a local master mrjob would keep its scratch in the system's temporary folder:
+        # it goes in `tmp`, beside mrjob's own working folder (both are named by the job)
         local = (runner.spark_master or "local").startswith("local")
-        args += ["--spark-tmp-dir", str(tmp) if local else runner.task_path(scratch or tmp)]
+        spark_tmp = str(tmp / "spark") if local else runner.task_path(scratch or tmp)
+        args += ["--spark-tmp-dir", spark_tmp]
     return args
 
 
@@ -232,11 +234,10 @@ def run_job(
     # mrjob never removes a Spark job's scratch (its uploads, its whole output): each run
     # gets a folder of its own in `scratch`, removed with it (or, if the crawl is killed,
     # by the next job that uses `scratch`)
-    own_scratch = None
-    if scratch is not None:  # a killed crawl's jobs left theirs: the round runs again
-        _remove_dead_jobs_folders(scratch)
-        own_scratch = scratch / tmp.name
+    own_scratch = scratch / tmp.name if scratch is not None else None
     try:
+        if scratch is not None:  # a killed crawl's jobs left theirs: the round runs again
+            _remove_dead_jobs_folders(scratch)
         base = ["--base-dir", runner.task_path(manifest.parent)]
         options = runner_args(runner, tmp, own_scratch)
         job = job_class(
