@@ -2,10 +2,11 @@
 `keep` (luigi.cfg [sharecrawl] keep_rounds; 0, the default, keeps every one).
 
 Without it a crawl directory grows by what each round changed, for ever: at 1,000 hosts
-and 20 M files with 1 % of the partitions changed, about 11 MiB a round (a 3.7 MiB version
-of new parts, state tables and manifest, and a 7.4 MiB segment), 8 GB a month of hourly
-rounds. A version shares its unchanged parts with the next one by hard links, so removing
-it frees only what it alone held.
+and 20 M files with 1 % of the partitions changed, about 11 MiB of files a round (a 3.7 MiB
+version of new parts, state tables and manifest, and a 7.4 MiB segment), 14 MiB of the
+disk's blocks (small parts fill whole blocks), 10 GB a month of hourly rounds. A version
+shares its unchanged parts with the next one by hard links, so removing it frees only what
+it alone held.
 
 A removed round's scans stay: its segment's fetchlog (45 KB of the 7.4 MiB above) moves to
 `segments/fetchlogs/rNNNNNN.parquet`, which the `fetchlog` view reads as before (and which
