@@ -79,9 +79,10 @@ def disk_room(crawl: CrawlDir, keep_rounds: int) -> Room:
     # the last rounds still on the disk; without keep_rounds, with the version before each,
     # which its version's unchanged parts are links to. The first round, which lists every
     # host whole, says nothing of the pace once there are others.
+    oldest = max(live - ROUNDS_MEASURED + 1, 2 if live > 1 else 1)
     measured = [
         r
-        for r in range(live, max(1 if live > 1 else 0, live - ROUNDS_MEASURED), -1)
+        for r in range(oldest, live + 1)
         if r in versions
         and crawl.segment_dir(r).is_dir()
         and (keep_rounds > 0 or r == 1 or r - 1 in versions)
@@ -98,7 +99,7 @@ def disk_room(crawl: CrawlDir, keep_rounds: int) -> Room:
         index_bytes=_blocks(crawl.index),
         round_bytes=round(statistics.fmean(sizes)) if sizes else None,
         rounds_measured=len(sizes),
-        round_interval_s=_round_interval(crawl, sorted(versions & set(range(1, live + 1)))),
+        round_interval_s=_round_interval(crawl, sorted(v for v in versions if v <= live)),
         keep_rounds=keep_rounds,
     )
 
