@@ -7,8 +7,11 @@ a next version in which 1 % of the media rows changed, as a round finds them: fo
 few partitions each got new files (adds), lost some (deletes), had their tags rewritten
 (retags) or were renamed (moves), a quarter of the changed rows each; one host went off
 line and one came back. Unchanged parts are hard links to the first version's, as Publish
-makes them. `--spread` spreads the same changes over every part instead (the worst case:
-every part is read, old and new).
+makes them. `--spread` spreads the same changes over every part instead (the worst case for
+an index that compares parts: every part is read, old and new). The second version carries
+the record of its media changes that Update writes (crawl_io.media_changes), so that the
+index reads the changes rather than compare parts; `--no-record` removes it, for the
+comparison's cost. What writing the record costs Update is measured by bench/scale.py.
 
 Times, in the same run: `queries.index.update_index` from the first version's index to the
 second, and `queries.index.build_index` of the second from scratch; checks that both give
@@ -20,6 +23,7 @@ line is `ratio incremental/full: R` (goal: R <= 0.10).
 
     .venv/bin/python bench/index_update.py [--rows 2000000] [--workdir DIR] [--spread]
                                            [--changed 0.01] [--parts-per-host 7] [--repeat 3]
+                                           [--no-record]
 """
 
 from __future__ import annotations
@@ -43,6 +47,13 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from bench.search import load_average, mixed_queries, percentile, write_version  # noqa: E402
 from crawl_io import schema  # noqa: E402
+from crawl_io.host_parts import changed_parts  # noqa: E402
+from crawl_io.media_changes import (  # noqa: E402
+    FILE_NAME,
+    INDEXED_COLUMNS,
+    ChangesRecord,
+    host_changes,
+)
 from queries.index import build_index, update_index  # noqa: E402
 from queries.search import search  # noqa: E402
 from simulator.progress import step  # noqa: E402
@@ -167,6 +178,42 @@ def make_versions(
     return v1, v2, counts
 
 
+def write_record(v1: Path, v2: Path) -> None:
+    """The record of v2's media changes, as Update writes it: for each part that differs
+    (a bench's part stands for a host's group), the paths whose rows changed and their new
+    rows."""
+    diff = changed_parts(v1, v2, "media")
+    columns = ", ".join(INDEXED_COLUMNS)
+    con = duckdb.connect()
+
+    def rows_of(parts: list[Path], side: int) -> str:
+        files = ", ".join(f"'{p}'" for p in parts)
+        return (
+            f"SELECT parse_filename(filename, true) AS part, {columns}, "
+            f"hash({columns}) AS h, {side} AS side FROM read_parquet([{files}], filename = true)"
+        )
+
+    con.execute(f"CREATE TABLE old AS {rows_of(diff.removed, -1)}")
+    con.execute(f"CREATE TABLE new AS {rows_of(diff.added, 1)}")
+    con.execute(
+        """
+        CREATE TABLE changed AS SELECT DISTINCT part, host, share, path FROM (
+            SELECT * FROM old UNION ALL SELECT * FROM new
+        ) GROUP BY part, host, share, path, h HAVING sum(side) <> 0
+        """
+    )
+    record = ChangesRecord()
+    for part in sorted({p.stem for p in diff.removed + diff.added}):
+        sql = "SELECT host, share, path FROM changed WHERE part = ?"
+        paths = con.execute(sql, [part]).to_arrow_table()
+        sql = f"SELECT {columns} FROM new SEMI JOIN changed USING (part, host, share, path)"
+        came = con.execute(f"{sql} WHERE part = ?", [part]).to_arrow_table()
+        name = [f"media/{part}.parquet"]
+        record.add(part, name, name, host_changes(paths, came))
+    con.close()
+    pq.write_table(record.table().replace_schema_metadata(record.metadata(v1.name)), v2 / FILE_NAME)
+
+
 def more_queries(index: Path, n: int, rng: random.Random) -> list[str]:
     """Words drawn from the index's vocabulary, alone, in pairs, misspelt, with fields."""
     with duckdb.connect(str(index), read_only=True) as con:
@@ -204,6 +251,9 @@ def main() -> None:
     parser.add_argument("--parts-per-host", type=int, default=7)
     parser.add_argument("--spread", action="store_true", help="changes in every part")
     parser.add_argument("--repeat", type=int, default=3, help="update runs; full builds: 1 fewer")
+    parser.add_argument(
+        "--no-record", action="store_true", help="without the record of changes: compare parts"
+    )
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-index-update-"))
     print(f"{os.cpu_count()} cpus, {load_average()}")
@@ -217,6 +267,11 @@ def main() -> None:
                     workdir, args.rows, args.changed, args.parts_per_host, args.spread
                 )
             print("data: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
+        if args.no_record:
+            (v2 / FILE_NAME).unlink(missing_ok=True)
+        elif not (v2 / FILE_NAME).exists():
+            with step("writing the record of the second version's media changes"):
+                write_record(v1, v2)
         index = workdir / "index" / "search.duckdb"
         full = workdir / "full.duckdb"
         first = workdir / "first.duckdb"  # the first version's index, for each update run

@@ -145,6 +145,8 @@ def measured(stages: Stages) -> Iterator[None]:
     stages.wrap(pipeline.update, "rewrite_host", "rewriting touched hosts' groups")
     stages.wrap(pipeline.host_rewrite, "folder_summaries", "  of which folder hashes")
     stages.wrap(pipeline.host_rewrite, "updated_folder_summaries", "  of which folder updates")
+    stages.wrap(pipeline.host_rewrite, "merged_media", "  of which media rows and their changes")
+    stages.wrap(publish.VersionBuild, "write_media_changes", "writing the record of media changes")
     stages.wrap(publish.VersionBuild, "link_host", "linking untouched hosts")
     stages.wrap(publish.VersionBuild, "publish", "manifest, rules, rename, CURRENT")
     stages.wrap(pipeline.update, "updated_partitions", "partitions' history and rates")

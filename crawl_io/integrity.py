@@ -8,7 +8,8 @@ manifests) is verified by reading every part it holds.
 Damage comes in two kinds. A damaged part of a host (files/, media/, folders/) costs the rows
 of its group's partitions until the next round lists them again as new
 (crawl_io.stored_hosts), one of prefix_stats/ only its host's statistics, which the next
-round computes again: the version stays usable. Damaged state tables (hosts, partitions:
+round computes again, and the record of media changes only the index's shortcut (its update
+compares the parts instead): the version stays usable. Damaged state tables (hosts, partitions:
 the scan history) or a damaged manifest make the version unusable: a round refuses to start
 from it, and `check --repair` points CURRENT at the newest usable version instead, moving the newer
 versions and segments aside (never deleting them).
@@ -29,6 +30,7 @@ import duckdb
 
 from crawl_io.crawldir import SEGMENT_NAME, STATE_TABLES, CrawlDamaged, CrawlDir
 from crawl_io.fetchlogs import damaged_fetchlogs, spans
+from crawl_io.media_changes import FILE_NAME as MEDIA_CHANGES_FILE
 from crawl_io.version_manifest import (
     MANIFEST_NAME,
     ManifestError,
@@ -223,9 +225,10 @@ def repair_crawl(crawl: CrawlDir) -> Repair:
     vdir = crawl.version_dir(chosen.version)
     damaged = [vdir / rel for rel, _ in chosen.problems if (vdir / rel).exists()]
     for path in _move_aside(crawl, damaged, aside):
+        table = path.relative_to(aside / vdir.relative_to(crawl.root)).parts[0]
         lines.append(
             f"moved damaged {path.relative_to(aside)} to {aside}: the next crawl "
-            f"{_next_crawl(path.parent.name)}"
+            f"{_next_crawl(table)}"
         )
     for rel, what in chosen.problems:
         if "missing" in what:
@@ -246,6 +249,8 @@ def _next_crawl(table: str) -> str:
     """What the next crawl does about a damaged part of `table`."""
     if table in ("prefix_stats", "prefix_stats.parquet"):
         return "computes its statistics again"
+    if table == MEDIA_CHANGES_FILE:  # only the index's update reads it
+        return "updates the search index by comparing the media parts instead"
     return "lists its partitions again as new"
 
 

@@ -7,8 +7,10 @@ pipeline.host_rewrite applies them to the groups of parts that changed."""
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from crawl_io.duck import cursor
+from crawl_io.media_changes import host_changes
 from crawl_io.schema import FILES, MEDIA
 from jobs.subtree_hash import summarize
 from pipeline import repartition
@@ -71,25 +73,38 @@ def denied_hashes(files: pa.Table, log: pa.Table) -> dict[str, str]:
     return {pid: summaries.get(pid, repartition.EMPTY)["hash"] for pid in affected}
 
 
-def merged_media(old: pa.Table, fetched: pa.Table, files: pa.Table) -> pa.Table:
+def merged_media(old: pa.Table, fetched: pa.Table, files: pa.Table) -> tuple[pa.Table, pa.Table]:
     """Stored tags of files still present unchanged, plus the tags read this round; each
-    with its file's partition."""
+    with its file's partition. And what changed for the search index (crawl_io.media_changes):
+    the paths of stored rows not kept, and the rows read this round. A kept row is its
+    stored row but for its partition, so nothing else can differ."""
     con = cursor()
     for name, table in (("old", old), ("fetched", fetched), ("files", files)):
         con.register(name, table)
     sql = """
         WITH kept AS (
-            SELECT o.* FROM old o
+            SELECT o.*, false AS fresh FROM old o
             JOIN files f ON f.share = o.share AND f.path = o.path AND f.size = o.size
                         AND f.mtime = o.mtime AND NOT f.is_dir
             ANTI JOIN fetched n ON n.share = o.share AND n.path = o.path
             UNION ALL BY NAME
-            SELECT * FROM fetched
+            SELECT *, true AS fresh FROM fetched
+        ),
+        merged AS (
+            SELECT k.* REPLACE (f.partition_id AS partition_id), false AS gone FROM kept k
+            JOIN files f ON f.share = k.share AND f.path = k.path
         )
-        SELECT k.* REPLACE (f.partition_id AS partition_id) FROM kept k
-        JOIN files f ON f.share = k.share AND f.path = k.path
+        SELECT * FROM merged
+        UNION ALL BY NAME
+        SELECT o.host, o.share, o.path, true AS gone FROM old o
+        ANTI JOIN (SELECT share, path FROM merged WHERE NOT fresh) m
+            ON m.share = o.share AND m.path = o.path
         ORDER BY share, path
     """
     table = con.sql(sql).to_arrow_table()
     con.close()
-    return table.select(MEDIA.names).cast(MEDIA)
+    gone = table["gone"]
+    rows = table.filter(pc.invert(gone))
+    media = rows.select(MEDIA.names).cast(MEDIA)
+    changes = host_changes(table.filter(gone), media.filter(rows["fresh"]))
+    return media, changes

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from crawl_io.host_parts import ROW_TABLES
+from crawl_io.host_parts import ROW_TABLES, rel_path
 from crawl_io.part_groups import plan_groups
 from crawl_io.schema import FILES, FOLDERS, MEDIA
 from crawl_io.stored_hosts import StoredHosts
@@ -55,6 +55,10 @@ class HostChange:
     rules_changed: bool  # new rules: excluded rows leave every group
     complete: bool = False  # a complete round: folder rows hashed over every row, none kept
     written: dict[str, int] = field(default_factory=dict)  # table -> parts written
+    # what changed in the host's media rows (crawl_io.media_changes), and the media parts
+    # that covers: the stored parts read, the parts written
+    media_changes: pa.Table | None = None
+    media_parts: tuple[list[str], list[str]] = ([], [])
 
 
 def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
@@ -119,7 +123,7 @@ def rewrite_host(build: VersionBuild, stored: StoredHosts | None, change: HostCh
     # media of the dirty groups: the stored rows of the groups their partitions were in
     wanted = {pid for g in dirty for pid in plan[g]}
     sources = [g for g in groups if g not in damaged and old_pids[g] & wanted]
-    old_media = []
+    old_media, read = [], []
     for g in sources:
         table = stored.read_group("media", host, g) if stored is not None else None
         if table is None:  # damaged: its partitions' rows go, to be listed again whole
@@ -128,8 +132,14 @@ def rewrite_host(build: VersionBuild, stored: StoredHosts | None, change: HostCh
             whole = whole.filter(pc.invert(pc.is_in(whole["partition_id"], _ids(gone))))
         else:
             old_media.append(table)
+            read.append(rel_path("media", host, g))
     dirty_files = _in(whole, wanted)
-    media = merged_media(_concat(old_media, MEDIA), change.fetched, dirty_files)
+    media, change.media_changes = merged_media(
+        _concat(old_media, MEDIA), change.fetched, dirty_files
+    )
+    # a damaged part's rows were not read, nor is a group not linked: neither is covered,
+    # and the index compares that host's parts
+    change.media_parts = (read, [rel_path("media", host, g) for g in dirty])
     old_folders = {g: _read(stored.path("folders", host, g)) for g in groups} if stored else {}
     folders = None
     # rows that left `whole` other than by a listing (damage, new rules) are not in `changed`

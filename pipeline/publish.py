@@ -32,6 +32,8 @@ import pyarrow as pa
 from crawl_io.atomic import fsync_folder, rename_into_place, write_parquet
 from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir
 from crawl_io.host_parts import ROW_TABLES, partitions_metadata, rel_path
+from crawl_io.media_changes import FILE_NAME as MEDIA_CHANGES_FILE
+from crawl_io.media_changes import ChangesRecord
 from crawl_io.version_manifest import Manifest, read_problem
 from crawl_io.version_manifest import write_manifest as write_version_manifest
 from pipeline.rules_store import RulesStore
@@ -131,6 +133,16 @@ class VersionBuild:
     def write_table(self, name: str, table: pa.Table) -> None:
         """Write one of the version's one-file tables (hosts, partitions)."""
         write_parquet(table, self.dir / f"{name}.parquet", durable=True, compact=True)
+
+    def write_media_changes(self, record: ChangesRecord) -> None:
+        """Write the record of what changed in the media rows since version N-1."""
+        write_parquet(
+            record.table(),
+            self.dir / MEDIA_CHANGES_FILE,
+            durable=True,
+            metadata=record.metadata(self.crawl.version_dir(self.prev).name),
+            compact=True,
+        )
 
     def publish(self, prefix_stats: pa.Table) -> None:
         """Write the automatic rules and the manifest, rename the folder into place and move

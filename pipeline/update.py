@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from crawl_io.crawldir import CrawlDir, host_file, read_parquet
+from crawl_io.media_changes import ChangesRecord
 from crawl_io.schema import FETCHLOG, HOSTS, LISTING, MEDIA, PARTITIONS
 from crawl_io.sources import CONFIG_STATUSES, HOST_OK, UNREACHABLE_STATUSES
 from jobs.crawl_rules import load_rules
@@ -247,27 +248,27 @@ class Update(luigi.Task):
         stored = crawl.hosts(prev) if prev else None
         lost: set[str] = set()  # partitions whose stored rows a damaged part took
         complete = is_complete_round(self.round, settings.stats_every)  # every host's stats
+        media_changes = ChangesRecord()  # for the search index: what it need not compare
         for host in sorted(listed):
             if host not in touched:
                 build.link_host(host)  # a group that does not link is found lost below
                 continue
             mine = log_table.filter(pc.equal(log_table["host"], host))
-            lost |= rewrite_host(
-                build,
-                stored,
-                HostChange(
-                    host=host,
-                    listing=read_parquet(seg / "listing" / host_file(host), LISTING),
-                    fetched=read_parquet(seg / "media" / host_file(host), MEDIA),
-                    log=mine,
-                    drop=replaced | removed,
-                    partitions=by_host.get(host, []),
-                    reshaped=host in reshaped,
-                    rules=rules,
-                    rules_changed=rules_changed,
-                    complete=complete,
-                ),
+            change = HostChange(
+                host=host,
+                listing=read_parquet(seg / "listing" / host_file(host), LISTING),
+                fetched=read_parquet(seg / "media" / host_file(host), MEDIA),
+                log=mine,
+                drop=replaced | removed,
+                partitions=by_host.get(host, []),
+                reshaped=host in reshaped,
+                rules=rules,
+                rules_changed=rules_changed,
+                complete=complete,
             )
+            lost |= rewrite_host(build, stored, change)
+            if change.media_changes is not None:
+                media_changes.add(host, *change.media_parts, change.media_changes)
         # partitions whose stored rows were lost to a damaged part (found by a stat, on
         # linking, or on reading a touched host's parts): what this round did not list
         # again is listed as new by the next one
@@ -284,6 +285,8 @@ class Update(luigi.Task):
             pace = host_rows[p["host"]]["list_s_per_folder"]
             p["est_scan_s"] = listing_seconds(p["n_folders"], pace)
         build.write_table("hosts", pa.Table.from_pylist(hosts, HOSTS))
+        if stored is not None:
+            build.write_media_changes(media_changes)
         build.write_table("partitions", partitions_table(partitions, histories))
         redo_stats = touched | lost_hosts  # a host whose rows were lost keeps no stale stats
         # derived from the files parts: a damaged part's host is computed again in full

@@ -22,32 +22,12 @@ import duckdb
 import pyarrow as pa
 
 from crawl_io import schema
+from crawl_io.media_changes import INDEXED_COLUMNS
 from queries import text
 from queries.sandbox import quote
 from queries.video_guess import Guess, start_guessing
 
 LOSSLESS_FORMATS = ("flac", "ape", "wav", "wv", "alac", "aiff", "aif", "dsf", "dff", "tta")
-# The media columns the index depends on: a row that changed only in others (tagged_at,
-# partition_id, tag_error ...) is the same row to the index.
-INDEXED_COLUMNS = (
-    "host",
-    "share",
-    "path",
-    "size",
-    "mtime",
-    "kind",
-    "format",
-    "artist",
-    "title",
-    "album",
-    "albumartist",
-    "genre",
-    "year",
-    "bitrate_kbps",
-    "series",
-    "season",
-    "episode",
-)
 # The columns of a prepared media row (and of the index's `copies`, with work_id, online).
 ROW_COLUMNS = (
     "host, share, path, size, mtime, kind, format, artist, title, album, albumartist, genre, "

@@ -1,6 +1,8 @@
 """Bring a search index built from one crawldb version up to a later one, in proportion to
-what changed: the media parts that differ between the two versions (crawl_io.host_parts)
-are read, old and new, and their rows compared; copies gone or changed are deleted, new or
+what changed: the media rows that changed, as the new version's record of them says
+(crawl_io.media_changes) for the hosts it covers, and otherwise as the media parts that
+differ between the two versions (crawl_io.host_parts) say, read old and new and their
+rows compared. Copies gone or changed are deleted, new or
 changed ones inserted, hosts that went on or off line relabel their copies, and only the
 works those copies belong to (before or after) are grouped, weighed and posted anew, with
 the same SQL a full build runs over every work (queries.index_works), so that the result
@@ -16,6 +18,7 @@ from pathlib import Path
 import duckdb
 
 from crawl_io.host_parts import changed_parts
+from crawl_io.media_changes import recorded_changes
 from queries.index_relabel import note_switched, relabel_works
 from queries.index_sources import (
     INDEXED_COLUMNS,
@@ -39,6 +42,7 @@ from queries.index_works import (
 @dataclass(frozen=True)
 class UpdateCounts:
     parts: int  # media parts that differ (old and new)
+    parts_read: int  # of those, the parts read to compare (no record of changes covers them)
     paths: int  # media paths added, deleted or changed
     rows_new: int  # media rows added or changed
     hosts_switched: int  # hosts that went on or off line
@@ -52,7 +56,15 @@ def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -
     diff = changed_parts(old_dir, new_dir, "media")
     _switch_hosts(con, new_dir)
 
-    _compare_rows(con, media_rows(con, diff.removed), media_rows(con, diff.added))
+    recorded = recorded_changes(old_dir, new_dir, diff)
+    rest = recorded.rest
+    _compare_rows(con, media_rows(con, rest.removed), media_rows(con, rest.added))
+    if recorded.rows.num_rows:
+        con.register("recorded", recorded.rows)
+        con.execute("INSERT INTO gone SELECT host, share, path FROM recorded WHERE NOT came")
+        columns = ", ".join(INDEXED_COLUMNS)
+        con.execute(f"INSERT INTO came SELECT {columns} FROM recorded WHERE came")
+        con.unregister("recorded")
     # Works whose copies changed are grouped and posted anew (scope). Works that only have
     # copies on a host that went on or off line keep their postings, which never depend on
     # whether a copy is online (relabel): their counts of online copies and their best copy
@@ -108,6 +120,7 @@ def apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -
     replace_postings(con, "scope")
     counts = UpdateCounts(
         parts=len(diff.removed) + len(diff.added),
+        parts_read=len(rest.removed) + len(rest.added),
         paths=_count(con, "gone"),
         rows_new=_count(con, "came"),
         hosts_switched=_count(con, "switched"),
