@@ -205,9 +205,9 @@ def write_record(v1: Path, v2: Path) -> None:
     record = ChangesRecord()
     for part in sorted({p.stem for p in diff.removed + diff.added}):
         sql = "SELECT host, share, path FROM changed WHERE part = ?"
-        paths = con.execute(sql, [part]).to_arrow_table()
+        paths = con.sql(sql, params=[part]).to_arrow_table()
         sql = f"SELECT {columns} FROM new SEMI JOIN changed USING (part, host, share, path)"
-        came = con.execute(f"{sql} WHERE part = ?", [part]).to_arrow_table()
+        came = con.sql(f"{sql} WHERE part = ?", params=[part]).to_arrow_table()
         name = [f"media/{part}.parquet"]
         record.add(part, name, name, host_changes(paths, came))
     con.close()
