@@ -121,37 +121,60 @@ def ended(exitcode: int | None) -> str:
     return f"ended with status {exitcode} and no answer"
 
 
-def run_calls(calls: list[Callable[[], object]], processes: int) -> None:
+def run_calls(
+    calls: list[Callable[[], object]],
+    processes: int,
+    on_event: Callable[[object], None] | None = None,
+) -> list[object]:
     """Run `calls` in workers of the fork server, `processes` at once, each worker with a
-    pipe of its own (module docstring). The first call that raises ends the others and its
-    exception is raised here; a worker that dies ends them too, raising WorkerDied. An
-    interrupt (KeyboardInterrupt) ends them at once."""
+    pipe of its own (module docstring), and return what they returned, in their order. A
+    call may send events while it runs (`report`): each comes to `on_event` here as it is
+    sent. The first call that raises ends the others and its exception is raised here; a
+    worker that dies ends them too, raising WorkerDied. An interrupt (KeyboardInterrupt)
+    ends them at once."""
+    results: list[object] = [None] * len(calls)
     if not calls:
-        return
+        return results
     context = worker_context()
-    waiting = list(reversed(calls))
+    waiting = list(reversed(list(enumerate(calls))))
     workers: dict[Connection, BaseProcess] = {}
+    running: dict[Connection, int] = {}  # the index of the call each worker runs
+
+    def give_next(conn: Connection) -> None:
+        if waiting:
+            running[conn], call = waiting.pop()
+            _send(conn, workers, call)
+        else:
+            _send(conn, workers, None)
+
     try:
         for _ in range(min(max(1, processes), len(calls))):
             process, conn = start_worker(context, serve_calls, os.getpid())
             workers[conn] = process
-            _send(conn, workers, waiting.pop())
+            give_next(conn)
         while workers:
             for conn in wait_ready(list(workers)):
                 try:
-                    error, trace = conn.recv()
+                    kind, *message = conn.recv()
                 except (EOFError, OSError):  # the end of its pipe: the worker died
                     raise _died(conn, workers) from None
-                if error is not None:
+                if kind == "event":
+                    if on_event is not None:
+                        on_event(message[0])
+                    continue
+                if kind == "error":
+                    error, trace = message
                     error.add_note(f"in the worker:\n{trace}")
                     raise error
-                _send(conn, workers, waiting.pop() if waiting else None)
+                results[running.pop(conn)] = message[0]
+                give_next(conn)
     except BaseException:
         stop_processes(list(workers.values()))
         raise
     finally:
         for conn in workers:
             conn.close()
+    return results
 
 
 def _send(conn: Connection, workers: dict[Connection, BaseProcess], call: object) -> None:
@@ -173,21 +196,35 @@ def _died(conn: Connection, workers: dict[Connection, BaseProcess]) -> WorkerDie
     return WorkerDied(process.exitcode)
 
 
+_reporting: Connection | None = None  # in a worker of run_calls: its pipe
+
+
+def report(event: object) -> None:
+    """Send `event` (picklable) from the call that runs in this worker to run_calls'
+    `on_event`, now. Outside a worker of run_calls it goes nowhere."""
+    if _reporting is not None:
+        _reporting.send(("event", event))
+
+
 def serve_calls(conn: Connection, crawl_pid: int) -> None:
     """A worker of run_calls: run the calls that come down `conn`, one after the other,
-    until None comes, answering each with (None, None), or with the exception it raised and
-    its traceback. It dies with the fork server, which dies with the crawl process
+    until None comes, answering each with ("result", what it returned), or ("error", the
+    exception it raised, its traceback); ("event", ...) messages come before, as the call
+    reports them. It dies with the fork server, which dies with the crawl process
     `crawl_pid`."""
+    global _reporting
     die_with_parent(watch=crawl_pid)
+    _reporting = conn
     try:
         while (call := conn.recv()) is not None:
             try:
-                call()
+                # pickled whole before a byte is sent: a result that does not pickle is an
+                # error of its call, not half a message
+                conn.send(("result", call()))
             except Exception as e:
-                conn.send((_picklable(e), traceback.format_exc()))
-            else:
-                conn.send((None, None))
+                conn.send(("error", _picklable(e), traceback.format_exc()))
     finally:
+        _reporting = None
         conn.close()
 
 

@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from crawl_io.workers import WorkerDied
 from pipeline.scheduling.policies import POLICY_HELP, POLICY_NAMES
 from simulator.lan import HOUR, MINUTE, SimParams
 from simulator.simulate import simulate
@@ -156,7 +157,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def run_cli(argv: list[str] | None) -> int:
     """`sharecrawl simulate [--json] [--hosts N] [--days D] [--crawlers K] [--policies a,b]
-    [--seed S] [--plot FILE.png]`; 0 on success, 2 on bad arguments."""
+    [--seed S] [--plot FILE.png]`; 0 on success, 2 on bad arguments, 1 when a worker
+    process died."""
     try:
         args = _parser().parse_args(argv)
     except SystemExit as e:  # argparse has printed its message (or the help)
@@ -185,6 +187,9 @@ def run_cli(argv: list[str] | None) -> int:
     except (ValueError, OSError) as e:
         print(f"sharecrawl simulate: {e}", file=sys.stderr)
         return 2
+    except WorkerDied as e:  # each worker holds a copy of the trace: fewer need less memory
+        print(f"sharecrawl simulate: {e}: run it again, with fewer --workers", file=sys.stderr)
+        return 1
     result.pop("series", None)
     if args.json:
         print(json.dumps(result, indent=2))

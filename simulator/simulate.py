@@ -1,21 +1,21 @@
 """`simulate()`: one synthetic LAN replayed for every policy, side by side, with the bound.
 
-Measured after a warm-up (half a day) in which the estimates settle. Policies replay in forked
-worker processes when asked (same results); progress goes to stderr when it is a terminal.
+Measured after a warm-up (half a day) in which the estimates settle. Policies replay in the
+crawl's worker processes when asked (same results); progress goes to stderr when it is a
+terminal.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import queue
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict
-from typing import Any
+from functools import partial
+from typing import Any, cast
 
 import numpy as np
 
+from crawl_io.workers import report, run_calls
 from pipeline.scheduling.policies import POLICY_NAMES, get_policy
 from simulator.bound import freshness_bound
 from simulator.lan import DAY, HOUR, Lan, SimParams, build_lan
@@ -41,7 +41,7 @@ def simulate(
     """Replay one synthetic LAN for every policy; the --json object of `sharecrawl simulate`.
 
     With keep_series=True the result also holds "series": {name: [[t_h, freshness], ...]}
-    for `plot`. workers > 1 replays policies in that many forked processes (same results).
+    for `plot`. workers > 1 replays policies in that many worker processes (same results).
     progress: bars on stderr (None: when stderr is a terminal). Other keyword arguments are
     `SimParams` fields (notify_share, ...).
     """
@@ -94,73 +94,48 @@ def simulate(
     return result
 
 
-# The trace and the progress queue, inherited by forked workers.
-_SHARED_LAN: Lan | None = None
-_PROGRESS: Any = None
-
-
-def _replay_shared(name: str) -> PolicyRun:
-    assert _SHARED_LAN is not None
-    report = None if _PROGRESS is None else (lambda t: _PROGRESS.put((name, t)))
-    return replay(_SHARED_LAN, name, report)
+def _replay_reporting(lan: Lan, name: str) -> PolicyRun:
+    """One policy's replay in a worker of run_calls, its progress sent as it goes."""
+    run = replay(lan, name, lambda t: report((name, t, None)))
+    report((name, lan.end, run.seconds))
+    return run
 
 
 def _replay_all(lan: Lan, names: list[str], workers: int, bars: Bars) -> dict[str, PolicyRun]:
-    global _SHARED_LAN, _PROGRESS
     total_days = lan.end / DAY
     tasks = {name: bars.add(name, total=total_days, detail="") for name in names}
 
     def show(name: str, t: float) -> None:
         bars.update(tasks[name], completed=t / DAY, detail=f"day {t / DAY:.1f} of {total_days:g}")
 
-    def done(name: str, run: PolicyRun) -> None:
-        bars.finish(tasks[name], detail=f"{run.seconds:.0f} s")
+    def done(name: str, seconds: float) -> None:
+        bars.finish(tasks[name], detail=f"{seconds:.0f} s")
 
     workers = min(workers, len(names))
-    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+    if workers <= 1:
         runs = {}
         for name in names:
             runs[name] = replay(lan, name, lambda t, name=name: show(name, t))
-            done(name, runs[name])
+            done(name, runs[name].seconds)
         return runs
-    context = multiprocessing.get_context("fork")
-    _SHARED_LAN = lan
-    _PROGRESS = context.Queue() if bars.enabled else None
-    try:
-        # Policies that choose only what is due run many short rounds: start them first.
-        slow_first = sorted(names, key=lambda n: n not in ("adaptive", "optimal", "sensors"))
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            futures: dict[str, Future[PolicyRun]] = {
-                name: pool.submit(_replay_shared, name) for name in slow_first
-            }
-            finished: set[str] = set()
-            while len(finished) < len(names):
-                _drain(_PROGRESS, show, wait_s=0.25)
-                for name, future in futures.items():
-                    if name not in finished and future.done():
-                        finished.add(name)
-                        done(name, future.result())
-            runs = {name: futures[name].result() for name in names}
-        return runs
-    finally:
-        if _PROGRESS is not None:
-            _PROGRESS.close()
-        _SHARED_LAN, _PROGRESS = None, None
 
-
-def _drain(events: Any, show: Any, wait_s: float) -> None:
-    """Show the workers' progress events; wait up to wait_s for the first."""
-    if events is None:
-        time.sleep(wait_s)
-        return
-    try:
-        name, t = events.get(timeout=wait_s)
-        show(name, t)
-        while True:
-            name, t = events.get_nowait()
+    # The crawl's workers (crawl_io.workers): started by a fork server, never forked from
+    # this process, whose threads (the progress bars') a fork would copy without their
+    # owners; each with a pipe of its own, so a worker killed is seen at once. Each gets
+    # the trace with its call (5 MiB pickled for 1,000 hosts and 7 days: milliseconds).
+    def on_event(event: object) -> None:
+        name, t, seconds = cast(tuple[str, float, float | None], event)
+        if seconds is None:
             show(name, t)
-    except queue.Empty:
-        pass
+        else:
+            done(name, seconds)
+
+    # Policies that choose only what is due run many short rounds: start them first.
+    slow_first = sorted(names, key=lambda n: n not in ("adaptive", "optimal", "sensors"))
+    calls = [partial(_replay_reporting, lan, name) for name in slow_first]
+    results = run_calls(calls, workers, on_event=on_event if bars.enabled else None)
+    by_name = dict(zip(slow_first, cast(list[PolicyRun], results), strict=True))
+    return {name: by_name[name] for name in names}
 
 
 def check(params: SimParams) -> None:

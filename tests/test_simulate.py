@@ -5,6 +5,10 @@ size, and the sensors policy turns change notifications into freshness."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +20,7 @@ from simulator.cli import plot, run_cli
 from simulator.lan import SimParams, build_lan, overlapping
 from simulator.progress import Bars, track
 from simulator.simulate import simulate
+from tests.test_workers import children_of_the_fork_server
 
 SMALL = {"hosts": 50, "days": 1.0, "crawlers": 1, "seed": 7, "warmup_days": 0.5}
 RATE_ONLY = [name for name in POLICY_NAMES if name != "sensors"]  # not told of changes
@@ -73,11 +78,44 @@ def test_optimal_beats_roundrobin(small_run: dict) -> None:
 
 
 def test_workers_give_the_same_results(small_run: dict) -> None:
-    parallel = simulate(**SMALL, policies=["poisson", "loss"], workers=2)
-    for name in ("poisson", "loss"):
+    """Replayed in the crawl's worker processes (crawl_io.workers), with the progress bars
+    on (their events come over the workers' pipes) and the series kept."""
+    names = ["poisson", "loss", "optimal"]
+    parallel = simulate(**SMALL, policies=names, workers=2, progress=True, keep_series=True)
+    assert list(parallel["policies"]) == names  # in the order asked, whichever ends first
+    for name in names:
         a = without_time(small_run["policies"][name])
         b = without_time(parallel["policies"][name])
         assert a == b
+        assert parallel["series"][name] == small_run["series"][name]
+
+
+def test_a_worker_killed_is_one_line_and_ends_the_others(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """SIGKILL (as the kernel's out-of-memory killer sends) to one of the two workers of a
+    long simulation: the command says so in one line and exits 1, at once, and no worker
+    is left (the other one was ended, not waited for)."""
+    argv = ["--hosts", "1000", "--days", "30", "--policies", "optimal,poisson", "--workers", "2"]
+    exits: list[int] = []
+    before = children_of_the_fork_server()
+    thread = threading.Thread(target=lambda: exits.append(run_cli(argv)), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while len(workers := children_of_the_fork_server() - before) < 2:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert len(workers) == 2, "the simulation's two workers did not start within 120 s"
+    time.sleep(0.5)  # into the replay
+    os.kill(min(workers), signal.SIGKILL)
+    thread.join(timeout=60)
+    assert exits == [1], "the simulation went on after one of its workers was killed"
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [err]
+    assert "sharecrawl simulate: a worker process was killed by SIGKILL" in err
+    assert "fewer --workers" in err
+    assert not children_of_the_fork_server() & workers
 
 
 def test_synthetic_lan_has_the_promised_shape() -> None:
