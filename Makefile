@@ -35,6 +35,12 @@ test-deps: $(STAMP)
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    --no-install-recommends chromium chromium-driver >/dev/null; \
 	fi
+	@# XFS's mkfs, for the index update on a file system that clones files (a loop mount)
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v mkfs.xfs >/dev/null; then \
+	  echo "installing xfsprogs from Debian's packages"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends xfsprogs >/dev/null; \
+	fi
 
 test: test-deps
 	$(BIN)/python -m pytest

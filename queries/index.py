@@ -14,7 +14,7 @@ from pathlib import Path
 
 import duckdb
 
-from crawl_io.atomic import start_writeback, write_atomic
+from crawl_io.atomic import clone_file, start_writeback, write_atomic
 from queries.index_build import build, write_meta
 from queries.index_store import (
     FORMAT,
@@ -66,7 +66,9 @@ def _write(
         tmp_path.unlink(missing_ok=True)
         writeback = None
         try:
-            if start_from is not None:
+            # A file system that clones files gives the update a copy at no cost, which
+            # then writes only the blocks it changes; elsewhere the whole index is copied.
+            if start_from is not None and not clone_file(start_from, tmp_path):
                 shutil.copyfile(start_from, tmp_path)
                 writeback = start_writeback(tmp_path)
             with duckdb.connect(str(tmp_path)) as con:

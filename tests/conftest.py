@@ -1,5 +1,6 @@
 """Shared fixtures: a small LAN of real tagged media as file:// hosts, and the CLI run
-in-process. The smbd fixtures live in tests/smbd.py, the small disk in tests/small_disk.py."""
+in-process. The smbd fixtures live in tests/smbd.py, the small disk in tests/small_disk.py,
+the disk that clones files in tests/cloning_disk.py."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from luigi.configuration.cfg_parser import LuigiConfigParser
 from cli.main import main
 from tests.media import make_media
 
-pytest_plugins = ["tests.smbd", "tests.small_disk"]
+pytest_plugins = ["tests.smbd", "tests.small_disk", "tests.cloning_disk"]
 
 
 class LAN:
