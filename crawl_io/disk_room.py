@@ -10,8 +10,11 @@ What a round added is measured on the disk, not guessed: the blocks of its segme
 the files of its version that are not hard links to the previous version's (an unchanged
 part is linked forward and costs nothing), averaged over the last ROUNDS_MEASURED rounds.
 With keep_rounds N each round removes one old round as it adds one, and what stays for
-good is the round's fetchlog. The search index is replaced, not added to, but an update
-writes its new copy beside the old one: a round needs the index's size free besides.
+good is the round's fetchlog. The search index is replaced, not added to, but its new file
+is written beside the old one: a round needs the index's size free besides. (An update on a
+file system that clones files writes only the blocks it changes, crawl_io.atomic.clone_file,
+but a full build, every `full_every` rounds or after damage, writes the whole file; telling
+the two file systems apart would take a write, and `status` writes nothing.)
 The pace is the mean time between the last rounds' versions being published, once they
 span an hour or more.
 """
@@ -39,7 +42,7 @@ PACE_MIN_SPAN_S = 3600.0
 @dataclass(frozen=True)
 class Room:
     free_bytes: int  # free to this user where the crawl directory lives
-    index_bytes: int  # the search index, which an update copies before replacing it
+    index_bytes: int  # the search index, whose new file is written beside it
     round_bytes: int | None  # what a round leaves on the disk, on average; None: unknown
     rounds_measured: int
     round_interval_s: float | None  # mean time between rounds; None: unknown
@@ -108,7 +111,7 @@ def room_warning(room: Room) -> str | None:
     """One line saying the disk fills soon and what to do, or None."""
     days, rounds = room.days_left, room.rounds_left
     if room.free_bytes < room.index_bytes:
-        soon = "is too full for the next round to update the search index"
+        soon = "is too full to write the search index anew beside the old one"
     elif days is not None and days < WARN_DAYS:
         soon = f"fills in about {days:.1f} days ({_rounds(rounds or 0)})"
     elif days is None and rounds is not None and rounds < WARN_ROUNDS:

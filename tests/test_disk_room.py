@@ -154,7 +154,7 @@ def test_the_warning_comes_a_week_before_the_disk_fills() -> None:
     # keeping the last rounds already: only space can be freed
     kept = room_warning(room(keep_rounds=48, round_bytes=45 << 10, free_bytes=101 << 20))
     assert kept is not None and kept.endswith("keeps only the last 48 rounds)")
-    # less free than the index's copy: the next round cannot update it
+    # less free than the index: its new file cannot be written beside it
     full = room_warning(room(free_bytes=50 << 20))
-    assert full is not None and "too full for the next round" in full
+    assert full is not None and "too full to write the search index anew" in full
     assert room(round_interval_s=DAY_S).days_left == pytest.approx(10230)
