@@ -18,10 +18,9 @@ from pathlib import Path
 import duckdb
 
 from crawl_io.host_parts import changed_parts
-from crawl_io.media_changes import recorded_changes
+from crawl_io.media_changes import INDEXED_COLUMNS, recorded_changes
 from queries.index_relabel import note_switched, relabel_works
 from queries.index_sources import (
-    INDEXED_COLUMNS,
     add_row_strings,
     apply_guesses,
     load_hosts,
