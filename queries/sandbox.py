@@ -15,6 +15,7 @@ Three layers, so that what slips through one is stopped by another:
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -83,12 +84,15 @@ TABLE_FUNCTIONS = frozenset(
 SCALAR_FUNCTIONS_REFUSED = frozenset({"json_serialize_plan", "write_log", "getenv"})
 
 _ANALYZE = ("ANALYZE", "ANALYSE")
+# EXPLAIN's formats that show the plan (DuckDB's others print nothing or its internals).
+EXPLAIN_FORMATS = frozenset({"text", "json", "html", "graphviz", "yaml", "mermaid"})
 Token = tuple[int, str, duckdb.token_type]  # offset, text, kind
 
 
 class Statement(NamedTuple):
-    """An allowed statement: its text, the names of the tables and views it reads (and of
-    its CTEs), and the table functions it calls (duckdb_views(), range(), ...)."""
+    """An allowed statement: its text (an EXPLAIN rebuilt, with no option but FORMAT), the
+    names of the tables and views it reads (and of its CTEs), and the table functions it
+    calls (duckdb_views(), range(), ...)."""
 
     query: str
     tables: frozenset[str]
@@ -106,7 +110,8 @@ def checked_statement(sql: str) -> Statement:
     statement = statements[0]
     query = statement.query
     if statement.type == duckdb.StatementType.EXPLAIN:
-        tables, functions = _check_read(_explained(query))
+        explained, query = _explained(query)
+        tables, functions = _check_read(explained)
     elif statement.type == duckdb.StatementType.SELECT:
         tables, functions = _check_read(query)
     elif statement.type == duckdb.StatementType.MULTI:  # PIVOT without IN (...) creates a type
@@ -123,43 +128,63 @@ def _parse(sql: str) -> list[duckdb.Statement]:
         raise SQLError(_first_line(e)) from None
 
 
-def _explained(query: str) -> str:
-    """The statement an EXPLAIN shows, after refusing EXPLAIN ANALYZE (which runs it)."""
+def _explained(query: str) -> tuple[str, str]:
+    """(the statement an EXPLAIN shows, the EXPLAIN to run instead of `query`). What runs is
+    rebuilt as `EXPLAIN (FORMAT f) <statement>`: the analyst's options never reach DuckDB,
+    so no spelling of ANALYZE (which runs the statement: quoted, cased, commented) can."""
     tokens = _tokens(query)
     if not tokens or tokens[0][1].upper() != "EXPLAIN":
         raise SQLRefused(f"an EXPLAIN that does not start with EXPLAIN: {ALLOWED_USE}")
-    i = 1
-    if i < len(tokens) and tokens[i][1].upper() in _ANALYZE:
+    if len(tokens) < 2:
+        raise SQLError("EXPLAIN of nothing")
+    if tokens[1][1].strip('"').upper() in _ANALYZE:
         raise SQLRefused(f"EXPLAIN ANALYZE runs its statement and is not allowed: {ALLOWED_USE}")
-    if i < len(tokens) and tokens[i][1].startswith("("):  # EXPLAIN (FORMAT json, ...) stmt
-        depth = 0
-        while i < len(tokens):
-            _, text, kind = tokens[i]
-            if text.upper() in _ANALYZE:
-                raise SQLRefused(f"EXPLAIN (ANALYZE) runs its statement: {ALLOWED_USE}")
-            if kind == duckdb.token_type.operator:  # not a ')' inside a string
-                depth += text.count("(") - text.count(")")
-            i += 1
-            if depth <= 0:
-                break
-    inner = _explain_target(query, tokens, i)
+    fmt, inner = "text", None
+    if tokens[1][1].startswith("("):  # EXPLAIN (FORMAT json) stmt, or EXPLAIN (SELECT 1)
+        end = _closing(tokens, 1)
+        with contextlib.suppress(SQLError):  # what follows does not parse: a query's own ()
+            inner = _parse(query[tokens[end][0] :]) if end < len(tokens) else None
+        if inner is not None:
+            fmt = _explain_format(tokens[2 : end - 1])
+    if inner is None:
+        inner = _parse(query[tokens[1][0] :])
     if len(inner) != 1 or inner[0].type != duckdb.StatementType.SELECT:
         kind = inner[0].type.name if len(inner) == 1 else f"{len(inner)} statements"
         raise SQLRefused(f"EXPLAIN of {kind} is not allowed: {ALLOWED_USE}")
-    return inner[0].query
+    return inner[0].query, f"EXPLAIN (FORMAT {fmt}) {inner[0].query}"
 
 
-def _explain_target(query: str, tokens: list[Token], i: int) -> list[duckdb.Statement]:
-    """The statements after EXPLAIN's options (tokens[i] on); when that does not parse, the
-    parentheses were a query's own (`EXPLAIN (SELECT 1)`), not options."""
-    try:
-        if i < len(tokens):
-            return _parse(query[tokens[i][0] :])
-    except SQLError:
-        pass
-    if len(tokens) < 2:
-        raise SQLError("EXPLAIN of nothing")
-    return _parse(query[tokens[1][0] :])
+def _closing(tokens: list[Token], i: int) -> int:
+    """The index after the ')' that closes the '(' of tokens[i]."""
+    depth = 0
+    while i < len(tokens):
+        _, text, kind = tokens[i]
+        if kind == duckdb.token_type.operator:  # not a ')' inside a string
+            depth += text.count("(") - text.count(")")
+        i += 1
+        if depth <= 0:
+            break
+    return i
+
+
+def _explain_format(options: list[Token]) -> str:
+    """The format EXPLAIN's option list names; it may name that alone."""
+    words = [_unquoted(text).lower() for _, text, _ in options]
+    if len(words) != 2 or words[0] != "format" or words[1] not in EXPLAIN_FORMATS:
+        shown = " ".join(text for _, text, _ in options)
+        raise SQLRefused(
+            f"EXPLAIN ({shown}): the only option is FORMAT {'|'.join(sorted(EXPLAIN_FORMATS))}"
+            f" (ANALYZE runs its statement): {ALLOWED_USE}"
+        )
+    return words[1]
+
+
+def _unquoted(text: str) -> str:
+    """An identifier or string token's text ("Format", 'json') without its quotes."""
+    for q in "\"'":
+        if len(text) >= 2 and text[0] == text[-1] == q:
+            return text[1:-1].replace(q + q, q)
+    return text
 
 
 def _tokens(query: str) -> list[Token]:

@@ -213,6 +213,11 @@ FUZZED = [
     "EXPLAIN (ANALYZE) SELECT 1",
     "EXPLAIN (FORMAT json, ANALYZE false) SELECT 1",
     "EXPLAIN (FORMAT ')') COPY (SELECT 1) TO '{out}'",
+    'EXPLAIN ("analyze") SELECT 1',
+    'EXPLAIN ("ANALYZE" true) SELECT 1',
+    'explain\n( /* x */ "AnAlYzE"\t) select 1',
+    "EXPLAIN (FORMAT json, \"analyze\" 1) SELECT 1",
+    "EXPLAIN (FORMAT no_output) SELECT 1",
     "EXPLAIN SELECT * FROM read_text('{secret}')",
     "SELECT * FROM ReAd_TeXt('{secret}')",
     "SELECT * FROM \"read_text\"('{secret}')",
@@ -434,6 +439,8 @@ def test_describe_show_summarize_explain(run: Callable) -> None:
     assert status == 0 and json.loads(out)[0]["explain_key"] == "physical_plan"
     status, out, _ = run("EXPLAIN (SELECT host FROM hosts) UNION (SELECT host FROM media)")
     assert status == 0 and "physical_plan" in out
+    status, out, _ = run("EXPLAIN (\"format\" 'JSON') SELECT count(*) FROM media", "--json")
+    assert status == 0 and json.loads(out)[0]["explain_key"] == "physical_plan"
 
 
 ALL_VIEWS = {"files", "media", "hosts", "partitions", "prefix_stats", "fetchlog", "folders"} | {
