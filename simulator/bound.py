@@ -1,7 +1,9 @@
-"""The freshness no policy that only knows change rates can beat on the simulated LAN.
+"""The optimum at the true rates: the expected freshness of the optimal policy given the
+rates the trace realised, which no policy that only knows (estimates of) rates should beat.
 
-Cho & Garcia-Molina's optimal periodic refresh under the crawlers' budget (a Lagrangian
-optimum), set up as the replay measures:
+It is Cho & Garcia-Molina's optimal periodic refresh under the crawlers' budget, computed
+by the solver the `optimal` policy uses (pipeline.scheduling.optimal, checked against an
+exhaustive search in tests/test_optimal_bruteforce.py), set up as the replay measures:
 - a partition changes only while its host is on, so its rate and its scans count per online
   second, and it is stale at most during its host's online time: its time-averaged freshness
   is at most 1 - online_share * (1 - F(rate, freq)), F the share of time fresh under
@@ -34,7 +36,8 @@ LUCK_SD = 3.0
 
 
 def freshness_bound(lan: Lan) -> tuple[float, float]:
-    """Upper bound of time-averaged freshness (all partitions, changing ones) for the budget."""
+    """The optimum at the true rates: time-averaged freshness (all partitions, changing
+    ones) of the optimal refresh for the budget, with the luck allowance."""
     p = lan.params
     period = lan.end - lan.measure_from
     online_s = _online_seconds(lan, lan.measure_from, lan.end)[lan.host_of]

@@ -13,9 +13,12 @@ from pipeline.scheduling.policies import POLICY_HELP, POLICY_NAMES
 from simulator.lan import HOUR, MINUTE, SimParams
 from simulator.simulate import simulate
 
+OPTIMUM = "optimum, true rates"  # what simulate()'s "bound" is (simulator.bound)
+
 
 def plot(result_or_series: dict, path: str | Path) -> Path:
-    """Draw freshness over time per policy (and the bound, when known) to a PNG file."""
+    """Draw freshness over time per policy (and the optimum at the true rates, when known)
+    to a PNG file."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -30,7 +33,7 @@ def plot(result_or_series: dict, path: str | Path) -> Path:
             t, f = zip(*points, strict=True)
             ax.plot(t, f, label=name, linewidth=1)
     if "bound" in result_or_series:
-        ax.axhline(result_or_series["bound"], color="black", linestyle="--", label="bound")
+        ax.axhline(result_or_series["bound"], color="black", linestyle="--", label=OPTIMUM)
     ax.set_xlabel("time, hours")
     ax.set_ylabel("freshness (share of partitions up to date)")
     ax.set_title("sharecrawl simulate: freshness over time")
@@ -84,15 +87,16 @@ def print_table(result: dict) -> None:
             f"{m['empty_scans']:,}",
             f"{m['tag_reads']:,}",
         )
-    table.add_row("bound", f"{result['bound']:.4%}", f"{result['bound_changing']:.2%}", *[""] * 8)
+    table.add_row(OPTIMUM, f"{result['bound']:.4%}", f"{result['bound_changing']:.2%}", *[""] * 8)
     # Wide enough for every column when the output goes to a file or a pipe.
     console = Console(width=None if sys.stdout.isatty() else 150)
     console.print(table)
     console.print(
         "freshness: time-averaged share of partitions whose index matches the host "
-        "('changing': of those that ever change); staleness: change to index; bound: the "
-        "best a policy that knows only change rates can expect (sensors is also told of "
-        f"changes: {p['notifying_hosts']} of {p['hosts']} hosts notify)."
+        "('changing': of those that ever change); staleness: change to index; "
+        f"{OPTIMUM}: the optimal policy's expected freshness given the rates the trace "
+        "realised, the bound for a policy that knows only estimated rates (sensors is also "
+        f"told of changes: {p['notifying_hosts']} of {p['hosts']} hosts notify)."
     )
 
 

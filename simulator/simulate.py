@@ -1,4 +1,5 @@
-"""`simulate()`: one synthetic LAN replayed for every policy, side by side, with the bound.
+"""`simulate()`: one synthetic LAN replayed for every policy, side by side, with the optimum
+at the true rates (its key "bound").
 
 Measured after a warm-up (half a day) in which the estimates settle. Policies replay in the
 crawl's worker processes when asked (same results); progress goes to stderr when it is a
