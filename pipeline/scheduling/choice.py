@@ -141,7 +141,11 @@ class Candidates:
             )
             forced = [i for i, p in enumerate(online) if p.due]
         last_a, rate_per_h, untagged, hinted, hosts, cost, watched = cols
-        age = np.where(np.isnan(last_a), math.inf, np.maximum(now - last_a, 0.0))
+        # A last scan in the future (the clock moved back) counts as now, and is due: only a
+        # scan stores a time of the clock now in use; until then it would never age.
+        ahead = last_a > now
+        forced = np.union1d(forced, np.flatnonzero(ahead)).astype(np.intp)
+        age = np.where(np.isnan(last_a), math.inf, np.where(ahead, 0.0, now - last_a))
         rates = rate_per_h / 3600.0
         for i in np.flatnonzero(~np.isfinite(rates)).tolist():
             p = online[i]

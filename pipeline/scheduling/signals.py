@@ -76,7 +76,7 @@ def apply_signals(
             state.hinted = True
             out.hinted += 1
         elif unbroken and listed and state.last_scan is not None:
-            if now - state.last_scan < safety_s:
+            if 0 <= now - state.last_scan < safety_s:  # not when scanned in the future
                 out.silent += 1
                 continue  # nothing changed: not even offered to the policy
             state.watched = state.due = True

@@ -1,0 +1,88 @@
+"""Time can jump: a round whose clock moved (±1 hour, ±100 years) since the last one still
+scans within its budget, with finite rates and no error, whatever the policy. A time stored in
+the future (a last scan, a hint) is taken as now, and a partition last scanned in the future is
+due again, so that its next scan stores a time of the clock now in use."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pipeline.scheduling.choice import Budget, Candidates, PartitionState
+from pipeline.scheduling.policies import POLICY_NAMES, get_policy
+from pipeline.scheduling.signals import apply_signals
+from tests.test_policies import check_budget
+
+T0 = 1_700_000_000.0  # the clock of the rounds so far
+HOUR = 3600.0
+CENTURY = 100 * 365.25 * 86400.0
+JUMPS = [HOUR, -HOUR, CENTURY, -CENTURY]
+
+
+def scanned_parts(n: int = 12) -> list[PartitionState]:
+    """Partitions on four hosts, scanned hourly by the rounds so far (the last at T0), most
+    scans finding a change (so that each policy has some due an hour later); half of them
+    without a stored rate (estimated from the history)."""
+    parts = []
+    for i in range(n):
+        history = [(T0 - HOUR * k, (i + k) % 4 != 0) for k in range(5, -1, -1)]
+        rate = None if i % 2 else 0.2 + 0.1 * i
+        parts.append(PartitionState(f"p{i}", f"h{i % 4}", 4.0 + i, T0, history, rate))
+    return parts
+
+
+@pytest.mark.parametrize("jump", JUMPS)
+@pytest.mark.parametrize("name", POLICY_NAMES)
+def test_every_policy_scans_after_a_jump(name: str, jump: float) -> None:
+    policy = get_policy(name)
+    budget = Budget(crawlers=2, round_seconds=60.0)
+    parts = scanned_parts()
+    assert policy.choose(parts, T0 + 60.0, budget) is not None  # memos of the clock before
+    now = T0 + jump
+    cands = Candidates.of(parts, now)
+    assert np.all(np.isfinite(cands.rate_per_s)) and np.all(cands.rate_per_s > 0)
+    assert np.all(cands.age_s >= 0)
+    chosen = policy.choose(parts, now, budget)
+    assert chosen, f"{name}: 0 of {len(parts)} partitions after a jump of {jump:+.0f} s"
+    check_budget(parts, chosen, budget)
+    # The rounds go on: what was scanned is stored with the new clock; an hour later every
+    # partition has been scanned (the budget holds them all in two rounds).
+    seen = set(chosen)
+    for p in parts:
+        if p.partition_id in seen:
+            p.last_scan = now
+            p.history.append((now, False))
+    later = policy.choose(parts, now + HOUR, budget)
+    check_budget(parts, later, budget)
+    assert seen | set(later) == {p.partition_id for p in parts}
+
+
+@pytest.mark.parametrize("name", POLICY_NAMES)
+def test_a_last_scan_in_the_future_is_now_and_due(name: str) -> None:
+    """Scanned at T0 under a clock a century fast: with the clock right, every partition is due
+    (none waits a century), ranked as if scanned now, rates as before."""
+    now = T0 - CENTURY
+    parts = scanned_parts(4)
+    cands = Candidates.of(parts, now)
+    assert cands.age_s.tolist() == [0.0, 0.0, 0.0, 0.0]
+    assert all(math.isfinite(r) for r in cands.rate_per_s)
+    # a roomy budget: all four, whatever the policy's score
+    chosen = get_policy(name).choose(parts, now, Budget(crawlers=4, round_seconds=600.0))
+    assert sorted(chosen) == ["p0", "p1", "p2", "p3"]
+
+
+def test_a_watched_silent_partition_scanned_in_the_future_is_not_skipped() -> None:
+    """A trusted, unbroken watch and no hint: skipped until the safety interval after its
+    last scan, unless that scan is in the future (then the interval would never pass)."""
+    from jobs.hint_counts import PartitionSignal
+
+    parts = scanned_parts(2)
+    parts[1].last_scan = T0 - 2 * HOUR  # scanned before the clock moved back: silent
+    rows = {p.partition_id: {"hash": "h", "status": "ok"} for p in parts}
+    quiet = PartitionSignal(frozenset(), False, True, None)
+    signals = {p.partition_id: quiet for p in parts}
+    seen = apply_signals(parts, rows, signals, {"h0": True, "h1": True}, T0 - HOUR, 86400.0)
+    assert [s.partition_id for s in seen.states] == ["p0"]
+    assert seen.silent == 1
