@@ -171,6 +171,22 @@ def _sql(sub: argparse._SubParsersAction) -> None:
         help="write the result to FILE.csv, FILE.parquet or FILE.json (by its extension, "
         "outside the crawl directory), whole or not at all",
     )
+    option(
+        sp,
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        setting="sql_timeout_s",
+        help="stop the statement after SECONDS (0: never), exit 1",
+    )
+    option(
+        sp,
+        "--memory-limit",
+        metavar="SIZE",
+        setting="sql_memory_limit",
+        help="memory the statement may take, as DuckDB writes it (512MiB, 2GB; empty: a "
+        "quarter of the RAM); past it and sql_temp_limit of spilled files, exit 1",
+    )
     crawl_dir_option(sp)
     option(sp, "sql", nargs="?", help="the statement (read from stdin when left out)")
 

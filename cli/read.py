@@ -6,14 +6,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cli.inputs import UsageError, check_count, check_output_file, keep_rounds_setting, setting
+from cli.inputs import (
+    DAY_S,
+    UsageError,
+    check_count,
+    check_number,
+    check_output_file,
+    keep_rounds_setting,
+    setting,
+)
 
 if TYPE_CHECKING:
     from crawl_io.crawldir import CrawlDir
+    from queries.sandbox import Limits
 
 
 def crawl_dir(args: argparse.Namespace) -> CrawlDir:
@@ -75,11 +86,41 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
+SIZE = re.compile(r"\d+(\.\d+)?\s*([KMGT]i?B|B)", re.IGNORECASE)  # DuckDB's size strings
+
+
+def sql_limits(args: argparse.Namespace) -> Limits:
+    """The statement's limits: the flags, else [sharecrawl] sql_* in luigi.cfg (memory: a
+    quarter of the RAM when unset)."""
+    from queries.sandbox import Limits
+
+    timeout = args.timeout
+    where = "--timeout" if timeout is not None else "[sharecrawl] sql_timeout_s"
+    try:
+        timeout = float(timeout if timeout is not None else setting("sql_timeout_s") or 0)
+    except ValueError:
+        raise UsageError(f"{where} must be a number of seconds") from None
+    check_number(where, timeout, 0, False, 365 * DAY_S)
+    sizes = {}
+    for name, flag in (("memory_limit", "--memory-limit"), ("temp_limit", None)):
+        value = getattr(args, name, None) if flag else None
+        where = flag if value is not None else f"[sharecrawl] sql_{name}"
+        value = (value if value is not None else setting(f"sql_{name}") or "").strip()
+        if value and not SIZE.fullmatch(value):
+            raise UsageError(f"{where} must be a size such as 512MiB or 2GB, not {value!r}")
+        sizes[name] = value or None
+    memory = sizes["memory_limit"]
+    if memory is None:
+        memory = f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') // 4 // 2**20}MiB"
+    return Limits(timeout, memory, sizes["temp_limit"])
+
+
 def cmd_sql(args: argparse.Namespace) -> int:
     from crawl_io.readable import plural, readable_text
     from queries.results import json_text, output_format, write_result
     from queries.views import SQLError, SQLRefused, arrow, query, rows
 
+    limits = sql_limits(args)
     crawl = existing_crawl(args)
     version = crawl.current()
     output = Path(args.output) if args.output else None
@@ -90,9 +131,9 @@ def cmd_sql(args: argparse.Namespace) -> int:
     sql = args.sql if args.sql is not None else sys.stdin.read()
     try:
         if fmt in ("csv", "parquet"):
-            table = query(crawl, version, sql, arrow, warn)
+            table = query(crawl, version, sql, arrow, warn, limits)
         else:
-            columns, values = query(crawl, version, sql, rows, warn)
+            columns, values = query(crawl, version, sql, rows, warn, limits)
     except SQLRefused as e:
         return fail(f"sql: refused: {e}", 2)
     except SQLError as e:

@@ -205,6 +205,8 @@ def _check_read(query: str) -> tuple[frozenset[str], frozenset[str]]:
     try:
         serialized = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [query]).fetchone()
         tree = json.loads(serialized[0] if serialized else "{}")
+    except duckdb.Error as e:  # out of memory, say: a failure, not a traceback
+        raise SQLError(_first_line(e)) from None
     finally:
         con.close()
     if tree.get("error") or "statements" not in tree:
@@ -246,18 +248,38 @@ def _dicts(tree: object) -> Iterator[dict]:
             stack.extend(item)
 
 
+class Limits(NamedTuple):
+    """What one analyst's statement may take: seconds (0: no end), and DuckDB's memory_limit
+    and max_temp_directory_size ('2GiB'; None: DuckDB's defaults, 80 % of the RAM and 90 %
+    of the free disk)."""
+
+    timeout_s: float = 0
+    memory: str | None = None
+    temp: str | None = None
+
+
+NO_LIMITS = Limits()
+
+
 def lock(
-    con: duckdb.DuckDBPyConnection, directories: list[Path], paths: list[Path], temp_dir: Path
+    con: duckdb.DuckDBPyConnection,
+    directories: list[Path],
+    paths: list[Path],
+    temp_dir: Path,
+    limits: Limits = NO_LIMITS,
 ) -> None:
     """Close `con` to every file but `directories` (and what is below them) and `paths`,
-    then lock its configuration. Call once the views are defined (and the search index
-    attached: an attached database keeps working)."""
+    bound its memory and temporary files by `limits`, then lock its configuration. Call once
+    the views are defined (and the search index attached: an attached database keeps
+    working)."""
 
     def literal(items: list[str]) -> str:
         return "[" + ", ".join(quote(i) for i in items) + "]"
 
     dirs = [str(d).rstrip("/") + "/" for d in directories]  # v000012/ must not allow v0000120
+    sizes = [("memory_limit", limits.memory), ("max_temp_directory_size", limits.temp)]
     for setting in (
+        *(f"SET {name} = {quote(size)}" for name, size in sizes if size),
         f"SET temp_directory = {quote(str(temp_dir))}",  # spills go here, not to ./.tmp
         f"SET allowed_directories = {literal(dirs)}",
         f"SET allowed_paths = {literal([str(p) for p in paths])}",

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -49,7 +50,16 @@ from queries.part_damage import (
     reason,
     vouched_by_manifest,
 )
-from queries.sandbox import SQLError, SQLRefused, checked_statement, lock, quote, refusal
+from queries.sandbox import (
+    NO_LIMITS,
+    Limits,
+    SQLError,
+    SQLRefused,
+    checked_statement,
+    lock,
+    quote,
+    refusal,
+)
 
 __all__ = ["CrawlViews", "SQLError", "SQLRefused", "run_sql"]
 
@@ -91,12 +101,14 @@ class CrawlViews:
         warn: Warn,
         reads: frozenset[str] | None = None,
         only_reads: bool = False,
+        limits: Limits = NO_LIMITS,
     ) -> None:
         """`reads`: the tables and views a query reads, whose parts are checked now (None:
         all of them); the others' parts are checked should a query fail on one. `only_reads`:
         define only the views in `reads` (and those they are over), when it names views
         alone: a query reads nothing else, and each view costs a listing and a footer (the
-        fetchlog's, one part per round, grows without end)."""
+        fetchlog's, one part per round, grows without end). `limits`: the memory and
+        temporary files a query may take (its time is query()'s to bound)."""
         self.crawl = crawl
         self.warn = warn
         self.version_dir = crawl.version_dir(version).resolve()
@@ -112,13 +124,18 @@ class CrawlViews:
                 version,
                 None if reads is None else _sources(reads),
                 (reads | _sources(reads)) if only_reads and named else VIEW_NAMES,
+                limits,
             )
         except BaseException:
             self.close()
             raise
 
     def _define(
-        self, version: int, checked: frozenset[str] | None, defined: frozenset[str]
+        self,
+        version: int,
+        checked: frozenset[str] | None,
+        defined: frozenset[str],
+        limits: Limits,
     ) -> None:
         # each finished round's, up to the live version (a later round is unpublished)
         segments = self.crawl.segments.resolve()
@@ -140,7 +157,7 @@ class CrawlViews:
             self.con.execute(f"CREATE VIEW duplicate_folders AS {duplicate_folders_sql('folders')}")
         if defined & INDEX_VIEWS:
             self._attach_index()
-        lock(self.con, [self.version_dir], fetchlogs + hints, self._temp)
+        lock(self.con, [self.version_dir], fetchlogs + hints, self._temp, limits)
 
     def _table(
         self, name: str, parts: list[Path], check: bool, vouched: Callable[[Path], bool]
@@ -268,17 +285,21 @@ class CrawlViews:
         shutil.rmtree(self._temp, ignore_errors=True)
 
 
-def query(crawl: CrawlDir, version: int, sql: str, fetch: Fetch[T], warn: Warn) -> T:
+def query(
+    crawl: CrawlDir, version: int, sql: str, fetch: Fetch[T], warn: Warn, limits: Limits = NO_LIMITS
+) -> T:
     """Run an analyst's SQL in the sandbox: `fetch(connection, statement)` runs the checked
     statement and returns its result. Raises SQLRefused for what the sandbox does not run,
-    SQLError for a query that fails."""
+    SQLError for a query that fails or goes past `limits`."""
     statement = checked_statement(sql)  # refused before a view is defined
     try:
-        views = CrawlViews(
-            crawl, version, warn, statement.tables, only_reads=not statement.functions
-        )
+        views = CrawlViews(crawl, version, warn, statement.tables, not statement.functions, limits)
     except (duckdb.Error, OSError) as e:  # a folder it may not read, say
         raise SQLError(f"cannot read the crawl's tables: {reason(e)}") from None
+    # DuckDB has no statement timeout: a timer interrupts the connection (public API)
+    timer = threading.Timer(limits.timeout_s, views.con.interrupt)
+    if limits.timeout_s:
+        timer.start()
     try:
         while True:
             try:
@@ -287,10 +308,27 @@ def query(crawl: CrawlDir, version: int, sql: str, fetch: Fetch[T], warn: Warn) 
                 refused = refusal(e)
                 if refused is not None:
                     raise refused from None
+                if isinstance(e, duckdb.InterruptException | duckdb.OutOfMemoryException):
+                    raise SQLError(_past_limits(e, limits)) from None
                 if not views.leave_out(e, statement.tables):  # run again without the damage
                     raise SQLError(str(e).strip()) from None
     finally:
+        timer.cancel()
         views.close()
+
+
+def _past_limits(error: duckdb.Error, limits: Limits) -> str:
+    """One line for a statement stopped at its time or memory limit."""
+    if isinstance(error, duckdb.InterruptException):
+        return (
+            f"the statement ran longer than {limits.timeout_s:g} s and was stopped "
+            "(sql --timeout, or sql_timeout_s in luigi.cfg)"
+        )
+    return (
+        f"the statement needs more than {limits.memory or 'the default'} of memory and "
+        f"{limits.temp or 'the default'} of temporary files ({reason(error)}): "
+        "sql --memory-limit, or sql_memory_limit and sql_temp_limit in luigi.cfg"
+    )
 
 
 def rows(con: duckdb.DuckDBPyConnection, statement: str) -> tuple[list[str], list[tuple]]:

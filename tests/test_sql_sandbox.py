@@ -216,7 +216,7 @@ FUZZED = [
     'EXPLAIN ("analyze") SELECT 1',
     'EXPLAIN ("ANALYZE" true) SELECT 1',
     'explain\n( /* x */ "AnAlYzE"\t) select 1',
-    "EXPLAIN (FORMAT json, \"analyze\" 1) SELECT 1",
+    'EXPLAIN (FORMAT json, "analyze" 1) SELECT 1',
     "EXPLAIN (FORMAT no_output) SELECT 1",
     "EXPLAIN SELECT * FROM read_text('{secret}')",
     "SELECT * FROM ReAd_TeXt('{secret}')",
