@@ -13,9 +13,8 @@ from collections.abc import Callable
 # pipeline.settings.RUNNERS, the values the setting accepts.
 RUNNER_HELP: dict[str, str] = {
     "inline": "in this process, one task after another (the simplest to debug)",
-    "local": "in local subprocesses, as Hadoop runs tasks, on this machine",
+    "local": "in local subprocesses, one a task, on this machine",
     "spark": "on Spark through spark-submit (needs pyspark and Java)",
-    "hadoop": "on a Hadoop cluster, with Hadoop Streaming",
 }
 
 EXIT_STATUSES = """exit status: 0 success; 1 a failed round or query, a damaged crawl directory

@@ -5,7 +5,7 @@ the B*-subtree re-partitioning plan of its hosts (jobs.repartition_plan.plan_rep
 
 Both read the same parts, so one map-only job reads each part once and emits both, and a
 round pays one runner start for them. `listing_records` is what one part gives; the mrjob
-shell (`MRListingJobs`) runs it in the tasks of the local, Spark or Hadoop runner, and
+shell (`MRListingJobs`) runs it in the tasks of the local or Spark runner, and
 `run_listing_jobs` runs it in this process for the inline runner.
 
 Input: a manifest of listing parts (jobs.runner), one host each, and with `--jobs ...split`

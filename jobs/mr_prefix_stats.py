@@ -14,7 +14,7 @@ prefix) -- never one record per file; the reducer sums them (so a host split ove
 lines would still add up for the counts that do not compare old and new) and applies
 `min_entries`. Output: PREFIX_STATS rows.
 
-A round runs it on the cluster runners (spark, hadoop), where the parts are; on one machine
+A round runs it on the cluster runner (spark), where the parts are; on one machine
 (inline, local) it computes the same rows in this process with jobs.prefix_stats, one host
 at a time, DuckDB using every core: a runner start would only add its own cost.
 """

@@ -40,13 +40,12 @@ from crawl_io.processes import alive
 # interrupted crawl removes its own and the next crawl those of a crawl that was killed.
 JOB_TMP_PREFIX = "sharecrawl-mrjob-"
 PACKAGES = ("crawl_io", "jobs")  # what a cluster's tasks import: shipped with --py-files
-CLUSTER_RUNNERS = ("spark", "hadoop")
 
 
 @dataclass(frozen=True)
 class JobRunner:
     """Where the update jobs run. `name` is an mrjob runner, except that `inline` runs the
-    jobs' pure functions in this process, without mrjob. On `spark` and `hadoop`:
+    jobs' pure functions in this process, without mrjob. On `spark`:
     `spark_master` (spark://HOST:7077; default local[*]), `crawl_root` the crawl directory
     here and `cluster_root` the same directory as the cluster's tasks see it (a shared mount
     at another path, or an hdfs:// URI; default: the same path), `python_bin` the
@@ -64,7 +63,7 @@ class JobRunner:
 
     @property
     def on_cluster(self) -> bool:
-        return self.name in CLUSTER_RUNNERS
+        return self.name == "spark"
 
     def task_path(self, path: str | os.PathLike) -> str:
         """`path` (under crawl_root) as the job's tasks see it."""
@@ -198,25 +197,21 @@ def runner_args(runner: JobRunner, tmp: Path, scratch: Path | None = None) -> li
         return ["--no-bootstrap-mrjob"]
     if not runner.on_cluster:
         return []
-    args = [
+    # on a local master mrjob would keep its scratch in the system's temporary folder:
+    # it goes in `tmp`, beside mrjob's own working folder (both are named by the job)
+    local = (runner.spark_master or "local").startswith("local")
+    return [
         "--py-files",
         str(packages_zip(tmp)),
         "--python-bin",
         runner.python_bin or sys.executable,
+        "--spark-master",
+        runner.spark_master or "local[*]",
+        "--jobconf",
+        "spark.ui.enabled=false",
+        "--spark-tmp-dir",
+        str(tmp / "spark") if local else runner.task_path(scratch or tmp),
     ]
-    if runner.name == "spark":
-        args += [
-            "--spark-master",
-            runner.spark_master or "local[*]",
-            "--jobconf",
-            "spark.ui.enabled=false",
-        ]
-        # on a local master mrjob would keep its scratch in the system's temporary folder:
-        # it goes in `tmp`, beside mrjob's own working folder (both are named by the job)
-        local = (runner.spark_master or "local").startswith("local")
-        spark_tmp = str(tmp / "spark") if local else runner.task_path(scratch or tmp)
-        args += ["--spark-tmp-dir", spark_tmp]
-    return args
 
 
 def run_job(

@@ -17,7 +17,7 @@ from luigi.configuration.cfg_parser import LuigiConfigParser
 from jobs.runner import JobRunner
 
 DEFAULTS = Path(__file__).resolve().parents[1] / "luigi.cfg"
-RUNNERS = ("inline", "local", "spark", "hadoop")
+RUNNERS = ("inline", "local", "spark")
 SMB_CONNECTIONS = "smb_connections"  # the Luigi resource of fetch shards
 
 
