@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import luigi
@@ -23,7 +24,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from crawl_io.crawldir import CrawlDir, write_parquet
-from crawl_io.hints import HintsStore
+from crawl_io.hints import HintsSnapshot, HintsStore
+from crawl_io.readable import plural
 from crawl_io.schema import FETCHLIST
 from jobs.crawl_rules import load_rules
 from jobs.hint_counts import partition_signals
@@ -63,6 +65,25 @@ def partition_states(
     return states
 
 
+def round_now() -> float:
+    """The round's time, read once (a test moves a round in time through it)."""
+    return time.time()
+
+
+def ahead_of(now: float, states: list[PartitionState], snapshot: HintsSnapshot) -> str | None:
+    """What this round finds in the future (the clock moved back), in a line, or None."""
+    now_us = round(now * 1e6)
+    parts = sum(s.last_scan is not None and s.last_scan > now for s in states)
+    hints = sum(
+        h.seen_at_us > now_us for share in snapshot.shares() for h in snapshot.hints_for(*share)
+    )
+    found = [plural(parts, "partition") + " last scanned"] if parts else []
+    found += [plural(hints, "hint") + " seen"] if hints else []
+    if not found:
+        return None
+    return f"{' and '.join(found)} in the future (the clock moved back?): treated as now"
+
+
 def rules_changed(crawl: CrawlDir, round_: int) -> bool:
     """Do this round's crawl rules differ from the last round's (so a hinted scan, which
     keeps stored rows, could keep rows the new rules exclude or miss what they include)?"""
@@ -93,13 +114,17 @@ class Generate(luigi.Task):
         partitions = crawl.read(self.round - 1, "partitions")
         rows = partitions.drop_columns(["history"]).to_pylist()
         by_id = {p["partition_id"]: p for p in rows}
-        now = time.time()
+        now = round_now()
         default_cost_s = settings.partition_max_seconds
         states = partition_states(partitions, rows, online, default_cost_s)
+        snapshot = HintsStore(crawl.root).snapshot(datetime.fromtimestamp(now, UTC))
+        ahead = ahead_of(now, states, snapshot)
+        if ahead:
+            log.warning("sharecrawl: round %d: %s", self.round, ahead)
         seen = apply_signals(
             states,
             by_id,
-            partition_signals(HintsStore(crawl.root).snapshot(), partitions),
+            partition_signals(snapshot, partitions),
             trusted,
             now,
             settings.safety_interval_s,

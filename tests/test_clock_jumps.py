@@ -5,14 +5,20 @@ due again, so that its next scan stores a time of the clock now in use."""
 
 from __future__ import annotations
 
+import logging
 import math
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
 
+from crawl_io.hints_writer import HintsWriter
+from pipeline import generate
 from pipeline.scheduling.choice import Budget, Candidates, PartitionState
 from pipeline.scheduling.policies import POLICY_NAMES, get_policy
 from pipeline.scheduling.signals import apply_signals
+from tests.conftest import LAN
+from tests.test_hinted_rounds import build, fetchlog, watch
 from tests.test_policies import check_budget
 
 T0 = 1_700_000_000.0  # the clock of the rounds so far
@@ -86,3 +92,74 @@ def test_a_watched_silent_partition_scanned_in_the_future_is_not_skipped() -> No
     seen = apply_signals(parts, rows, signals, {"h0": True, "h1": True}, T0 - HOUR, 86400.0)
     assert [s.partition_id for s in seen.states] == ["p0"]
     assert seen.silent == 1
+
+
+# -- real rounds over file:// hosts, the round's time moved (pipeline.generate.round_now) ----
+
+
+def ahead_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "in the future" in r.getMessage()]
+
+
+def scanned(lan: LAN) -> list[tuple[str, str, str]]:
+    return sorted((r["host"], r["share"], r["reason"]) for r in fetchlog(lan))
+
+
+@pytest.mark.parametrize("jump", [-HOUR, -CENTURY, CENTURY])
+def test_a_round_after_the_clock_jumped_scans_and_says_so(
+    lan: LAN, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, jump: float
+) -> None:
+    build(lan)
+    lan.crawl()
+    watch(lan)  # alpha's shares trusted and watched: silent, skipped for a day
+    real = generate.round_now()
+    monkeypatch.setattr(generate, "round_now", lambda: real + jump)
+    caplog.set_level(logging.INFO, "sharecrawl")
+    lan.crawl()
+    if jump < 0:
+        assert ahead_lines(caplog) == [
+            "sharecrawl: round 2: 3 partitions last scanned in the future (the clock moved "
+            "back?): treated as now"
+        ]
+    else:
+        assert ahead_lines(caplog) == []
+    # not "0 of 3": all three, a century fast or slow, even alpha's silent ones
+    assert scanned(lan) == [
+        ("alpha", "films", "scheduled"),
+        ("alpha", "music", "scheduled"),
+        ("beta", "share", "scheduled"),
+    ]
+    monkeypatch.undo()  # the clock right again: the stored times are of the clock in use
+    caplog.clear()
+    watch(lan)
+    lan.crawl()
+    assert ahead_lines(caplog) == []
+    assert scanned(lan) == [("beta", "share", "scheduled")]  # alpha's silence trusted again
+
+
+def test_a_hint_from_the_future_is_taken_as_now(lan: LAN, caplog: pytest.LogCaptureFixture) -> None:
+    build(lan)
+    lan.crawl()
+    watch(lan)
+    writer = HintsWriter(lan.crawl_dir)
+    try:
+        writer.append(
+            [
+                {
+                    "host": "alpha",
+                    "share": "music",
+                    "path": "Album 03/track.mp3",
+                    "overflow": False,
+                    "action": "modified",
+                    "seen_at": datetime.now(UTC) + timedelta(hours=1),
+                }
+            ]
+        )
+    finally:
+        writer.close()
+    caplog.set_level(logging.INFO, "sharecrawl")
+    lan.crawl()
+    assert ahead_lines(caplog) == [
+        "sharecrawl: round 2: 1 hint seen in the future (the clock moved back?): treated as now"
+    ]
+    assert scanned(lan) == [("alpha", "music", "hint"), ("beta", "share", "scheduled")]
