@@ -73,27 +73,23 @@ def _percent(char: str) -> str:
     return quote(char, safe="")
 
 
-def _iri_segment(segment: str, encoded: bool) -> str:
+def _iri_segment(segment: str) -> str:
     """One path segment of a URL as an IRI segment."""
-    if encoded:
 
-        def decode(run: re.Match[str]) -> str:
-            raw = bytes.fromhex(run.group(0).replace("%", ""))
-            text = raw.decode("utf-8", errors="surrogateescape")
-            out = []
-            for char in text:
-                if "\udc80" <= char <= "\udcff":  # a byte that is no UTF-8: keep it encoded
-                    out.append(f"%{ord(char) - 0xDC00:02X}")
-                elif char in "%/" or unsafe(char):
-                    out.append(_percent(char))
-                else:
-                    out.append(char)
-            return "".join(out)
+    def decode(run: re.Match[str]) -> str:
+        raw = bytes.fromhex(run.group(0).replace("%", ""))
+        text = raw.decode("utf-8", errors="surrogateescape")
+        out = []
+        for char in text:
+            if "\udc80" <= char <= "\udcff":  # a byte that is no UTF-8: keep it encoded
+                out.append(f"%{ord(char) - 0xDC00:02X}")
+            elif char in "%/" or unsafe(char):
+                out.append(_percent(char))
+            else:
+                out.append(char)
+        return "".join(out)
 
-        segment = _ESCAPE_RUN.sub(decode, segment)
-        shown = "".join(_percent(c) if unsafe(c) else c for c in segment)
-    else:  # a raw path (file:// URLs are built unencoded): only what is unsafe, and '%'
-        shown = "".join(_percent(c) if c == "%" or unsafe(c) else c for c in segment)
+    shown = "".join(_percent(c) if unsafe(c) else c for c in _ESCAPE_RUN.sub(decode, segment))
     return _escape_ends(shown, _percent)
 
 
@@ -116,17 +112,15 @@ def _iri_host(authority: str) -> str:
 
 
 def readable_url(url: str | None) -> str:
-    """A URL as an IRI for people (see the module's docstring). smb:// URLs are
-    percent-encoded; file:// URLs name local paths as they are and are only escaped."""
+    """A percent-encoded URL as an IRI for people (see the module's docstring)."""
     if not url:
         return ""
     scheme, sep, rest = url.partition("://")
     if not sep:
         return readable_text(url)
     authority, slash, path = rest.partition("/")
-    encoded = scheme.lower() != "file"
-    segments = [_iri_segment(s, encoded) for s in path.split("/")] if slash else []
-    host = _iri_host(authority) if encoded else readable_text(authority)
+    segments = [_iri_segment(s) for s in path.split("/")] if slash else []
+    host = _iri_host(authority)
     return f"{scheme}://{host}{slash}{'/'.join(segments)}"
 
 

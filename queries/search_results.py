@@ -3,17 +3,19 @@ lines for the terminal."""
 
 from __future__ import annotations
 
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from crawl_io.readable import human_bytes, plural, readable_text, readable_url
 
 
 def copy_url(host_url: str | None, host: str, share: str, path: str) -> str:
-    """The URL of a copy: the host's URL plus share and path (percent-encoded for smb://)."""
+    """The URL of a copy, percent-encoded (RFC 3986): the host's URL plus share and path."""
     base = (host_url or f"smb://{host}").rstrip("/")
     if base.startswith("smb://"):  # hosts.url may name a share: keep the host's part
         return f"smb://{base[6:].split('/')[0]}/{quote(share, safe='')}/{quote(path, safe='/')}"
-    return f"{base}/{share}/{path}"
+    if base.startswith("file://"):  # hosts.url escapes only what would end or garble it
+        base = "file://" + quote(unquote(base.removeprefix("file://")), safe="/")
+    return f"{base}/{quote(share, safe='')}/{quote(path, safe='/')}"
 
 
 def result_record(rank: int, row: dict, urls: dict[str, str]) -> dict:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import quote, unquote, urlsplit
 
 import duckdb
 import pyarrow as pa
@@ -11,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from crawl_io import schema
+from crawl_io.readable import readable_url
 from queries.index import build_index, index_version
 from queries.index_store import IDENTITY_LINKS
 from queries.search import QueryError, format_results, search
@@ -243,9 +246,10 @@ def test_cyrillic_and_latin_meet(index: Path) -> None:
     assert {"Music", "Frozen", "Холидей"} <= {(r["title"] or "").strip() for r in madonna}
     latin = search(index, "madonna holidey")
     assert titles(latin)[:1] == ["Холидей"]
-    assert latin[0]["best"]["url"] == (
+    assert latin[0]["best"]["iri"] == (
         "file:///srv/lan/local/share/Музыка/Мадонна/Мадонна - Холидей.mp3"
     )
+    assert latin[0]["best"]["url"].startswith("file:///srv/lan/local/share/%D0%9C%D1%83")
     for query in ("mumiy troll", "Мумий Тролль", "МУМИЙ тролля", "vladivostok"):
         assert titles(search(index, query))[:1] == ["Владивосток 2000"], query
 
@@ -386,6 +390,44 @@ def test_copy_urls() -> None:
     )
     assert copy_url(None, "nas", "s", "x.mp3") == "smb://nas/s/x.mp3"
     assert copy_url("file:///srv/x/", "x", "s", "p.mp3") == "file:///srv/x/s/p.mp3"
+    # hosts.url of a file:// host escapes only %XX, '?', '#': the folder is 'a#b 1'
+    assert copy_url("file:///srv/a%23b 1", "x", "s", "#1.mp3") == "file:///srv/a%23b%201/s/%231.mp3"
+
+
+NAMES = ["A song #1.mp3", "what?.mp3", "100%.mp3", "50%41.mp3", "Песня 2.mp3"]
+
+
+def test_copy_urls_of_odd_names_round_trip(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`search --json` and the search page (web.views, the /api/search `view`) give each
+    copy a percent-encoded url whose path unquotes back to the file's own."""
+    from tests.conftest import LAN
+    from web.views import copy_row
+
+    lan = LAN(tmp_path)
+    for i, name in enumerate(NAMES):
+        lan.media("pc-1", f"music/Музыка & co #2/{name}", artist="Odd", title=f"odd{i}")
+    lan.write_hosts("pc-1")
+    lan.crawl()
+    capsys.readouterr()
+    assert lan.cli("search", "--json", "--limit", "9", "artist:odd") == 0
+    results = json.loads(capsys.readouterr().out)
+    files = {str(p) for p in lan.host("pc-1").rglob("*.mp3")}
+    assert len(results) == len(NAMES) == len(files)
+    for result in results:
+        best = result["best"]
+        url = best["url"]
+        assert url.startswith("file:///") and not set(" #?Пп") & set(url), url
+        parts = urlsplit(url)
+        assert parts.query == parts.fragment == ""
+        assert unquote(parts.path) in files
+        assert unquote(parts.path).endswith("/Музыка & co #2/" + best["path"].split("/")[-1])
+        assert readable_url(url) == best["iri"] and "Музыка & co #2" in best["iri"]
+        hosts = {best["host"]: (url[: url.index("/" + quote(best["share"]))], True)}
+        row = {"host": best["host"], "share": best["share"], "path": best["path"]}
+        web = copy_row(row | {"online": True, "size": 1}, hosts, best=True)
+        assert web["href"] == url
 
 
 def test_format_results_lines(index: Path) -> None:

@@ -311,7 +311,10 @@ def test_damaged_or_missing_index_and_version_give_a_clear_page(lan: LAN) -> Non
         current.write_text("garbage\n")
         unavailable("CURRENT is damaged")
         current.write_text("v000009\n")
-        unavailable("names no version folder")
+        unavailable(
+            "CURRENT is damaged (it names no version folder); run "
+            f"`sharecrawl check --crawl-dir {lan.crawl_dir} --repair`, then reload this page."
+        )
         current.write_text("v000001\n")
         assert served.api(q="army")[0] == 200
     finally:

@@ -58,11 +58,9 @@ class LiveIndex:
         except (OSError, UnicodeDecodeError):
             name = ""
         if not VERSION_NAME.fullmatch(name) or not (self.crawl.crawldb / name).is_dir():
-            raise Unavailable(
-                f"{current} is damaged (it names no version folder): write the name of the "
-                f"newest complete vNNNNNN folder of {self.crawl.crawldb} into it, or run "
-                f"`sharecrawl crawl --crawl-dir {root}`."
-            )
+            # the words the other commands say (CrawlDamaged): check --repair mends it
+            damaged = self.crawl.damaged(f"{current} is damaged (it names no version folder)")
+            raise Unavailable(f"{damaged}, then reload this page.")
         self._current = (identity, name)
         return name
 

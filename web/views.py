@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from functools import lru_cache
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from crawl_io.readable import human_bytes, readable_url
 from queries.search_results import copy_url
@@ -54,8 +54,6 @@ def links(host_url: str | None, host: str, share: str, path: str) -> tuple[str |
     percent-encoded, and None unless it is smb:// or file://; the text keeps Cyrillic."""
     href = copy_url(host_url, host, share, path)
     text = readable_url(href)  # one definition of the readable form (crawl_io.readable)
-    if href.startswith("file://"):  # copy_url leaves local paths as they are
-        href = "file://" + quote(href[len("file://") :], safe="/")
     safe_href = href if href.startswith(("smb://", "file://")) else None
     return safe_href, text, windows_path(host, host_url, share, path)
 
