@@ -10,11 +10,15 @@ import math
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
+from crawl_io.hints import HINTS, WATCHES, HintsSnapshot
 from crawl_io.hints_writer import HintsWriter
+from crawl_io.schema import PARTITIONS
 from pipeline import generate
 from pipeline.scheduling.choice import Budget, Candidates, PartitionState
+from pipeline.scheduling.history import Histories
 from pipeline.scheduling.policies import POLICY_NAMES, get_policy
 from pipeline.scheduling.signals import apply_signals
 from tests.conftest import LAN
@@ -163,3 +167,49 @@ def test_a_hint_from_the_future_is_taken_as_now(lan: LAN, caplog: pytest.LogCapt
         "sharecrawl: round 2: 1 hint seen in the future (the clock moved back?): treated as now"
     ]
     assert scanned(lan) == [("alpha", "music", "hint"), ("beta", "share", "scheduled")]
+
+
+@pytest.mark.parametrize("jump", JUMPS)
+def test_stored_rows_from_another_clock_give_states_and_finite_rates(jump: float) -> None:
+    """A partitions table written under a clock `jump` away (its last scan, first seen and
+    history there): the policies' states, the rate estimate of every partition and the line
+    that says what is in the future."""
+    at = datetime.fromtimestamp(T0, UTC)
+    rows = [
+        {
+            "partition_id": f"p{i}",
+            "host": "h",
+            "share": "s",
+            "root": "",
+            "hash": "x",
+            "last_scan": at,
+            "first_seen": at - timedelta(hours=6),
+            "rate_per_h": None,
+            "history": [
+                {"t": at - timedelta(hours=k), "changed": k % 2 == i, "complete": False}
+                for k in range(6, -1, -1)
+            ],
+        }
+        for i in range(2)
+    ]
+    table = pa.Table.from_pylist(rows, PARTITIONS)
+    now = T0 - jump  # the clock now in use, `jump` away from the stored times
+    states = generate.partition_states(
+        table, table.drop_columns(["history"]).to_pylist(), {"h": True}, 5.0
+    )
+    assert [s.last_scan for s in states] == [T0, T0]
+    rates = Histories.of(table).rates_per_s(now)
+    assert np.all(np.isfinite(rates)) and np.all(rates > 0)
+    cands = Candidates.of(states, now)
+    assert np.all(np.isfinite(cands.rate_per_s))
+    snapshot = HintsSnapshot(
+        HINTS.empty_table(), WATCHES.empty_table(), datetime.fromtimestamp(now, UTC)
+    )
+    line = generate.ahead_of(now, states, snapshot)
+    if jump > 0:
+        assert (
+            line
+            == "2 partitions last scanned in the future (the clock moved back?): treated as now"
+        )
+    else:
+        assert line is None
