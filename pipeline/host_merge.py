@@ -18,7 +18,8 @@ from pipeline import repartition
 
 def merged_files(old: pa.Table, listing: pa.Table, log: pa.Table, drop: set[str]) -> pa.Table:
     """The host's rows now: stored rows of partitions not rescanned, plus the new listings
-    (first_seen kept from the stored row of the same path). A folder whose listing was
+    (first_seen kept from the stored row of the same path, unless the clock has since moved
+    back past it: a row is never first seen after a scan that saw it). A folder whose listing was
     refused keeps its stored rows below it: a folder we may not read is not a deleted one."""
     con = cursor()
     con.register("old", old)
@@ -29,7 +30,7 @@ def merged_files(old: pa.Table, listing: pa.Table, log: pa.Table, drop: set[str]
             SELECT DISTINCT partition_id, share, unnest(denied) || '/' AS below FROM log
             WHERE status IN ('changed', 'new') AND coalesce(n_denied, 0) > 0
         )
-        SELECT l.*, coalesce(o.first_seen, f.started) AS first_seen, f.started AS last_seen
+        SELECT l.*, least(o.first_seen, f.started) AS first_seen, f.started AS last_seen
         FROM listing l JOIN log f USING (partition_id)
         LEFT JOIN old o ON o.share = l.share AND o.path = l.path AND o.is_dir = l.is_dir
         UNION ALL BY NAME

@@ -172,7 +172,7 @@ def updated_hosts(
             "online": online,
             "last_error": error,
             "last_seen": h["checked_at"] if online else prev.get("last_seen"),
-            "first_seen": prev.get("first_seen") or h["checked_at"],
+            "first_seen": min(prev.get("first_seen") or h["checked_at"], h["checked_at"]),
             "last_check": h["checked_at"],
             "status": status,
         }

@@ -213,3 +213,33 @@ def test_stored_rows_from_another_clock_give_states_and_finite_rates(jump: float
         )
     else:
         assert line is None
+
+
+def test_a_file_first_seen_in_the_future_is_first_seen_at_the_scan() -> None:
+    """A stored row first seen a century ahead (the clock ran ahead, then was set right) is
+    first seen at the scan that lists it again; a new row at that scan, an old one keeps its
+    time."""
+    from crawl_io.schema import FETCHLOG, FILES, LISTING
+    from pipeline.host_merge import merged_files
+
+    scan = datetime(2026, 11, 27, 12, tzinfo=UTC)
+    stored = {"ahead.mp3": scan + timedelta(days=36525), "old.mp3": scan - timedelta(days=3)}
+
+    def rows(names: list[str], extra: dict) -> list[dict]:
+        return [
+            {"host": "h", "share": "s", "path": n, "name": n, "is_dir": False, "size": 1,
+             "mtime": scan, "partition_id": "p", **{k: v(n) for k, v in extra.items()}}
+            for n in names
+        ]  # fmt: skip
+
+    old = pa.Table.from_pylist(
+        rows(list(stored), {"first_seen": stored.get, "last_seen": lambda n: scan}), FILES
+    )
+    listing = pa.Table.from_pylist(rows([*stored, "new.mp3"], {}), LISTING)
+    log = pa.Table.from_pylist(
+        [{"partition_id": "p", "host": "h", "share": "s", "started": scan, "status": "changed"}],
+        FETCHLOG,
+    )
+    merged = merged_files(old, listing, log, {"p"}).to_pylist()
+    first_seen = {r["path"]: r["first_seen"].astimezone(UTC) for r in merged}
+    assert first_seen == {"ahead.mp3": scan, "new.mp3": scan, "old.mp3": stored["old.mp3"]}
