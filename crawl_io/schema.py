@@ -169,6 +169,8 @@ FETCHLOG = pa.schema(
         # the process that fetched it, "<host name>:<pid>": a round's fetch shards may run on
         # several machines (a central scheduler's workers)
         ("worker", pa.string()),
+        # entries kept with a time, size or name clamped or marked (crawl_io.entries)
+        ("n_clamped", pa.int64()),
     ]
 )
 

@@ -21,7 +21,7 @@ from urllib.parse import quote, unquote, urlsplit
 # share (configuration) is up, so its files stay searchable, and the failure is loud.
 HOST_OK = "ok"
 UNREACHABLE_STATUSES = ("refused", "timed_out", "unknown_name", "offline")
-CONFIG_STATUSES = ("auth_failed", "access_denied")
+CONFIG_STATUSES = ("auth_failed", "access_denied", "share_not_found")
 HOST_STATUSES = (HOST_OK, *UNREACHABLE_STATUSES, *CONFIG_STATUSES, "error")
 
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from crawl_io.checked import CheckedSource, ShareNotFound, mtime_datetime
 from crawl_io.connect import open_source
 from crawl_io.crawldir import CrawlDir, host_file, write_parquet
 from crawl_io.mediatypes import media_kind
@@ -88,10 +89,6 @@ def _key(host: str, row: dict) -> PartitionKey:
     return PartitionKey(host, row["share"], row["root"], row["lo"], row["hi"])
 
 
-def _ts(us: int) -> datetime:
-    return datetime.fromtimestamp(us / 1e6, UTC)
-
-
 class _HostFetch:
     def __init__(self, job: HostJob) -> None:
         self.job = job
@@ -101,6 +98,7 @@ class _HostFetch:
         self.media: list[dict] = []
         self.log: list[dict] = []
         self._stored: StoredHost | None = None
+        self.clamped: set[tuple[str, str]] = set()  # (share, path) of entries clamped
         # why each due partition is scanned, and how (fetchlist rows by partition_id)
         self.plans = {r["partition_id"]: r for r in job.due if r["partition_id"]}
         # every partition the host has, by partition_id
@@ -166,9 +164,11 @@ class _HostFetch:
         counted = started  # a hinted scan counts from when its hints were read (later ones wait)
         if plan.get("hinted_paths") and plan.get("hints_as_of") is not None:
             counted = min(started, plan["hints_as_of"].timestamp())
-        log = self._log_row(key.id, key.share, _ts(int(counted * 1e6)))
+        log = self._log_row(key.id, key.share, datetime.fromtimestamp(counted, UTC))
         try:
             entries.extend(self._walk(source, key, stored_hash, ranges, stats))
+        except ShareNotFound:
+            raise  # no partition row: the host's row says it (run)
         except NotFound:
             log.update(status="gone", error=f"{key.share}/{key.root}: no longer there")
         except SourceError as e:
@@ -184,6 +184,8 @@ class _HostFetch:
             log.update(
                 hash=digest, n_entries=len(entries), n_denied=len(stats.denied), denied=stats.denied
             )
+            if self.clamped:  # entries kept with a value clamped or marked (crawl_io.checked)
+                log["n_clamped"] = sum((key.share, p) in self.clamped for p, _ in entries)
             if digest == stored_hash:
                 log["status"] = "unchanged"  # nothing more is read or written for it
             else:
@@ -230,7 +232,7 @@ class _HostFetch:
                 share=key.share,
                 path=path,
                 size=entry.size,
-                mtime=_ts(entry.mtime_us),
+                mtime=mtime_datetime(entry.mtime_us),
                 partition_id=key.id,
                 tagged_at=datetime.now(UTC),
             )
@@ -249,8 +251,14 @@ class _HostFetch:
         result = HostResult(host.host)
         rules = load_rules(self.crawl.segment_dir(job.round) / "rules.txt")
         try:
+            if self.url_error:
+                raise self.url_error
             # excluded shares and folders are never listed; hashes cover what is crawled
-            source = filtered(open_source(host, timeout_s=job.timeout_s), rules, host.host)
+            # opened for every share: a named one that is missing is reported with those it has
+            every = replace(host, share=None)
+            opened = CheckedSource(open_source(every, timeout_s=job.timeout_s), job.shares)
+            source = filtered(opened, rules, host.host)
+            self.clamped = opened.changed
         except SourceError as e:
             self._host_failed(due, e)
             result.error = str(e)
@@ -266,13 +274,19 @@ class _HostFetch:
             return self._write(result)
         try:
             ranges_by_share: dict[str, Ranges] = {}
+            missing: set[str] = set()  # shares named in the hosts file that are not there
             for i, key in enumerate(due):
+                if key.share in missing:
+                    continue  # its partitions keep their rows; the host row says why
                 ranges = ranges_by_share.setdefault(
                     key.share, Ranges(k for k in known.values() if k.share == key.share)
                 )
                 try:
                     self.scan(source, key, stored.get(key.id), ranges)
                 except SourceError as e:
+                    if isinstance(e, ShareNotFound):
+                        missing.add(key.share)
+                        self._failed(None, None, e)
                     if isinstance(e, HostUnreachable | SourceTimeout):
                         self._all_failed(due[i + 1 :], e)
                         result.error = str(e)
@@ -311,23 +325,12 @@ class _HostFetch:
     def _log_row(self, partition_id: str | None, share: str | None, started: datetime) -> dict:
         """A fetchlog row of nothing done yet; why the partition was due, from its plan."""
         plan = self.plans.get(partition_id, {}) if partition_id else {}
+        counts = ("n_entries", "n_tags_read", "bytes_read", "n_folders", "n_denied", "n_clamped")
         return {
-            "round": self.job.round,
-            "partition_id": partition_id,
-            "host": self.host.host,
-            "share": share,
-            "started": started,
-            "hash": None,
-            "n_entries": 0,
-            "n_tags_read": 0,
-            "bytes_read": 0,
-            "error": None,
-            "listing_s": 0.0,
-            "tags_s": 0.0,
-            "n_folders": 0,
-            "host_status": None,
-            "n_denied": 0,
-            "denied": [],
+            **dict.fromkeys(FETCHLOG.names),  # hash, error, host_status: none yet
+            **dict.fromkeys(counts, 0),
+            **{"round": self.job.round, "partition_id": partition_id, "host": self.host.host},
+            **{"share": share, "started": started, "listing_s": 0.0, "tags_s": 0.0, "denied": []},
             "reason": plan.get("reason", "new") if partition_id else None,
             "watched": plan.get("watched"),
             "worker": f"{socket.gethostname()}:{os.getpid()}",

@@ -1,7 +1,8 @@
 """`sharecrawl status`: what the last round did, from its fetchlog and the live crawldb.
 
 Every host not crawled is named with its `hosts.status` (refused, timed_out, unknown_name,
-offline, auth_failed, access_denied, error), and every folder whose listing was refused.
+offline, auth_failed, access_denied, share_not_found, error), and every folder whose listing
+was refused.
 """
 
 from __future__ import annotations
@@ -207,8 +208,9 @@ def config_failure_line(report: dict) -> str:
         h["status"] for h in report["hosts_not_crawled"] if h["status"] in CONFIG_STATUSES
     )
     what = ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(counts.items()))
+    shares = "the shares the hosts file names, " if "share_not_found" in counts else ""
     return (
         f"round {report['round']}: every host that answered refused the crawler ({what}): "
-        "check SHARECRAWL_SMB_USER/PASSWORD or the credentials file and the shares' "
+        f"check {shares}SHARECRAWL_SMB_USER/PASSWORD or the credentials file and the shares' "
         "permissions; the round is published and nothing indexed was lost"
     )

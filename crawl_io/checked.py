@@ -1,0 +1,190 @@
+"""What a host says, checked: listing entries made storable, and the shares named there.
+
+A host's listing is anyone's to shape (a guest with write access can date a file year 10000),
+so no entry may fail its host's round. `clamped` keeps each entry, with a time outside what
+the tables and Python's datetime hold (years 1 to 9999) clamped to that range, a size below
+zero or above MAX_SIZE clamped into [0, MAX_SIZE], a time or size that is no integer (NaN)
+set to 0, and a name that UTF-8 (so Arrow and Parquet) cannot hold, or that holds '/' or NUL,
+marked with backslash escapes. It is a pure function of the entry, so an entry clamped the
+same way each round hashes the same (and Update's jobs, hashing the stored rows, agree).
+
+`CheckedSource` wraps a source: its listings come out clamped, and the paths of marked names
+are mapped back to the names the host gave, so those files are still listed and read. A share
+the hosts file names that is not on the host raises ShareNotFound, naming the shares it has.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from datetime import UTC, datetime, timedelta
+
+from crawl_io.sources import (
+    Entry,
+    HostUnreachable,
+    HostURL,
+    NotFound,
+    Source,
+    SourceError,
+    SourceTimeout,
+)
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MIN_MTIME_US = (datetime(1, 1, 1, tzinfo=UTC) - EPOCH) // timedelta(microseconds=1)
+MAX_MTIME_US = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC) - EPOCH) // timedelta(
+    microseconds=1
+)
+MAX_SIZE = 2**50  # 1 PiB: beyond any LAN disk; keeps sums of sizes far inside int64
+_ODD_NAMES = frozenset(("", ".", ".."))  # no path segment of their own
+_UNSAFE = re.compile("[/\x00\ud800-\udfff]")  # '/', NUL and lone surrogates (not UTF-8)
+
+
+class ShareNotFound(SourceError):
+    """A share the hosts file names is not on the host (a typo, a share renamed)."""
+
+    reason = "share not found"
+    host_status = "share_not_found"
+
+
+def mtime_datetime(mtime_us: int) -> datetime:
+    """A clamped entry's time as a datetime, exactly (a float would round year 9999 up)."""
+    return EPOCH + timedelta(microseconds=mtime_us)
+
+
+def _bounded(value: object, low: int, high: int) -> int:
+    if type(value) is not int:
+        try:
+            value = int(value)  # type: ignore[call-overload]
+        except (TypeError, ValueError, OverflowError):
+            return 0  # NaN, None, infinity: no value
+    return min(max(value, low), high)
+
+
+def safe_name(name: str) -> str:
+    """`name` unchanged, or marked so that UTF-8 can hold it and it is one path segment."""
+    if name in _ODD_NAMES:
+        return f"\\{name}"  # never a path segment of its own
+    if _UNSAFE.search(name) is None:
+        return name
+    text = name.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("/", "\\x2f").replace("\x00", "\\x00")
+
+
+def clamped(entry: Entry) -> Entry:
+    """`entry` itself when every value is storable, else a copy with them clamped or marked."""
+    name, is_dir, size, mtime = entry
+    try:
+        if (
+            type(size) is int
+            and type(mtime) is int
+            and type(is_dir) is bool
+            and 0 <= size <= MAX_SIZE
+            and MIN_MTIME_US <= mtime <= MAX_MTIME_US
+            and name not in _ODD_NAMES
+            and _UNSAFE.search(name) is None
+        ):
+            return entry
+    except TypeError:
+        pass
+    return Entry(
+        safe_name(str(name)),
+        bool(is_dir),
+        _bounded(size, 0, MAX_SIZE),
+        _bounded(mtime, MIN_MTIME_US, MAX_MTIME_US),
+    )
+
+
+def storable(entries: list[Entry]) -> bool:
+    """Is `clamped` the identity on every entry? Column-wise, a folder at a time: it runs for
+    every entry of the LAN each round. (Types are the source's part: its is_dir is a bool.)"""
+    if not entries:
+        return True
+    names, _, sizes, mtimes = zip(*entries, strict=True)
+    joined = "\n".join(names)
+    try:
+        joined.encode()  # lone surrogates do not encode
+    except UnicodeEncodeError:
+        return False
+    try:
+        return (
+            "/" not in joined
+            and "\0" not in joined
+            and _ODD_NAMES.isdisjoint(names)
+            and type(sum(sizes) + sum(mtimes)) is int  # a float, NaN, is none
+            and 0 <= min(sizes)
+            and max(sizes) <= MAX_SIZE
+            and MIN_MTIME_US <= min(mtimes)
+            and max(mtimes) <= MAX_MTIME_US
+        )
+    except TypeError:  # None
+        return False
+
+
+class CheckedSource:
+    """A source whose listings are clamped; `changed` holds the (share, path) of each entry
+    it clamped or marked, for the fetchlog's count. `named`: the shares the hosts file names."""
+
+    def __init__(self, source: Source, named: Collection[str] = ()) -> None:
+        self._source = source
+        self._named = set(named)
+        self.host: HostURL = source.host
+        self.changed: set[tuple[str, str]] = set()
+        self._shares: dict[str, str] = {}  # marked share name -> the host's
+        self._paths: dict[tuple[str, str], str] = {}  # marked (share, path) -> the host's path
+
+    def shares(self) -> list[str]:
+        names = []
+        for share in self._source.shares():
+            name = safe_name(share)
+            if name != share:
+                self._shares[name] = share
+            names.append(name)
+        return sorted(names)
+
+    def _real(self, share: str, path: str) -> tuple[str, str]:
+        return self._shares.get(share, share), self._paths.get((share, path), path)
+
+    def listdir(self, share: str, path: str) -> list[Entry]:
+        real_share, real_path = self._real(share, path)
+        try:
+            entries = self._source.listdir(real_share, real_path)
+        except NotFound:
+            if share in self._named:
+                self._check_share(share, real_path)
+            raise
+        mapped = (share, path) in self._paths  # a marked folder's children are mapped too
+        if not mapped and storable(entries):
+            return entries
+        out = list(map(clamped, entries))
+        prefix, real_prefix = (f"{path}/", f"{real_path}/") if path else ("", "")
+        for entry, checked in zip(entries, out, strict=True):
+            if entry is not checked:
+                self.changed.add((share, prefix + checked.name))
+            if mapped or entry.name != checked.name:
+                self._paths[(share, prefix + checked.name)] = real_prefix + entry.name
+        out.sort()
+        return out
+
+    def _check_share(self, share: str, path: str) -> None:
+        """Raise ShareNotFound when `share` is not on the host (`path` is not found in it)."""
+        if path:
+            try:
+                self._source.listdir(share, "")
+                return  # only the folder is gone
+            except NotFound:
+                pass
+        try:
+            have = ", ".join(self._source.shares()) or "none"
+        except (HostUnreachable, SourceTimeout):
+            raise
+        except SourceError:
+            have = "they could not be listed"
+        raise ShareNotFound(
+            f"{self.host.host}: share {share!r} is not on the host (its shares: {have})"
+        )
+
+    def read(self, share: str, path: str, offset: int, length: int) -> bytes:
+        return self._source.read(*self._real(share, path), offset, length)
+
+    def close(self) -> None:
+        self._source.close()
