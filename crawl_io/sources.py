@@ -11,7 +11,7 @@ import os
 import re
 import stat
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NamedTuple, Protocol
 from urllib.parse import quote, unquote, urlsplit
@@ -86,7 +86,7 @@ class Entry(NamedTuple):
 @dataclass(frozen=True)
 class HostURL:
     scheme: str  # 'smb' or 'file'
-    host: str  # the host's key in tables: 'name' or 'name:port'; a file host's folder name
+    host: str  # key in tables: netloc sans user ('nas', '[::1]:1445'); a file host's folder name
     hostname: str  # network name (smb) or absolute folder (file)
     port: int | None
     user: str | None
@@ -96,13 +96,19 @@ class HostURL:
     notify_trusted: bool = False
 
     @property
+    def netloc(self) -> str:
+        """The host as a URL names it: IPv6 in brackets (a zone's '%' as %25, RFC 6874)."""
+        name = f"[{self.hostname.replace('%', '%25')}]" if ":" in self.hostname else self.hostname
+        return f"{name}:{self.port}" if self.port else name
+
+    @property
     def url(self) -> str:
-        """The URL without share, as stored in `hosts.url` (never a password)."""
+        """The URL without share, as stored in `hosts.url` (never a password): the one
+        canonical form, which parse_host_url reads back to this host."""
         if self.scheme == "file":
-            return f"file://{self.hostname}"
+            return "file://" + _FILE_ESCAPES.sub(lambda m: quote(m[0], safe=""), self.hostname)
         user = f"{self.user}@" if self.user else ""
-        port = f":{self.port}" if self.port else ""
-        return f"smb://{user}{self.hostname}{port}"
+        return f"smb://{user}{self.netloc}"
 
     @property
     def line_url(self) -> str:
@@ -110,6 +116,11 @@ class HostURL:
         if self.scheme == "smb" and self.share:
             return f"{self.url}/{quote(self.share, safe='')}"
         return self.url
+
+
+# What a file URL escapes to read back as the same folder: a '%' that reads as an escape, '?',
+# '#', control characters, trailing white space (lines are stripped); the rest stays as named.
+_FILE_ESCAPES = re.compile(r"%(?=[0-9A-Fa-f]{2})|[?#\x00-\x1f\x7f]|\s+$")
 
 
 # A DNS label (RFC 1035 §2.3.1, relaxed by RFC 2181 §11 to allow '_', which Windows LANs
@@ -161,72 +172,94 @@ NOTIFY_OPTION = "notify"
 NOTIFY_VALUES = {"hints": False, "trusted": True}  # hints: the default
 
 
+def _bad(text: str, why: str) -> ConfigError:
+    return ConfigError(f"malformed host URL {short_repr(text)}: {why}")
+
+
 def _notify_trusted(text: str, query: str) -> bool:
     """The host URL's `?notify=...` option; ConfigError for anything else in its query."""
     trusted = False
     for item in query.split("&") if query else ():
         key, sep, value = item.partition("=")
         if key != NOTIFY_OPTION or not sep:
-            raise ConfigError(
-                f"malformed host URL {short_repr(text)}: unknown option {short_repr(item)} "
-                f"(the one option is {NOTIFY_OPTION}={'|'.join(NOTIFY_VALUES)})"
+            raise _bad(
+                text,
+                f"unknown option {short_repr(item)} "
+                f"(the one option is {NOTIFY_OPTION}={'|'.join(NOTIFY_VALUES)})",
             )
         if value not in NOTIFY_VALUES:
-            raise ConfigError(
-                f"malformed host URL {short_repr(text)}: {NOTIFY_OPTION}= is "
-                f"{' or '.join(NOTIFY_VALUES)}, not {short_repr(value)}"
+            raise _bad(
+                text, f"{NOTIFY_OPTION}= is {' or '.join(NOTIFY_VALUES)}, not {short_repr(value)}"
             )
         trusted = NOTIFY_VALUES[value]
     return trusted
 
 
 def parse_host_url(text: str) -> HostURL:
+    """The one reading of a host URL (hosts file, tables, fetch, page); ConfigError for any
+    URL that cannot be crawled. `parse_host_url(h.line_url)` is `h` again (but for the
+    `?notify=` option, kept beside the URL in tables)."""
     text = text.strip()
     try:
         parts = urlsplit(text)
         port = parts.port
     except ValueError as e:
-        raise ConfigError(f"malformed host URL {short_repr(text)}: {e}") from None
+        raise _bad(text, f"{e}") from None
     trusted = _notify_trusted(text, parts.query)
+    if "\0" in unquote(parts.path):
+        raise _bad(text, "the path holds a NUL")
     if parts.scheme == "file":
-        if parts.netloc not in ("", "localhost"):
-            raise ConfigError(
-                f"malformed host URL {short_repr(text)}: file URLs are file:///abs/dir"
-            )
-        folder = os.path.normpath(unquote(parts.path))
-        if not folder.startswith("/") or folder == "/":
-            raise ConfigError(f"malformed host URL {short_repr(text)}: needs an absolute folder")
-        if "\0" in folder:
-            raise ConfigError(f"malformed host URL {short_repr(text)}: the folder holds a NUL")
-        return HostURL("file", os.path.basename(folder), folder, None, None, None, trusted)
-    if parts.scheme == "smb":
-        if parts.password is not None:
-            raise ConfigError(
-                f"host URL for {short_repr(parts.hostname or '')} carries a password: use "
-                "SHARECRAWL_SMB_PASSWORD or a credentials file instead"
-            )
-        if not parts.hostname:
-            raise ConfigError(f"malformed host URL {short_repr(text)}: no host name")
-        why = check_hostname(parts.hostname)
-        if why:
-            raise ConfigError(f"malformed host URL {short_repr(text)}: the host name {why}")
-        if port == 0:
-            raise ConfigError(f"malformed host URL {short_repr(text)}: port 0 (ports are 1-65535)")
-        segments = [s for s in unquote(parts.path).split("/") if s]
-        if len(segments) > 1:
-            raise ConfigError(f"malformed host URL {short_repr(text)}: name at most one share")
-        if segments and "\0" in segments[0]:
-            raise ConfigError(f"malformed host URL {short_repr(text)}: the share name holds a NUL")
-        key = parts.hostname if port in (None, 445) else f"{parts.hostname}:{port}"
-        share = segments[0] if segments else None
-        return HostURL("smb", key, parts.hostname, port, parts.username, share, trusted)
-    raise ConfigError(f"malformed host URL {short_repr(text)}: scheme must be smb:// or file://")
+        return _file_host(text, parts.netloc, parts.path, trusted)
+    if parts.scheme != "smb":
+        raise _bad(text, "scheme must be smb:// or file://")
+    if parts.password is not None:
+        raise ConfigError(
+            f"host URL for {short_repr(parts.hostname or '')} carries a password: use "
+            "SHARECRAWL_SMB_PASSWORD or a credentials file instead"
+        )
+    hostname = parts.hostname
+    if not hostname:
+        raise _bad(text, "no host name")
+    if parts.netloc.rpartition("@")[2].startswith("["):  # RFC 3986 §3.2.2: IPv6 only
+        hostname = unquote(hostname)  # the zone's '%' is written %25 (RFC 6874)
+        if ":" not in hostname:
+            raise _bad(text, "brackets hold an IPv6 address")
+    why = check_hostname(hostname)
+    if why:
+        raise _bad(text, f"the host name {why}")
+    if port == 0:
+        raise _bad(text, "port 0 (ports are 1-65535)")
+    segments = [s for s in unquote(parts.path).split("/") if s]
+    if len(segments) > 1:
+        raise _bad(text, "name at most one share")
+    share = segments[0] if segments else None
+    host = HostURL("smb", "", hostname, port, parts.username or None, share, trusted)
+    key = HostURL("smb", "", hostname, None if port == 445 else port, None, None).netloc
+    return _keyed(text, host, key)
+
+
+def _file_host(text: str, netloc: str, path: str, trusted: bool) -> HostURL:
+    if netloc not in ("", "localhost"):
+        raise _bad(text, "file URLs are file:///abs/dir")
+    # '//x' is '/x' here: POSIX lets normpath keep two leading slashes
+    folder = "/" + os.path.normpath(unquote(path)).lstrip("/")
+    if not path.startswith("/") or folder == "/":
+        raise _bad(text, "needs an absolute folder, not the root")
+    return _keyed(text, HostURL("file", "", folder, None, None, None, trusted), folder)
+
+
+def _keyed(text: str, host: HostURL, key: str) -> HostURL:
+    key = os.path.basename(key) if host.scheme == "file" else key
+    # the key names the host's files (crawl_io.host_parts: quoted, '@<group>.parquet' after)
+    if len(quote(key, safe="")) > 255 - len("@99999.parquet"):
+        raise _bad(text, "the host's name is too long to name its files in the crawl directory")
+    return replace(host, host=key)
 
 
 def read_hosts_file(path: str | os.PathLike) -> list[HostURL]:
     """Hosts, one URL per line, '#' starts a comment. Raises ConfigError with the line."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        lines = Path(path).read_text(encoding="utf-8-sig").splitlines()  # Notepad's BOM
     except FileNotFoundError:
         raise ConfigError(f"hosts file {str(path)!r} does not exist") from None
     except (OSError, UnicodeDecodeError) as e:

@@ -26,8 +26,10 @@ from crawl_io.rangefile import RangeFile
 from crawl_io.schema import FETCHLOG, MEDIA
 from crawl_io.sources import (
     AccessDenied,
+    ConfigError,
     Entry,
     HostUnreachable,
+    HostURL,
     NotFound,
     Source,
     SourceError,
@@ -92,7 +94,12 @@ def _key(host: str, row: dict) -> PartitionKey:
 class _HostFetch:
     def __init__(self, job: HostJob) -> None:
         self.job = job
-        self.host = parse_host_url(job.url)
+        self.url_error: SourceError | None = None
+        try:
+            self.host = parse_host_url(job.url)
+        except ConfigError as e:  # a fetch list an older release wrote: the host fails alone
+            self.host = HostURL("smb", job.host, "", None, None, None)
+            self.url_error = SourceError(str(e))
         self.crawl = CrawlDir(job.crawl_dir)
         self.listing: list[pa.Table] = []
         self.media: list[dict] = []

@@ -51,7 +51,7 @@ CONFIG = """\
   map to guest = Bad User
   guest account = nobody
   smb ports = {port}
-  interfaces = 127.0.0.1
+  interfaces = {host}
   bind interfaces only = yes
   disable netbios = yes
   lock directory = {base}/lock
@@ -102,6 +102,15 @@ def smbd_skip_reason() -> str | None:
     return None
 
 
+def ipv6_skip_reason() -> str | None:
+    """Why a server cannot listen on ::1 here, or None."""
+    try:
+        free_port("::1")
+    except OSError as e:
+        return f"no IPv6 loopback (::1) here: {e}"
+    return None
+
+
 def _build_option(name: str) -> str | None:
     try:
         out = subprocess.run([SMBD, "-b"], capture_output=True, text=True, timeout=10).stdout
@@ -114,9 +123,9 @@ def _build_option(name: str) -> str | None:
     return None
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
@@ -137,7 +146,7 @@ class SmbServer:
     @property
     def url(self) -> str:
         """The host URL (all shares); add '/media' for one share."""
-        return f"smb://{self.host}:{self.port}"
+        return f"smb://{f'[{self.host}]' if ':' in self.host else self.host}:{self.port}"
 
     @property
     def config(self) -> Path:
@@ -195,13 +204,19 @@ class SmbServer:
 
 
 def start_smbd(
-    base: Path, root_dir: Path, port: int | None = None, audit: bool = True, extra_config: str = ""
+    base: Path,
+    root_dir: Path,
+    port: int | None = None,
+    audit: bool = True,
+    extra_config: str = "",
+    host: str = "127.0.0.1",
 ) -> SmbServer:
-    """Start smbd over `root_dir` (its subfolders media/ and private/ are created if absent).
+    """Start smbd over `root_dir` (its subfolders media/ and private/ are created if absent),
+    listening on `host` only (a loopback address: "::1" for IPv6, see ipv6_skip_reason).
 
     audit=False leaves out full_audit and catia (they slow Samba down: for benchmarks).
     `extra_config` is appended to smb.conf: more shares, or a second `[global]` section."""
-    port = port or free_port()
+    port = port or free_port(host)
     for name in ("lock", "state", "cache", "private", "pid", "ncalrpc", "log"):
         (base / name).mkdir(parents=True, exist_ok=True)
     for share in SHARES:
@@ -210,6 +225,7 @@ def start_smbd(
     config.write_text(
         CONFIG.format(
             port=port,
+            host=host,
             base=base,
             root=root_dir,
             catia=CATIA_MAPPINGS,
@@ -237,7 +253,7 @@ def start_smbd(
         cwd=base,
     )
     stdout.close()
-    server = SmbServer(base, root_dir, port, process, password)
+    server = SmbServer(base, root_dir, port, process, password, host=host)
     try:
         _wait_for_port(server, 20.0)
     except Exception:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from functools import lru_cache
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 from crawl_io.readable import human_bytes, readable_url
+from crawl_io.sources import ConfigError, parse_host_url
 from queries.search_results import copy_url
 
 COPIES_SHOWN = 3  # copies listed under a work; the next ones fold away
@@ -23,11 +24,17 @@ HostInfo = dict[str, tuple[str | None, bool]]  # host -> (its URL, online)
 
 @lru_cache(maxsize=4096)
 def network_name(host: str, host_url: str | None) -> str:
-    """The host's name as Windows writes it in a path: no user, no port."""
-    name = host.split(":")[0]
-    if host_url and host_url.startswith("smb://"):
-        netloc = urlsplit(host_url).netloc
-        name = netloc.rpartition("@")[2].split(":")[0] or name
+    """The host's name as Windows writes it in a path: no user, no port; an IPv6 address
+    as its ipv6-literal.net name (':' as '-', a zone's '%' as 's')."""
+    url = host_url or f"smb://{host}"
+    if not url.startswith("smb://"):
+        return host  # a file:// host: its folder's name
+    try:
+        name = parse_host_url(url).hostname
+    except ConfigError:  # a URL an older release stored: its key, as it is
+        return host
+    if ":" in name:
+        return name.replace(":", "-").replace("%", "s") + ".ipv6-literal.net"
     return name
 
 
