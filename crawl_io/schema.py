@@ -22,7 +22,7 @@ HOSTS = pa.schema(
         ("first_seen", TS),
         ("last_check", TS),
         # why the host was (not) crawled in the last round: ok, refused, timed_out,
-        # unknown_name, offline, auth_failed, access_denied, error (crawl_io.sources)
+        # unknown_name, offline, auth_failed, access_denied, share_not_found, error
         ("status", pa.string()),
     ]
 )
