@@ -136,6 +136,9 @@ LONG_NAME = ".".join(["a" * 60] * 5)  # 304 characters
         ("smb://" + "x" * 5000 + "/music", "longer than 253"),
         ("smb://" + "я" * 5000 + "/music", "IDNA"),
         ("file:///srv/lan/a%00b", "NUL"),
+        ("file:////", "not the root"),
+        ("smb://[nas.lan]/music", "does not appear to be an IPv4 or IPv6"),
+        ("smb://[v1.nas]/music", "brackets hold an IPv6 address"),
     ],
 )
 def test_bad_host_names_and_ports_exit_2(small_lan: LAN, capsys, url: str, message: str) -> None:
@@ -161,7 +164,7 @@ def test_good_host_names() -> None:
     ):
         assert check_hostname(name) is None, name
     assert parse_host_url("smb://мадонна-пк/музыка").share == "музыка"
-    assert parse_host_url("smb://[::1]:1445/media").port == 1445
+    assert parse_host_url("smb://[::1]:1445/media").host == "[::1]:1445"
 
 
 # -- numeric options and settings ------------------------------------------------------------
