@@ -226,11 +226,11 @@ def test_a_file_first_seen_in_the_future_is_first_seen_at_the_scan() -> None:
     stored = {"ahead.mp3": scan + timedelta(days=36525), "old.mp3": scan - timedelta(days=3)}
 
     def rows(names: list[str], extra: dict) -> list[dict]:
+        row = {"host": "h", "share": "s", "is_dir": False, "size": 1, "partition_id": "p"}
         return [
-            {"host": "h", "share": "s", "path": n, "name": n, "is_dir": False, "size": 1,
-             "mtime": scan, "partition_id": "p", **{k: v(n) for k, v in extra.items()}}
+            {**row, "path": n, "name": n, "mtime": scan, **{k: v(n) for k, v in extra.items()}}
             for n in names
-        ]  # fmt: skip
+        ]
 
     old = pa.Table.from_pylist(
         rows(list(stored), {"first_seen": stored.get, "last_seen": lambda n: scan}), FILES
