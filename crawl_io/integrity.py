@@ -9,10 +9,12 @@ Damage comes in two kinds. A damaged part of a host (files/, media/, folders/) c
 of its group's partitions until the next round lists them again as new
 (crawl_io.stored_hosts), one of prefix_stats/ only its host's statistics, which the next
 round computes again, and the record of media changes only the index's shortcut (its update
-compares the parts instead): the version stays usable. Damaged state tables (hosts, partitions:
-the scan history) or a damaged manifest make the version unusable: a round refuses to start
-from it, and `check --repair` points CURRENT at the newest usable version instead, moving the newer
-versions and segments aside (never deleting them).
+compares the parts instead): the version stays usable, and `check --repair` restores the
+part from a separate copy with its checksum or drops it from the manifest, so that `check`
+passes at once and the rounds after it start from a whole version. Damaged state tables
+(hosts, partitions: the scan history) or a damaged manifest make the version unusable: a
+round refuses to start from it, and `check --repair` points CURRENT at the newest usable
+version instead, moving the newer versions and segments aside (never deleting them).
 
 The fetchlog's spans and kept parts (crawl_io.fetchlogs) are read in full too: once their
 segments are gone they are the only copy of those rounds' scans. A damaged one is moved aside
@@ -28,13 +30,18 @@ from pathlib import Path
 
 import duckdb
 
+from crawl_io.atomic import fsync_folder, temp_name
 from crawl_io.crawldir import SEGMENT_NAME, STATE_TABLES, CrawlDamaged, CrawlDir
 from crawl_io.fetchlogs import damaged_fetchlogs, spans
+from crawl_io.host_parts import ROW_TABLES, parse_part_file
 from crawl_io.media_changes import FILE_NAME as MEDIA_CHANGES_FILE
 from crawl_io.version_manifest import (
     MANIFEST_NAME,
     ManifestError,
+    PartEntry,
     checksum_problem,
+    drop_parts,
+    dropped_parts,
     first_line,
     read_manifest,
     read_problem,
@@ -53,6 +60,7 @@ class VersionReport:
     version: int
     parts: int = 0  # parts verified
     legacy: bool = False
+    dropped: list[str] = field(default_factory=list)  # by `check --repair`: not problems
     problems: list[tuple[str, str]] = field(default_factory=list)  # (relative path, what)
 
     @property
@@ -84,7 +92,8 @@ def verify_version(crawl: CrawlDir, version: int) -> VersionReport:
         return report
     present = version_parts(vdir)
     report.legacy = manifest is None
-    listed = present if manifest is None else sorted(manifest)
+    report.dropped = dropped_parts(vdir)
+    listed = present if manifest is None else sorted(set(manifest) - set(report.dropped))
     for rel in (f"{t}.parquet" for t in ONE_FILE_TABLES):
         if rel not in listed:
             where = "missing" if manifest is None else f"missing from {MANIFEST_NAME}"
@@ -161,7 +170,8 @@ def check_crawl(crawl: CrawlDir) -> tuple[list[str], bool]:
     if lines:
         return lines, False
     legacy = " (a legacy version without a manifest: read in full)" if report.legacy else ""
-    return [f"{report.name}: {report.parts} parts intact{legacy}"], True
+    dropped = f"; {len(report.dropped)} dropped by check --repair" if report.dropped else ""
+    return [f"{report.name}: {report.parts} parts intact{legacy}{dropped}"], True
 
 
 @dataclass
@@ -220,19 +230,7 @@ def repair_crawl(crawl: CrawlDir) -> Repair:
             )
     else:
         lines.append(f"{chosen.name}: CURRENT already names the newest usable version")
-    # A damaged per-host part found only by reading it (bit rot keeps its size) goes aside:
-    # missing, it is what a round's cheap check finds, and its partitions are listed again.
-    vdir = crawl.version_dir(chosen.version)
-    damaged = [vdir / rel for rel, _ in chosen.problems if (vdir / rel).exists()]
-    for path in _move_aside(crawl, damaged, aside):
-        table = path.relative_to(aside / vdir.relative_to(crawl.root)).parts[0]
-        lines.append(
-            f"moved damaged {path.relative_to(aside)} to {aside}: the next crawl "
-            f"{_next_crawl(table)}"
-        )
-    for rel, what in chosen.problems:
-        if "missing" in what:
-            lines.append(f"{vdir / rel}: {what}: the next crawl {_next_crawl(rel.split('/')[0])}")
+    lines += _repair_parts(crawl, chosen, aside)
     # A damaged span or kept fetchlog goes aside: the view reads the rounds a span held from
     # their segments where these are still there, and the next crawl writes the span again.
     fetchlogs = [path for path, _ in damaged_fetchlogs(crawl.segments)]
@@ -245,8 +243,78 @@ def repair_crawl(crawl: CrawlDir) -> Repair:
     return Repair(lines, True, index is not None or indexed != chosen.name, chosen.version)
 
 
-def _next_crawl(table: str) -> str:
-    """What the next crawl does about a damaged part of `table`."""
+def _repair_parts(crawl: CrawlDir, report: VersionReport, aside: Path) -> list[str]:
+    """Restore each damaged or missing part of the version from a separate copy with its
+    manifest's SHA-256 (another version's file of its own, not a hard link to the damaged
+    inode), else drop it from the manifest: the version then holds only what it vouches
+    for, and `check` passes. A part the manifest does not list goes aside."""
+    vdir = crawl.version_dir(report.version)
+    manifest = read_manifest(vdir)
+    lines, dropped = [], []
+    for rel, what in report.problems:
+        path = vdir / rel
+        entry = None if manifest is None else manifest.get(rel)
+        source = None if entry is None else _intact_copy(crawl, report.version, rel, entry)
+        if source is not None:
+            tmp = temp_name(path)
+            os.link(source, tmp)
+            if path.exists():
+                _move_aside(crawl, [path], aside, keep=True)
+            os.replace(tmp, path)
+            fsync_folder(path.parent)
+            lines.append(f"{path}: restored from {source.parent.parent.name} ({what})")
+            continue
+        moved = _move_aside(crawl, [path] if path.exists() else [], aside)
+        where = f"; moved to {aside}" if moved else ""
+        if entry is None:  # a legacy version's part, or one no round wrote
+            then = f": the next crawl {_next_crawl(rel)}" if manifest is None else ""
+            lines.append(f"{path}: {what}{where}{then}")
+            continue
+        dropped.append(rel)
+        lines.append(f"{path}: dropped from {MANIFEST_NAME} ({what}{where}): {dropped_effect(rel)}")
+    if dropped:
+        drop_parts(vdir, dropped)
+    return lines
+
+
+def _intact_copy(crawl: CrawlDir, version: int, rel: str, entry: PartEntry) -> Path | None:
+    """Another version's file with the part's size and SHA-256 that reads, newest first; a
+    hard link to the damaged file is the damaged file, and is not taken."""
+    try:
+        damaged = (crawl.version_dir(version) / rel).stat()
+    except OSError:
+        damaged = None
+    for other in sorted((v for v in crawl.versions() if v != version), reverse=True):
+        vdir = crawl.version_dir(other)
+        try:
+            manifest = read_manifest(vdir) or {}
+        except ManifestError:
+            continue
+        for name, found in manifest.items():
+            path = vdir / name
+            if found != entry or not path.exists():
+                continue
+            if damaged is not None and path.stat().st_ino == damaged.st_ino:
+                continue
+            if checksum_problem(path, entry) is None and read_problem(path) is None:
+                return path
+    return None
+
+
+def dropped_effect(rel: str) -> str:
+    """What a part dropped by `check --repair` costs, and when it comes back."""
+    table, _, name = rel.partition("/")
+    host = (parse_part_file(name) or (name, 0))[0]
+    if table == "prefix_stats":
+        return f"host {host}'s statistics are computed again by the next round"
+    if table in ROW_TABLES:
+        return f"host {host}'s partitions are listed again when it is next online"
+    return f"the next crawl {_next_crawl(rel)}"
+
+
+def _next_crawl(rel: str) -> str:
+    """What the next crawl does about a damaged part `rel` (legacy: a whole table's file)."""
+    table = rel.split("/")[0]
     if table in ("prefix_stats", "prefix_stats.parquet"):
         return "computes its statistics again"
     if table == MEDIA_CHANGES_FILE:  # only the index's update reads it
@@ -254,12 +322,16 @@ def _next_crawl(table: str) -> str:
     return "lists its partitions again as new"
 
 
-def _move_aside(crawl: CrawlDir, paths: list[Path], target: Path) -> list[Path]:
-    """Move paths inside the crawl dir to the same relative place under `target`."""
+def _move_aside(crawl: CrawlDir, paths: list[Path], target: Path, keep: bool = False) -> list[Path]:
+    """Move paths inside the crawl dir to the same relative place under `target` (with
+    `keep`, a file stays where it is too, for a rename to replace it)."""
     moved = []
     for path in paths:
         dest = target / path.relative_to(crawl.root)
         dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(path, dest)
+        if keep:
+            os.link(path, dest)
+        else:
+            os.replace(path, dest)
         moved.append(dest)
     return moved

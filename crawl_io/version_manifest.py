@@ -3,7 +3,8 @@ the version folder, with its size and SHA-256.
 
     crawldb/v000012/MANIFEST.json
     {"format": 1, "checksum": "sha256",
-     "parts": {"hosts.parquet": {"size": 2048, "sha256": "9f86..."}, "files/pc-1.parquet": ...}}
+     "parts": {"hosts.parquet": {"size": 2048, "sha256": "9f86..."}, "files/pc-1.parquet": ...},
+     "dropped": {"media/pc-2.parquet": ...}}    (only after `check --repair` dropped a part)
 
 Update writes it into the version folder before renaming the folder into place, so a
 version with a manifest is complete. A part hard-linked from the previous version carries
@@ -56,21 +57,38 @@ def version_parts(vdir: Path) -> list[str]:
     return sorted(p.relative_to(vdir).as_posix() for p in vdir.rglob("*.parquet"))
 
 
-def read_manifest(vdir: Path) -> Manifest | None:
-    """The version's manifest; None when it has none; ManifestError when it is garbled."""
+def _record(vdir: Path) -> tuple[Manifest, Manifest] | None:
+    """(parts, parts dropped by `check --repair`) of the version's manifest; None when it
+    has none; ManifestError when it is garbled."""
     path = vdir / MANIFEST_NAME
     try:
         record = json.loads(path.read_bytes())
-        parts = {
-            rel: PartEntry(int(e["size"]), str(e["sha256"])) for rel, e in record["parts"].items()
-        }
-        if any(rel.startswith("/") or ".." in rel.split("/") for rel in parts):
+        found = tuple(
+            {rel: PartEntry(int(e["size"]), str(e["sha256"])) for rel, e in entries.items()}
+            for entries in (record["parts"], record.get("dropped", {}))
+        )
+        if any(rel.startswith("/") or ".." in rel.split("/") for m in found for rel in m):
             raise ValueError("a part outside its version folder")
-        return parts
+        return found[0], found[1]
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise ManifestError(f"{path}: garbled ({type(e).__name__})") from None
+
+
+def read_manifest(vdir: Path) -> Manifest | None:
+    """The version's manifest; None when it has none; ManifestError when it is garbled.
+    A part `check --repair` dropped is in it still, as the round wrote it: to every reader
+    it is a missing part (its group's partitions are listed again, its host's statistics
+    computed again), which `check` does not count as a problem."""
+    record = _record(vdir)
+    return None if record is None else record[0] | record[1]
+
+
+def dropped_parts(vdir: Path) -> list[str]:
+    """The parts of a version that `check --repair` dropped from its manifest, sorted."""
+    record = _record(vdir)
+    return [] if record is None else sorted(record[1])
 
 
 def write_manifest(vdir: Path, carried: Manifest) -> Manifest:
@@ -86,16 +104,31 @@ def write_manifest(vdir: Path, carried: Manifest) -> Manifest:
             if entry is not None and entry.size == size
             else PartEntry(size, file_sha256(path))
         )
-    record = {
-        "format": FORMAT,
-        "checksum": "sha256",
-        "parts": {rel: {"size": e.size, "sha256": e.sha256} for rel, e in parts.items()},
-    }
+    _write(vdir, parts, {})
+    return parts
+
+
+def drop_parts(vdir: Path, rels: list[str]) -> None:
+    """Rewrite a version's manifest without `rels` (parts taken out by `check --repair`),
+    recording them as dropped. Atomic: a reader sees the old manifest or the new one."""
+    record = _record(vdir)
+    assert record is not None  # a legacy version has no manifest to drop from
+    parts, dropped = record
+    dropped |= {rel: parts.pop(rel) for rel in rels if rel in parts}
+    _write(vdir, parts, dropped)
+
+
+def _write(vdir: Path, parts: Manifest, dropped: Manifest) -> None:
+    def entries(m: Manifest) -> dict[str, dict]:
+        return {rel: {"size": e.size, "sha256": e.sha256} for rel, e in m.items()}
+
+    record: dict[str, object] = {"format": FORMAT, "checksum": "sha256", "parts": entries(parts)}
+    if dropped:
+        record["dropped"] = entries(dropped)
     # one part a line, no other whitespace: a round writes the manifest whole
     text = json.dumps(record, sort_keys=True, separators=(",", ":"))
     text = text.replace('},"', '},\n"')
     write_atomic(vdir / MANIFEST_NAME, text, durable=True)
-    return parts
 
 
 CHECKSUM_MISMATCH = "checksum mismatch (its bytes changed since it was written)"

@@ -12,9 +12,11 @@ from collections import Counter
 from crawl_io.crawldir import CrawlDir, read_parquet
 from crawl_io.disk_room import disk_room, summary
 from crawl_io.duck import cursor
+from crawl_io.integrity import dropped_effect
 from crawl_io.readable import human_bytes, plural, readable_path, readable_text
 from crawl_io.schema import FETCHLOG
 from crawl_io.sources import CONFIG_STATUSES, HOST_OK, UNREACHABLE_STATUSES
+from crawl_io.version_manifest import dropped_parts
 from jobs.hint_counts import hints_report
 
 MAX_LINES = 20  # per list in the text report; --json lists everything
@@ -114,6 +116,7 @@ def round_report(crawl: CrawlDir, keep_rounds: int | None = None) -> dict:
         "scan_reasons": by_reason,
         "hints": hints_report(crawl.root, partitions, by_reason),
         "disk": None if keep_rounds is None else disk_room(crawl, keep_rounds).report(),
+        "dropped_parts": dropped_parts(crawl.version_dir(last)),
     }
 
 
@@ -165,6 +168,8 @@ def format_report(report: dict) -> str:
         lines.append(f"  {config_failure_line(report)}")
     if (disk := report.get("disk")) is not None:
         lines.append(f"  disk: {disk['warning'] or summary(disk)}")
+    for effect, n in Counter(map(dropped_effect, report.get("dropped_parts", []))).items():
+        lines.append(f"  {plural(n, 'part')} dropped by check --repair: {effect}")
     return "\n".join(lines)
 
 

@@ -142,10 +142,11 @@ def test_bit_rot_is_a_checksum_mismatch_caught_by_page_crcs_and_repaired(lan: LA
 
     code, out, _ = run(lan, capsys, "check", "--repair")
     assert code == 0
-    assert "moved damaged crawldb/v000002/files/beta.parquet" in out
+    assert f"{part}: dropped from {MANIFEST_NAME} (checksum mismatch" in out
     assert crawl.current() == 2  # a damaged host part does not cost the version
     aside = list((lan.crawl_dir / "damaged").rglob("beta.parquet"))
     assert len(aside) == 1 and aside[0].stat().st_size == size  # moved, not deleted
+    assert run(lan, capsys, "check")[1].endswith("; 1 dropped by check --repair\n")
 
     lan.crawl()
     assert run(lan, capsys, "check")[0] == 0
