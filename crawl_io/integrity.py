@@ -330,6 +330,7 @@ def _move_aside(crawl: CrawlDir, paths: list[Path], target: Path, keep: bool = F
         dest = target / path.relative_to(crawl.root)
         dest.parent.mkdir(parents=True, exist_ok=True)
         if keep:
+            dest.unlink(missing_ok=True)  # as os.replace would: the latest copy set aside
             os.link(path, dest)
         else:
             os.replace(path, dest)
