@@ -18,11 +18,14 @@ import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from crawl_io.tempfiles import TEMP_NAME
 from tests.conftest import LAN
 from tests.test_scale_out import build, host_keys, running_luigid, tables
 from tests.test_scale_out_retry import RETRY_LUIGID, group_members, wait_for
+
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 SHIM = Path(__file__).with_name("join_shim")
