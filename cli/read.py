@@ -59,6 +59,7 @@ def warn(line: str) -> None:
 def cmd_search(args: argparse.Namespace) -> int:
     from queries.querylang import parse_query
     from queries.search import IndexUnreadable, QueryError, format_results, search
+    from queries.search_results import episodes_gathered
 
     check_count("--limit", args.limit)
     crawl = existing_crawl(args)
@@ -78,11 +79,10 @@ def cmd_search(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     if warning := parse_query(query).unknown_warning():
         warn(f"{warning} (sharecrawl search --help)")
-    print(
-        json.dumps(results, default=str, ensure_ascii=False)
-        if args.json
-        else format_results(results)
-    )
+    if args.json:
+        print(json.dumps(results, default=str, ensure_ascii=False))
+    else:  # a series' episodes in order, unless the newest first were asked for
+        print(format_results(results if args.latest else episodes_gathered(results)))
     return 0
 
 

@@ -6,6 +6,7 @@ A query string is a list of parts joined by AND:
     artist:madonna title:"frozen" words restricted to fields (quotes keep words together)
     year:2000..2005  year:1999    numeric fields: a value or a range (open ends allowed)
     season:6  episode:3..         likewise for video works
+    s01e02  S1E2  1x02            an episode code: season 1, episode 2 (of the other words' series)
     kind:video                    audio or video
     host:lab-2  format:flac       works with a copy on that host, in that format
 
@@ -167,6 +168,30 @@ class NumericQuery(Query):
         return keep  # NaN (NULL) compares false either way
 
 
+# Episode codes as file names and people write them: S01E02, s1e2, 1x02 (not 4x4, a title).
+EPISODE_CODE = re.compile(r"s(\d{1,3})e(\d{1,4})|(\d{1,2})x(\d{2,3})", re.I)
+
+
+@dataclass(frozen=True)
+class EpisodeQuery(Query):
+    """An episode code typed as a word: season and episode, both."""
+
+    season: int
+    episode: int
+    is_filter = True
+
+    @classmethod
+    def parse(cls, word: str) -> EpisodeQuery | None:
+        match = EPISODE_CODE.fullmatch(word)
+        if match is None:
+            return None
+        season, episode = (int(g) for g in match.groups() if g is not None)
+        return cls(season, episode)
+
+    def select(self, works: WorkColumns, rows: np.ndarray) -> np.ndarray | None:
+        return (works["season"][rows] == self.season) & (works["episode"][rows] == self.episode)
+
+
 @dataclass(frozen=True)
 class KindQuery(Query):
     kind: str
@@ -244,7 +269,7 @@ _PART_RE = re.compile(r'(?:(?P<field>[A-Za-z]+):)?(?:"(?P<quoted>[^"]*)"?|(?P<ba
 def parse_part(field_name: str | None, value: str) -> Query:
     """One `field:value` or bare value; unknown field names are just text."""
     if field_name is None:
-        return TextQuery(value)
+        return EpisodeQuery.parse(value) or TextQuery(value)
     name = field_name.casefold()
     if name in TEXT_FIELDS:
         if not value.strip():

@@ -68,20 +68,41 @@ def _headline(result: dict) -> str:
     return f"{head} ({extra})" if extra else head
 
 
+def episodes_gathered(results: list[dict]) -> list[dict]:
+    """Results in rank order, but a series' episodes gather where its best one stands, in
+    season and episode order (as the page shows them: web.views.blocks)."""
+    series: dict[str, list[dict]] = {}
+    order: list[dict | list[dict]] = []
+    for result in results:
+        if not result["series"] or result["episode"] is None:
+            order.append(result)
+            continue
+        key = result["series"].casefold()
+        if key not in series:
+            order.append(series.setdefault(key, []))
+        series[key].append(result)
+    gathered: list[dict] = []
+    for item in order:
+        if isinstance(item, list):
+            gathered += sorted(item, key=lambda r: (r["season"] or 0, r["episode"]))
+        else:
+            gathered.append(item)
+    return gathered
+
+
 def format_results(results: list[dict]) -> str:
     """Lines for people, two per result; URLs as IRIs (crawl_io.readable)."""
     if not results:
         return "no results"
     lines = []
-    for result in results:
+    for number, result in enumerate(results, 1):
         best = result["best"]
         copies = plural(result["copies"], "copy", "copies")
         where = f"on {plural(result['hosts'], 'host')}"
         state = f"{result['online_copies']} online" if result["online_copies"] else "all offline"
         head = h if (h := _headline(result)) != "?" else best["path"].rpartition("/")[2]
         lines.append(
-            f"{result['rank']:3d}. {readable_text(head)}  [{result['kind']}]  "
-            f"{copies} {where}, {state}"
+            f"{number:3d}. {readable_text(head)}  [{result['kind']}]  {copies} {where}, {state}"
         )
         quality = [best["format"] or "?"]
         if best["bitrate_kbps"]:

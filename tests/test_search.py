@@ -16,8 +16,9 @@ from crawl_io import schema
 from crawl_io.readable import readable_url
 from queries.index import build_index, index_version
 from queries.index_store import IDENTITY_LINKS
+from queries.querylang import parse_query
 from queries.search import QueryError, format_results, search
-from queries.search_results import copy_url
+from queries.search_results import copy_url, episodes_gathered
 
 NOW = datetime(2024, 5, 1, tzinfo=UTC)
 
@@ -520,3 +521,27 @@ def test_video_names_guessed_in_a_child_process(tmp_path: Path, monkeypatch) -> 
     episodes = [(r["season"], r["episode"]) for r in search(out, "lost", latest=True)]
     assert (5, 10) in episodes
     assert search(out, "matrix kind:video")[0]["year"] == 1999
+
+
+@pytest.mark.parametrize("code", ["s06e02", "S06E02", "S6E2", "6x02", "lost s06e02"])
+def test_an_episode_code_means_that_season_and_episode(index: Path, code: str) -> None:
+    [result] = search(index, code)
+    assert (result["series"], result["season"], result["episode"]) == ("Lost", 6, 2)
+
+
+def test_an_episode_code_and_words_rank_that_episode_alone() -> None:
+    parsed = parse_query("breaking bad 1x02 4x4")
+    assert [type(p).__name__ for p in parsed.parts] == [
+        "TextQuery",
+        "TextQuery",
+        "EpisodeQuery",
+        "TextQuery",  # 4x4: a title, not season 4 episode 4
+    ]
+
+
+def test_the_terminal_lists_a_series_in_season_and_episode_order(index: Path) -> None:
+    results = search(index, "lost")
+    episodes = [(r["season"], r["episode"]) for r in episodes_gathered(results) if r["series"]]
+    assert episodes == [(5, 10), (6, 1), (6, 2), (6, 3)]
+    lines = format_results(episodes_gathered(results)).splitlines()[::2]
+    assert [line.split(".")[0].strip() for line in lines] == ["1", "2", "3", "4"]
