@@ -104,6 +104,7 @@ MEDIA = pa.schema(
         ("season", pa.int32()),
         ("episode", pa.int32()),
         ("tag_error", pa.string()),
+        ("tag_source", pa.string()),  # where artist/title came from: 'tags' or 'name'
         ("partition_id", pa.string()),
         ("tagged_at", TS),
     ]

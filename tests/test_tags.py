@@ -46,7 +46,7 @@ FORMATS = {
     "mp4": "mp4",
 }
 # The tag columns as the crawldb stores them: from the schema, not from the reader.
-_START, _END = MEDIA.names.index("kind"), MEDIA.names.index("tag_error")
+_START, _END = MEDIA.names.index("kind"), MEDIA.names.index("tag_source")
 TAG_SCHEMA = pa.schema([MEDIA.field(name) for name in MEDIA.names[_START : _END + 1]])
 
 

@@ -13,6 +13,7 @@ from crawl_io.mediatypes import extension
 from crawl_io.sources import SourceError
 from crawl_io.tags.asf import HEADER as ASF_HEADER
 from crawl_io.tags.asf import read_asf
+from crawl_io.tags.audio_names import fill_from_audio_name
 from crawl_io.tags.errors import NotThisFormat, describe_error, short
 from crawl_io.tags.fields import fill_from_tags
 from crawl_io.tags.flac import read_flac
@@ -74,11 +75,15 @@ def read_tags(fileobj: IO[bytes], name: str) -> dict[str, Any]:
         _read_container(row, fileobj, name)
     except Exception as e:  # one broken file must never stop a round
         row["tag_error"] = describe_error(e, row["format"])
+    if row["artist"] is not None or row["title"] is not None:
+        row["tag_source"] = "tags"
     if row["kind"] == "video":
         try:
             fill_from_video_name(row, name)
         except Exception as e:  # guessit on a strange name: keep what the tags gave
             row["tag_error"] = row["tag_error"] or f"video name not parsed: {short(e)}"
+    elif row["kind"] == "audio" and fill_from_audio_name(row, name):
+        row["tag_source"] = "name"
     return row
 
 

@@ -29,6 +29,7 @@ TAG_COLUMNS = (
     "season",
     "episode",
     "tag_error",
+    "tag_source",
 )
 TEXT_FIELDS = ("artist", "title", "album", "albumartist", "genre", "series")
 INT32_MAX = 2**31 - 1
