@@ -1,6 +1,6 @@
 """Index: bring the search index up to the live version and swap it in.
 
-The index is updated in proportion to what the round changed (queries.index_update: the
+The index is updated in proportion to what the round changed (queries.index: the
 media parts that differ from the version it holds, and hosts gone on or off line). It is
 built in full instead when there is none, when it does not open (damaged), when it is of
 another format, when the version it holds is gone, and every `full_every` versions (the
@@ -23,7 +23,7 @@ log = logging.getLogger("sharecrawl")
 
 def full_build_reason(crawl: CrawlDir, live: int, full_every: int) -> str | None:
     """Why the index must be built in full for version `live`, or None (an update does)."""
-    from queries.index import FORMAT, index_meta
+    from queries.index_store import FORMAT, index_meta
 
     if not crawl.index.exists():
         return "there is no index"
@@ -59,7 +59,8 @@ class Index(luigi.Task):
         import duckdb
         import pyarrow as pa
 
-        from queries.index import build_index, index_version, update_index
+        from queries.index import build_index, update_index
+        from queries.index_store import index_version
 
         crawl = CrawlDir(self.crawl_dir)
         live = crawl.current()

@@ -26,7 +26,7 @@ class IndexedVersion(luigi.Target):
         self.crawl, self.version = CrawlDir(crawl_dir), version
 
     def exists(self) -> bool:
-        from queries.index import index_version
+        from queries.index_store import index_version
 
         if not self.crawl.index.exists():
             return False

@@ -6,7 +6,7 @@ Candidates come from deletion keys, after SymSpell (W. Garbe): a term and its fo
 letter deleted are its keys, and two words one edit apart always share a key (a replaced
 letter: both without it; an inserted one: the longer without it is the shorter; a swap:
 each without one of the two). The index stores the keys of its vocabulary as CRC-32 hashes
-(queries.index_terms), sorted, so a query word's keys are looked up with a binary search;
+(queries.index), sorted, so a query word's keys are looked up with a binary search;
 a hash may collide, so every candidate is checked by `one_edit` before it counts.
 """
 

@@ -1,39 +1,73 @@
-"""The search index of a crawl directory (index/search.duckdb): built in full from a crawldb
-version (queries.index_build), or brought up to a later version by an update that costs
-what changed (queries.index_update). Either way the new index is written under a hidden
-temporary name beside the live one and swapped in by rename, so readers (queries.index_store)
-see the old file or the new one, whole, by a name that only ever names that file
-(queries.index_store.link_by_identity).
+"""The search index of a crawl directory (index/search.duckdb), written: built in full from
+a crawldb version, or brought up to a later version by an update that costs what changed.
+Either way the new index is written under a hidden temporary name beside the live one and
+swapped in by rename, so readers (queries.index_store) see the old file or the new one,
+whole, by a name that only ever names that file (queries.index_store.link_by_identity).
+Both read rows and group them into works with the same SQL (queries.index_works).
+
+Tables in the index:
+- `works`: copies grouped into works, with counts, the best copy and a static prior from
+  the number of copies;
+- `copies`: every media file with its work_id and what the index made of it (folder, stem,
+  resolution, lossless, online): for listing copies, for analysts, and for updates;
+- `terms` (term_id, term, df: the number of works holding it), `postings` (term_id,
+  work_id, weight, fields: sorted by term_id when made whole, so that a term's postings are
+  one stretch of the file; an update appends, and readers sort) and `term_keys` (key,
+  term_id: the terms' deletion keys for typo tolerance, queries.fuzzy, as CRC-32 hashes).
+  A term no work holds any more is dropped with its keys, as a full build never makes it;
+- `strings`, `words`: every distinct string and word met, with its terms and forms;
+- `hosts`: host, url, online (to build URLs of copies);
+- `meta`: key/value pairs: the crawldb version the index holds, the format, counts, and the
+  version of its last full build.
+
+An update reads the media rows that changed, as the new version's record of them says
+(crawl_io.media_changes) for the hosts it covers, and otherwise as the media parts that
+differ between the two versions (crawl_io.host_parts) say, read old and new and their rows
+compared. Copies gone or changed are deleted, new or changed ones inserted, hosts that went
+on or off line relabel their copies, and only the works those copies belong to (before or
+after) are grouped, weighed and posted anew, so that the result is the index a full build
+would make.
+
+Works whose copies are unchanged but some of which are on a host that went on or off line
+(an update's "relabel" works) keep their terms, counts, modes and newest copy; their online
+counts move by the copies and hosts that switched (all of a host's copies share its online
+state), and their best copy is the first of the old best and their copies on the switched
+hosts (a copy elsewhere did not change, and came after the old best). This holds unless
+the old best is on a host that went off line: those works are grouped anew from all their
+copies. When the best copy changes, so do the columns taken from it (kind, series, season,
+episode; the title when the copies have none) and the title's mode is read again for those
+works alone. Grouping them anew would read every copy: a popular work has thousands, and
+the hosts that switched hold few of them.
 """
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 from crawl_io.atomic import clone_file, start_writeback, write_atomic
-from queries.index_build import build, write_meta
-from queries.index_store import (
-    FORMAT,
-    index_meta,
-    index_version,
-    link_by_identity,
-    prune_identity_links,
+from crawl_io.host_parts import changed_parts, table_parts
+from crawl_io.media_changes import INDEXED_COLUMNS, recorded_changes
+from queries.fuzzy import term_key_rows
+from queries.index_store import FORMAT, link_by_identity, prune_identity_links
+from queries.index_works import (
+    BEST_COPY_ORDER,
+    LOSSLESS_FORMATS,
+    assign_work_ids,
+    copies_select,
+    create_strings,
+    key_media,
+    load_hosts,
+    media_rows,
+    mode_select,
+    work_postings,
+    works_select,
 )
-from queries.index_update import UpdateCounts, apply_update
-
-__all__ = [
-    "FORMAT",
-    "UpdateCounts",
-    "build_index",
-    "index_meta",
-    "index_version",
-    "publish",
-    "update_index",
-]
 
 
 def publish(out_path: Path, write: Callable[[Path], None]) -> None:
@@ -94,7 +128,7 @@ def _write(
 def build_index(version_dir: Path, out_path: Path) -> None:
     """Build the index of `version_dir` from scratch into `out_path`, replacing it."""
     version_dir = Path(version_dir)
-    _write(Path(out_path), lambda con: build(con, version_dir))
+    _write(Path(out_path), lambda con: _build(con, version_dir))
 
 
 def update_index(index_path: Path, old_dir: Path, new_dir: Path) -> UpdateCounts:
@@ -104,9 +138,380 @@ def update_index(index_path: Path, old_dir: Path, new_dir: Path) -> UpdateCounts
     counts: list[UpdateCounts] = []
 
     def fill(con: duckdb.DuckDBPyConnection) -> None:
-        counts.append(apply_update(con, Path(old_dir), Path(new_dir)))
+        counts.append(_apply_update(con, Path(old_dir), Path(new_dir)))
         changed = counts[0].parts > 0 or counts[0].hosts_switched > 0
-        write_meta(con, Path(new_dir).name, full=False, changed=changed)
+        _write_meta(con, Path(new_dir).name, full=False, changed=changed)
 
     _write(index_path, fill, start_from=index_path)
     return counts[0]
+
+
+def _build(con: duckdb.DuckDBPyConnection, version_dir: Path) -> None:
+    """Fill the empty database of `con` with the index of `version_dir`."""
+    con.execute("SET enable_progress_bar = false")
+    load_hosts(con, version_dir)
+    create_strings(con)
+    key_media(con, media_rows(con, table_parts(version_dir, "media")))
+    assign_work_ids(con, "mk", existing=False)
+    # grouped by work; a full sort by path would cost seconds
+    con.execute(f"CREATE TABLE copies AS {copies_select('mk')} ORDER BY work_id")
+    con.execute("DROP TABLE mk")
+    con.execute(f"CREATE TABLE works AS {works_select('keyed_ids')} ORDER BY work_id")
+    con.execute("DROP TABLE keyed_ids")
+    work_postings(con)
+    _create_vocabulary(con)
+    con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    _write_meta(con, version_dir.name, full=True)
+
+
+def _write_meta(
+    con: duckdb.DuckDBPyConnection, version: str, *, full: bool, changed: bool = True
+) -> None:
+    """Record the version the index now holds, its counts and format; `built_at` is when
+    what it holds last changed (an update that changed nothing only relabels it)."""
+    values = {
+        "version": version,
+        "format": FORMAT,
+        "works": str(con.execute("SELECT count(*) FROM works").fetchone()[0]),
+        "media": str(con.execute("SELECT count(*) FROM copies").fetchone()[0]),
+    }
+    if changed or full:
+        values["built_at"] = con.execute("SELECT now()::VARCHAR").fetchone()[0]
+    if full:
+        values["full_version"] = version
+    con.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", list(values.items()))
+
+
+@dataclass(frozen=True)
+class UpdateCounts:
+    parts: int  # media parts that differ (old and new)
+    parts_read: int  # of those, the parts read to compare (no record of changes covers them)
+    paths: int  # media paths added, deleted or changed
+    rows_new: int  # media rows added or changed
+    hosts_switched: int  # hosts that went on or off line
+    works: int  # works grouped and posted anew
+    works_relabelled: int  # works brought up to date for their copies' online state alone
+
+
+def _apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -> UpdateCounts:
+    """Update the index open on `con` (built from `old_dir`) to `new_dir`."""
+    con.execute("SET enable_progress_bar = false")
+    diff = changed_parts(old_dir, new_dir, "media")
+    _switch_hosts(con, new_dir)
+
+    recorded = recorded_changes(old_dir, new_dir, diff)
+    rest = recorded.rest
+    _compare_rows(con, media_rows(con, rest.removed), media_rows(con, rest.added))
+    if recorded.rows.num_rows:
+        con.register("recorded", recorded.rows)
+        con.execute("INSERT INTO gone SELECT host, share, path FROM recorded WHERE NOT came")
+        columns = ", ".join(INDEXED_COLUMNS)
+        con.execute(f"INSERT INTO came SELECT {columns} FROM recorded WHERE came")
+        con.unregister("recorded")
+    # Works whose copies changed are grouped and posted anew (scope). Works that only have
+    # copies on a host that went on or off line keep their postings, which never depend on
+    # whether a copy is online (relabel): their counts of online copies and their best copy
+    # change, their terms do not; they are brought up to date from their copies on those
+    # hosts (_relabel_works), or grouped anew when their best copy went off line.
+    # The copies gone are found once, by row id, for their works and for their deletion:
+    # each is a pass over the paths of every copy.
+    con.execute(
+        """
+        CREATE TEMP TABLE gone_copies AS
+        SELECT c.rowid AS r, c.work_id FROM copies c
+        SEMI JOIN gone g ON c.host = g.host AND c.share = g.share AND c.path = g.path
+        """
+    )
+    con.execute("CREATE TEMP TABLE scope AS SELECT DISTINCT work_id FROM gone_copies")
+    _note_switched(con)
+    con.execute("DELETE FROM copies WHERE rowid IN (SELECT r FROM gone_copies)")
+    con.execute(
+        """
+        UPDATE copies SET online = coalesce(h.online, false)
+        FROM switched s LEFT JOIN hosts h USING (host)
+        WHERE copies.host = s.host
+        """
+    )
+
+    key_media(con, "came", few=True)
+    assign_work_ids(con, "mk", existing=True)
+    con.execute(f"INSERT INTO copies {copies_select('mk')}")
+    con.execute("INSERT INTO scope SELECT work_id FROM keyed_ids EXCEPT SELECT work_id FROM scope")
+    con.execute("DELETE FROM relabel WHERE work_id IN (SELECT work_id FROM scope)")
+    _relabel_works(con)
+
+    con.execute(
+        """
+        CREATE TEMP TABLE scope_keys AS
+        SELECT work_id, work_key FROM works
+        WHERE work_id IN (SELECT work_id FROM scope UNION ALL SELECT work_id FROM regroup)
+        UNION SELECT work_id, work_key FROM keyed_ids
+        """
+    )
+    con.execute("DELETE FROM works WHERE work_id IN (SELECT work_id FROM scope_keys)")
+    # The copies of the works grouped anew are read where they are, each query taking the
+    # columns it needs: copying them out first (a third of `copies`, every column) cost
+    # more than reading them twice.
+    grouped = "(SELECT * FROM copies SEMI JOIN scope_keys USING (work_id))"
+    con.execute(f"INSERT INTO works {works_select('scope_keys', grouped, materialize=True)}")
+    work_postings(con, "(SELECT * FROM copies SEMI JOIN scope USING (work_id))")
+    _replace_postings(con, "scope")
+    counts = UpdateCounts(
+        parts=len(diff.removed) + len(diff.added),
+        parts_read=len(rest.removed) + len(rest.added),
+        paths=_count(con, "gone"),
+        rows_new=_count(con, "came"),
+        hosts_switched=_count(con, "switched"),
+        works=_count(con, "scope"),
+        works_relabelled=_count(con, "relabel"),
+    )
+    for table in (
+        "gone",
+        "gone_copies",
+        "came",
+        "mk",
+        "keyed_ids",
+        "scope",
+        "relabel",
+        "regroup",
+        "scope_keys",
+        "switched",
+    ):
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+    return counts
+
+
+def _compare_rows(con: duckdb.DuckDBPyConnection, before: str, after: str) -> None:
+    """Temp tables `gone` (host, share, path): every path with a row that differs between
+    relations `before` and `after` (as the index sees rows: INDEXED_COLUMNS), and `came`:
+    the new rows of those paths, which replace every copy of them.
+
+    Rows are compared by a 64-bit hash of their columns, with their multiplicity: a (path,
+    hash) whose count differs between the sides marks a path changed. One aggregate over
+    both sides cost a third less than EXCEPT ALL each way, and comparing the rows' every
+    column several times more. The new side is read again for the rows of changed paths:
+    reading its parts twice costs less than holding all its rows in a table (the comparison
+    takes 0.11 s rather than 0.14 s over the 166 parts of bench/index_update.py). A changed
+    row whose hash stays the same would be missed with a probability of 2^-64."""
+    columns = ", ".join(INDEXED_COLUMNS)
+    con.execute(
+        f"""
+        CREATE TEMP TABLE gone AS SELECT DISTINCT host, share, path FROM (
+            SELECT host, share, path, h FROM (
+                SELECT host, share, path, hash({columns}) AS h, -1 AS side FROM {before}
+                UNION ALL SELECT host, share, path, hash({columns}), 1 FROM {after}
+            ) GROUP BY ALL HAVING sum(side) <> 0
+        )
+        """
+    )
+    con.execute(
+        f"""
+        CREATE TEMP TABLE came AS SELECT {columns} FROM {after} n
+        SEMI JOIN gone g ON n.host = g.host AND n.share = g.share AND n.path = g.path
+        """
+    )
+
+
+def _switch_hosts(con: duckdb.DuckDBPyConnection, new_dir: Path) -> None:
+    """Replace table `hosts` by the new version's; temp table `switched` (host): the hosts
+    whose copies' online state changes (a host gone from the table counts as offline)."""
+    con.execute("ALTER TABLE hosts RENAME TO hosts_before")
+    load_hosts(con, new_dir)
+    con.execute(
+        """
+        CREATE TEMP TABLE switched AS
+        SELECT host FROM hosts_before b FULL JOIN hosts h USING (host)
+        WHERE coalesce(b.online, false) <> coalesce(h.online, false)
+        """
+    )
+    con.execute("DROP TABLE hosts_before")
+
+
+def _count(con: duckdb.DuckDBPyConnection, table: str) -> int:
+    return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+# The columns of a work's best copy (as works_select builds it) and of its order.
+_BEST = (
+    "kind, series, season, episode, name, host, share, path, format, bitrate_kbps, size, "
+    "online, resolution, lossless"
+)
+
+
+def _note_switched(con: duckdb.DuckDBPyConnection) -> None:
+    """Temp tables `moved`: the copies on the hosts of temp table `switched`, as they will
+    be (online as in `hosts`), and `relabel` (work_id): their works. Taken before an update
+    deletes and adds copies: those are of works grouped anew, which _relabel_works skips."""
+    con.execute(
+        """
+        CREATE TEMP TABLE moved AS
+        SELECT c.work_id, c.kind, c.series, c.season, c.episode, c.stem AS name, c.host,
+               c.share, c.path, c.format, c.bitrate_kbps, c.size,
+               coalesce(h.online, false) AS online, c.resolution, c.lossless
+        FROM copies c JOIN switched s USING (host) LEFT JOIN hosts h USING (host)
+        """
+    )
+    con.execute("CREATE TEMP TABLE relabel AS SELECT DISTINCT work_id FROM moved")
+
+
+def _relabel_works(con: duckdb.DuckDBPyConnection) -> None:
+    """Update in `works` the works of temp table `relabel` (work_id; _note_switched), whose
+    copies did not change but for the online state of those on the hosts that switched
+    (temp table `moved`). Temp table `regroup` (work_id): the ones left to group anew from
+    their copies."""
+    con.execute(
+        """
+        CREATE TEMP TABLE regroup AS
+        SELECT w.work_id FROM works w SEMI JOIN relabel USING (work_id)
+        WHERE w.best_host IN (
+            SELECT s.host FROM switched s LEFT JOIN hosts h USING (host)
+            WHERE NOT coalesce(h.online, false)
+        )
+        """
+    )
+    lossless = ", ".join(f"'{f}'" for f in LOSSLESS_FORMATS)  # our constants
+    # `lossless` as prepare_rows computes it from the (lower case) format: the old best
+    # copy's is the same value, and so is its place in BEST_COPY_ORDER.
+    con.execute(
+        "DELETE FROM moved WHERE work_id NOT IN (SELECT work_id FROM relabel) "
+        "OR work_id IN (SELECT work_id FROM regroup)"
+    )
+    con.execute(
+        f"""
+        CREATE TEMP TABLE relabelled AS
+        WITH counted AS (
+            SELECT work_id,
+                sum(CASE WHEN online THEN 1 ELSE -1 END) AS d_copies,
+                count(DISTINCT host) FILTER (WHERE online)
+                    - count(DISTINCT host) FILTER (WHERE NOT online) AS d_hosts
+            FROM moved GROUP BY work_id
+        ),
+        candidates AS (
+            SELECT *, true AS changed FROM moved
+            UNION ALL
+            SELECT w.work_id, w.kind, w.series, w.season, w.episode, NULL, w.best_host,
+                   w.best_share, w.best_path, w.best_format, w.best_bitrate_kbps, w.best_size,
+                   w.best_online, w.best_resolution,
+                   lower(w.best_format) IN ({lossless}), false
+            FROM works w SEMI JOIN moved m USING (work_id)
+            WHERE w.best_host NOT IN (SELECT host FROM switched)
+        ),
+        best AS (
+            SELECT work_id,
+                arg_min({{{", ".join(f"'{c}': {c}" for c in _BEST.split(", "))},
+                          'changed': changed}}, {BEST_COPY_ORDER}) AS b
+            FROM candidates GROUP BY work_id
+        )
+        SELECT work_id, d_copies, d_hosts, b FROM counted JOIN best USING (work_id)
+        """
+    )
+    con.execute(
+        f"""
+        CREATE TEMP TABLE relabelled_titles AS
+        WITH c AS (
+            SELECT work_id, title FROM copies
+            SEMI JOIN (SELECT work_id FROM relabelled WHERE b.changed) USING (work_id)
+        )
+        {mode_select("title")}
+        """
+    )
+    # A work's row replaced whole: DuckDB updates string columns in place several times
+    # slower than it deletes and appends rows.
+    con.execute(
+        """
+        CREATE TEMP TABLE relabelled_works AS
+        SELECT w.* REPLACE (
+            w.online_copies + r.d_copies AS online_copies,
+            w.online_hosts + r.d_hosts AS online_hosts,
+            r.b.kind AS kind,
+            CASE WHEN r.b.changed
+                THEN coalesce(t.title, CASE WHEN r.b.series IS NULL THEN r.b.name END)
+                ELSE w.title END AS title,
+            r.b.series AS series, r.b.season AS season, r.b.episode AS episode,
+            r.b.host AS best_host, r.b.share AS best_share, r.b.path AS best_path,
+            r.b.format AS best_format, r.b.bitrate_kbps AS best_bitrate_kbps,
+            r.b.size AS best_size, r.b.online AS best_online,
+            r.b.resolution AS best_resolution
+        )
+        FROM works w JOIN relabelled r USING (work_id)
+        LEFT JOIN relabelled_titles t USING (work_id)
+        """
+    )
+    con.execute("DELETE FROM works WHERE work_id IN (SELECT work_id FROM relabelled)")
+    con.execute("INSERT INTO works BY NAME SELECT * FROM relabelled_works")
+    con.execute("DROP TABLE relabelled_works")
+    con.execute("DROP TABLE moved")
+    con.execute("DROP TABLE relabelled")
+    con.execute("DROP TABLE relabelled_titles")
+
+
+# The rows of `postings` from temp table `new_postings`, a term's postings together.
+_NEW_POSTINGS = """
+    SELECT t.term_id, p.work_id, p.weight, p.fields
+    FROM new_postings p JOIN terms t USING (term)
+    ORDER BY t.term_id, p.work_id
+"""
+
+
+def _create_vocabulary(con: duckdb.DuckDBPyConnection) -> None:
+    """Tables terms, postings and term_keys from temp table `new_postings` (every work's)."""
+    con.execute(
+        """
+        CREATE TABLE terms AS
+        SELECT (row_number() OVER (ORDER BY term))::INTEGER AS term_id, term,
+               count(*)::INTEGER AS df
+        FROM new_postings GROUP BY term ORDER BY term
+        """
+    )
+    con.execute(f"CREATE TABLE postings AS {_NEW_POSTINGS}")
+    con.execute("CREATE TABLE term_keys (key UINTEGER, term_id INTEGER)")
+    _add_keys(con, "SELECT term, term_id FROM terms")
+    con.execute("DROP TABLE new_postings")
+
+
+def _replace_postings(con: duckdb.DuckDBPyConnection, scope: str) -> None:
+    """Replace the postings of the works in table `scope` (work_id) by temp table
+    `new_postings` (theirs, computed anew), keeping df and the terms' keys right."""
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE df_change AS
+        SELECT term, sum(n)::INTEGER AS n FROM (
+            SELECT t.term, -count(*) AS n FROM postings p JOIN terms t USING (term_id)
+            WHERE p.work_id IN (SELECT work_id FROM {scope}) GROUP BY t.term
+            UNION ALL
+            SELECT term, count(*) FROM new_postings GROUP BY term
+        ) GROUP BY term HAVING sum(n) <> 0
+        """
+    )
+    con.execute(f"DELETE FROM postings WHERE work_id IN (SELECT work_id FROM {scope})")
+    first = con.execute("SELECT coalesce(max(term_id), 0) FROM terms").fetchone()[0]
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE added_terms AS
+        SELECT ({first} + row_number() OVER (ORDER BY term))::INTEGER AS term_id, term
+        FROM (SELECT DISTINCT term FROM new_postings WHERE term NOT IN (SELECT term FROM terms))
+        """
+    )
+    con.execute("INSERT INTO terms SELECT term_id, term, 0 FROM added_terms")
+    con.execute(
+        """
+        UPDATE terms SET df = terms.df + d.n FROM df_change d WHERE terms.term = d.term
+        """
+    )
+    con.execute(f"INSERT INTO postings {_NEW_POSTINGS}")
+    con.execute("DELETE FROM term_keys WHERE term_id IN (SELECT term_id FROM terms WHERE df <= 0)")
+    con.execute("DELETE FROM terms WHERE df <= 0")
+    _add_keys(
+        con, "SELECT term, term_id FROM added_terms WHERE term_id IN (SELECT term_id FROM terms)"
+    )
+    for table in ("df_change", "added_terms", "new_postings"):
+        con.execute(f"DROP TABLE {table}")
+
+
+def _add_keys(con: duckdb.DuckDBPyConnection, terms_sql: str) -> None:
+    hashes, ids = term_key_rows(con.execute(terms_sql).fetchall())
+    con.register("new_keys", pa.table({"key": hashes, "term_id": ids}))
+    try:
+        con.execute("INSERT INTO term_keys SELECT key, term_id FROM new_keys")
+    finally:
+        con.unregister("new_keys")

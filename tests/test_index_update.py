@@ -19,7 +19,8 @@ from crawl_io import schema
 from crawl_io.host_parts import changed_parts, part_file
 from crawl_io.version_manifest import read_manifest, write_manifest
 from queries import text
-from queries.index import build_index, index_meta, update_index
+from queries.index import build_index, update_index
+from queries.index_store import index_meta
 from queries.search import search
 from tests.test_search import NOW, media
 

@@ -46,7 +46,7 @@ MAY_IMPORT: dict[str, set[str]] = {
 }
 NOT_PACKAGES = {"tests", "bench"}  # never imported by a package
 
-MAX_LINES = 400
+MAX_LINES = 600
 # Modules over MAX_LINES today, with their line counts: it may only shrink. An entry goes
 # when its module is split under the limit, and its number follows the module down.
 OVERSIZED: dict[str, int] = {}
@@ -426,13 +426,13 @@ def test_an_import_against_the_layers_is_found() -> None:
 
 def test_sizes_over_the_limit_and_a_stale_list_are_found() -> None:
     problems = size_problems(
-        {"a.py": 401, "b.py": 500, "c.py": 390, "d.py": 450, "e.py": 460},
-        {"b.py": 480, "c.py": 420, "d.py": 460, "gone.py": 500, "e.py": 460},
+        {"a.py": 601, "b.py": 700, "c.py": 590, "d.py": 650, "e.py": 660},
+        {"b.py": 680, "c.py": 620, "d.py": 660, "gone.py": 700, "e.py": 660},
     )
     assert [p.split(" ", 1)[0] for p in problems] == ["a.py", "b.py", "c.py", "d.py", "OVERSIZED"]
-    assert "grew to 500 lines" in problems[1]
+    assert "grew to 700 lines" in problems[1]
     assert "remove its entry" in problems[2]
-    assert "set its OVERSIZED entry in tests/test_layout.py to 450" in problems[3]
+    assert "set its OVERSIZED entry in tests/test_layout.py to 650" in problems[3]
 
 
 def test_words_from_outside_are_found() -> None:

@@ -14,8 +14,8 @@ import pytest
 
 from crawl_io import schema
 from crawl_io.readable import readable_url
-from queries.index import build_index, index_version
-from queries.index_store import IDENTITY_LINKS
+from queries.index import build_index
+from queries.index_store import IDENTITY_LINKS, index_version
 from queries.querylang import parse_query
 from queries.search import QueryError, format_results, search
 from queries.search_results import copy_url, episodes_gathered

@@ -31,7 +31,7 @@ from crawl_io.tempfiles import (
 )
 from pipeline import settings as config
 from pipeline.update import Update
-from queries.index import index_version
+from queries.index_store import index_version
 from tests.conftest import LAN
 from tests.media import make_media
 from tests.smbd import SmbServer, make_base_dir
