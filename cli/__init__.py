@@ -1,2 +1,7 @@
-"""The `sharecrawl` command: the parser and its dispatch (`main`), the checks of its input
-(`inputs`) and `status --plot`'s charts (`plots`). Nothing below it imports it."""
+"""The `sharecrawl` command: the parser (`parser`, built of `options`) and its dispatch
+(`main`); the commands that write a crawl directory (`crawl`), that read it (`read`), and the
+long-running ones (`services`); input checks (`inputs`), native imports safe from a Ctrl-C
+(`native`) and `status --plot`'s charts (`plots`).
+
+May import every package; none imports it (tests/test_layout.py).
+"""

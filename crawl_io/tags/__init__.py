@@ -4,9 +4,11 @@
 the format needs: headers, tag blocks and, for some formats, the last page or frame. A file
 that cannot be read still yields the fields found so far and a short `tag_error`.
 
-One module per container family (mpeg, flac, ogg, mp4, asf, riff), the row they fill
-(record), the tag keys per format (fields), the error messages (errors), what a video's
-name says (video_names), and the entry point (reader).
+One module per container family (mpeg, flac, ogg, mp4, asf, riff; id3 wherever ID3 tags
+are), the row they fill (record), the tag keys per format (fields), the error messages
+(errors), what a file's name says (audio_names, video_names), and the entry point (reader).
+
+Part of crawl_io: may import crawl_io alone.
 """
 
 from crawl_io.tags.reader import read_tags
