@@ -163,7 +163,7 @@ GROUP BY ALL
 
 def cpu_s() -> float:
     """CPU seconds of this process (DuckDB's threads included), its reaped children, and the
-    fork server's (the local runner's tasks, jobs.forked_local)."""
+    fork server's (the local runner's tasks, jobs.runner.run_job)."""
     own, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
     server = 0.0
     if pid := server_pid():

@@ -39,7 +39,7 @@ PRELOADED = [
     "pipeline.fetch_workers",
     "crawl_io.tags",
     "crawl_io.smb",
-    "jobs.forked_local",
+    "mrjob.inline",  # the local runner's (jobs.runner)
     "jobs.mr_listing",
     "jobs.mr_prefix_stats",
 ]

@@ -12,7 +12,9 @@ path or serves it from HDFS.
 
 from __future__ import annotations
 
+import glob
 import json
+import logging
 import os
 import posixpath
 import re
@@ -23,29 +25,35 @@ import time
 import zipfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from stat import S_ISDIR
-from typing import Any
+from traceback import format_exception
+from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from mrjob.job import MRJob
 from mrjob.parse import is_uri
+from mrjob.step import StepFailedException
 
 from crawl_io.atomic import write_atomic
 from crawl_io.processes import alive
+from crawl_io.workers import WorkerDied, ended, run_calls
 
 # mrjob's working folders go under one folder per job named after this process, so that an
 # interrupted crawl removes its own and the next crawl those of a crawl that was killed.
 JOB_TMP_PREFIX = "sharecrawl-mrjob-"
 PACKAGES = ("crawl_io", "jobs")  # what a cluster's tasks import: shipped with --py-files
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class JobRunner:
     """Where the update jobs run. `name` is an mrjob runner, except that `inline` runs the
-    jobs' pure functions in this process, without mrjob. On `spark`:
+    jobs' pure functions in this process, without mrjob, and `local` runs mrjob's inline
+    runner in the crawl's worker processes (`run_job`). On `spark`:
     `spark_master` (spark://HOST:7077; default local[*]), `crawl_root` the crawl directory
     here and `cluster_root` the same directory as the cluster's tasks see it (a shared mount
     at another path, or an hdfs:// URI; default: the same path), `python_bin` the
@@ -93,8 +101,11 @@ def read_part(path: str, columns: Sequence[str] | None = None) -> pa.Table:
     fs = CompositeFilesystem()
     fs.add_fs("hadoop", HadoopFilesystem())
     fs.add_fs("local", LocalFilesystem())
-    # _cat_file reads one file without globbing its name (mrjob's runners use it too)
-    data = b"".join(fs._cat_file(path))
+    # cat takes a glob: the path's own *?[]{} are escaped (Hadoop's glob escapes with a backslash)
+    literal = (
+        re.sub(r"([*?\[\]{}\\])", r"\\\1", path) if path.startswith("hdfs:") else glob.escape(path)
+    )
+    data = b"".join(fs.cat(literal))
     return pq.read_table(pa.BufferReader(data), columns=columns)
 
 
@@ -106,20 +117,6 @@ class ManifestJob(MRJob):
         self.add_passthru_arg(
             "--base-dir", default=None, help="the folder the manifest's paths start from"
         )
-
-    # `-r local` is mrjob's local runner with tasks in fork-server workers (jobs.forked_local)
-    def _runner_class(self) -> type:
-        if self.options.runner == "local":
-            from jobs.forked_local import ForkedLocalRunner
-
-            return ForkedLocalRunner
-        return super()._runner_class()
-
-    def _runner_kwargs(self) -> dict[str, Any]:
-        kwargs = super()._runner_kwargs()
-        if self.options.runner == "local":
-            kwargs["mrjob_cls"] = self.__class__
-        return kwargs
 
     def resolve(self, path: str) -> str:
         """A path from the manifest, made usable here (absolute paths stay as they are)."""
@@ -187,14 +184,10 @@ def packages_zip(folder: Path) -> Path:
 
 
 def runner_args(runner: JobRunner, tmp: Path, scratch: Path | None = None) -> list[str]:
-    """mrjob options for a runner: the local runner's tasks run in workers of the crawl's
-    fork server (jobs.forked_local), where mrjob is imported already (zipping mrjob into
-    every run would cost 0.4-0.8 s a job); a cluster's tasks get the project's packages and
-    their interpreter, and Spark keeps its scratch (the uploaded inputs, the output) in
+    """mrjob options for a cluster runner: its tasks get the project's packages and their
+    interpreter, and Spark keeps its scratch (the uploaded inputs, the output) in
     `scratch`, a folder of the crawl directory that the cluster sees, rather than on HDFS
     (mrjob's default for a remote master); on a local master, in the job's own `tmp`."""
-    if runner.name == "local":
-        return ["--no-bootstrap-mrjob"]
     if not runner.on_cluster:
         return []
     # on a local master mrjob would keep its scratch in the system's temporary folder:
@@ -233,28 +226,65 @@ def run_job(
     try:
         if scratch is not None:  # a killed crawl's jobs left theirs: the round runs again
             _remove_dead_jobs_folders(scratch)
-        base = ["--base-dir", runner.task_path(manifest.parent)]
-        options = runner_args(runner, tmp, own_scratch)
-        job = job_class(
-            [
-                "-r",
-                runner.name,
-                "--no-conf",
-                "--local-tmp-dir",
-                str(tmp),
-                *options,
-                *base,
-                *args,
-                str(manifest),
-            ]
-        )
-        with job.make_runner() as job_runner:
-            job_runner.run()
-            yield from job.parse_output(job_runner.cat_output())
+        argv = [
+            *runner_args(runner, tmp, own_scratch),
+            "--base-dir",
+            runner.task_path(manifest.parent),
+            *args,
+        ]
+        if runner.name == "local":
+            yield from _run_in_workers(job_class, manifest, tmp, argv)
+        else:
+            yield from _output(
+                job_class, [*argv, "-r", runner.name, "--local-tmp-dir", str(tmp), str(manifest)]
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         if own_scratch is not None:
             shutil.rmtree(own_scratch, ignore_errors=True)
+
+
+def _output(job_class: type[MRJob], argv: list[str]) -> Iterator[Any]:
+    job = job_class(["--no-conf", *argv])
+    with job.make_runner() as job_runner:
+        job_runner.run()
+        yield from job.parse_output(job_runner.cat_output())
+
+
+def _output_list(job_class: type[MRJob], argv: list[str]) -> list[Any]:
+    return list(_output(job_class, argv))
+
+
+def _run_in_workers(
+    job_class: type[MRJob], manifest: Path, tmp: Path, argv: list[str]
+) -> list[Any]:
+    """The local runner: mrjob's inline runner in workers of the crawl's fork server, which
+    has imported the jobs (an interpreter a task, importing pyarrow, numpy and mrjob again,
+    costs 0.4 s), the manifest's lines dealt among as many workers as there are cores; one
+    worker for a job with a reducer, whose keys must meet. Each worker's tasks run in its
+    own working folders; a worker that dies (the out-of-memory killer, a signal) fails the
+    job with a line that says so, and an interrupted crawl ends its workers
+    (crawl_io.workers.run_calls)."""
+    lines = manifest.read_text().splitlines(keepends=True)
+    reduces = any("reducer" in s.description(i) for i, s in enumerate(job_class([]).steps()))
+    n = max(1, 1 if reduces else min(local_tasks(), len(lines)))
+    calls = []
+    for i in range(n):
+        share = tmp / f"worker{i}" / manifest.name
+        share.parent.mkdir()
+        share.write_text("".join(lines[i::n]))
+        run = [*argv, "-r", "inline", "--local-tmp-dir", str(share.parent), str(share)]
+        calls.append(partial(_output_list, job_class, run))
+    try:
+        return [pair for pairs in run_calls(calls, n) for pair in cast(list, pairs)]
+    except WorkerDied as died:
+        reason = (
+            f"a task's process {ended(died.exitcode)}: see the system log, then run the round again"
+        )
+        raise StepFailedException(reason=reason) from None
+    except Exception as error:  # the task's own, its traceback in the worker noted
+        log.error("a task of %s failed:\n%s", job_class.__name__, "".join(format_exception(error)))
+        raise StepFailedException(reason=repr(error)) from None
 
 
 def json_lines(records: Iterable[Any]) -> str:

@@ -1,5 +1,5 @@
-"""A job that reports where its tasks run: run by mrjob's local runner, as the project's
-jobs are (jobs.forked_local)."""
+"""A job that reports where its tasks run: run by the local runner, as the project's
+jobs are (jobs.runner.run_job)."""
 
 from __future__ import annotations
 

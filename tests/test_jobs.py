@@ -149,7 +149,7 @@ def test_a_local_jobs_tasks_run_in_forked_workers_each_in_its_own_process(
 ) -> None:
     """The local runner's tasks run in workers of this process's fork server, which has
     imported the jobs, so they start without importing them again; each still has its own
-    process, working folder, environment and error file (jobs.forked_local)."""
+    process, working folder, environment and error file (jobs.runner.run_job)."""
     for name in ("one", "two"):
         (tmp_path / name).write_text("x\n")
     manifest = write_manifest([tmp_path / "one", tmp_path / "two"], tmp_path / "m")
