@@ -181,6 +181,7 @@ def write_version(root: Path, rows: int, seed: int = 7) -> Path:
             CASE WHEN x.sort = 'episode' THEN x.season END::INTEGER AS season,
             CASE WHEN x.sort = 'episode' THEN x.episode END::INTEGER AS episode,
             NULL::VARCHAR AS tag_error,
+            NULL::VARCHAR AS tag_source,
             'p' || (hash(x.host) % 1000)::VARCHAR AS partition_id,
             TIMESTAMPTZ '2024-01-02 00:00:00+00' AS tagged_at
         FROM rows x
