@@ -168,7 +168,8 @@ class StoredHost:
         self._tables: dict[tuple[str, int], pa.Table | None] = {}
         self._tags: TagsByFile | None = None
 
-    def _group(self, table: str, group: int) -> pa.Table | None:
+    def group_rows(self, table: str, group: int) -> pa.Table | None:
+        """A group's rows of `table`, read once (None: damaged)."""
         key = (table, group)
         if key not in self._tables:
             assert self.stored is not None
@@ -182,7 +183,7 @@ class StoredHost:
             named = self.stored.group_partitions(self.host, group)
             if named is not None and not named & partition_ids:
                 continue  # the footer says: none of them here
-            rows = self._group(table, group)
+            rows = self.group_rows(table, group)
             if rows is not None:
                 ids = pa.array(sorted(partition_ids), pa.string())
                 found.append(rows.filter(pc.is_in(rows["partition_id"], ids)))
@@ -225,5 +226,5 @@ class TagsByFile:
         where = self._where.get(key)
         if where is None:
             return None
-        rows = self.host._group("media", where[0])
+        rows = self.host.group_rows("media", where[0])
         return None if rows is None else rows.slice(where[1], 1).to_pylist()[0]

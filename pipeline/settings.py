@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import luigi
-from luigi.configuration.cfg_parser import LuigiConfigParser
 
 from jobs.runner import JobRunner
 
@@ -22,15 +21,18 @@ SMB_CONNECTIONS = "smb_connections"  # the Luigi resource of fetch shards
 
 
 def load_defaults() -> None:
-    if str(DEFAULTS) not in LuigiConfigParser._config_paths:
-        LuigiConfigParser._config_paths.insert(0, str(DEFAULTS))
-        LuigiConfigParser.reload()
+    """Read the defaults, then Luigi's config files again over them: a read keeps what an
+    earlier one set unless a later file sets it too, so every file overrides the defaults,
+    and options that an earlier `override` set go back to the files' values."""
+    config = luigi.configuration.get_config()
+    config.read([str(DEFAULTS)])
+    config.reload()
 
 
 def override(**values: object) -> None:
     """Set [sharecrawl] options for this process (what CLI flags do), on top of the config
     files as they are now: options set by an earlier call do not linger."""
-    LuigiConfigParser.reload()
+    load_defaults()
     config = luigi.configuration.get_config()
     for name, value in values.items():
         if value is not None:

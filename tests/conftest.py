@@ -9,10 +9,11 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import luigi.configuration
 import pytest
-from luigi.configuration.cfg_parser import LuigiConfigParser
 
 from cli.main import main
+from pipeline.settings import load_defaults
 from tests.media import make_media
 
 pytest_plugins = ["tests.smbd", "tests.small_disk", "tests.cloning_disk"]
@@ -62,19 +63,18 @@ def lan(tmp_path: Path) -> LAN:
 @pytest.fixture
 def luigi_cfg(tmp_path: Path) -> Iterator[Callable[[str], None]]:
     """Add a config file on top of luigi.cfg, as LUIGI_CONFIG_PATH would; removed after."""
-    added: list[str] = []
+    added: list[Path] = []
 
     def add(text: str) -> None:
         cfg = tmp_path / f"extra{len(added)}.cfg"
         cfg.write_text(text)
-        LuigiConfigParser._config_paths.append(str(cfg))
-        added.append(str(cfg))
-        LuigiConfigParser.reload()
+        luigi.configuration.add_config_path(str(cfg))
+        added.append(cfg)
 
     yield add
-    for path in added:
-        LuigiConfigParser._config_paths.remove(path)
-    LuigiConfigParser.reload()
+    for cfg in added:  # Luigi skips a config file that is gone
+        cfg.unlink()
+    load_defaults()
 
 
 @pytest.fixture
