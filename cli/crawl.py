@@ -104,7 +104,7 @@ def _crawl(args: argparse.Namespace) -> int:
         from queries.status import config_failure_line, format_report, round_report
 
         verify_round_start(crawl)  # damaged state tables: refuse, never start history over
-        crawl.crawldb.mkdir(exist_ok=True)
+        crawl.make()  # the crawldb and its FORMAT
         refused: list[str] = []
 
         def after_round(n: int) -> None:

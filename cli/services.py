@@ -49,7 +49,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     hosts = read_hosts_file(settings.hosts_file)  # fail now, before anything is written
     crawl = CrawlDir(settings.crawl_dir)
     crawl.check(create=True)
-    crawl.crawldb.mkdir(parents=True, exist_ok=True)  # what a first round would make
+    crawl.make()  # what a first round would make
     crawl_args = None
     if args.crawl:  # a round for the hints: `sharecrawl crawl --hinted-only` on the same files
         crawl_args = [

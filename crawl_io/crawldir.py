@@ -3,12 +3,11 @@
 crawl/
   LOCK                   held (flock) by the one crawl running here: crawl_io.lock
   crawldb/CURRENT        name of the live version, replaced by write + rename
-  crawldb/MANIFESTS_FROM the first version written with a manifest (older ones are legacy)
+  crawldb/FORMAT         the on-disk format (FORMAT), written when the crawldb is made
   crawldb/v000012/       hosts.parquet, partitions.parquet,
                          files/, media/, folders/, prefix_stats/: each host's parts,
                          <host>.parquet and <host>@<group>.parquet, by group of partitions
-                         (crawl_io.host_parts; immutable once published; prefix_stats was
-                         one file, prefix_stats.parquet, before: such a version still reads)
+                         (crawl_io.host_parts; immutable once published)
                          MANIFEST.json: every part's size and SHA-256 (crawl_io.version_manifest)
   segments/r000013/      inject.parquet, fetchlist.parquet, listing/, media/, fetchlog/
                          (one <host>.parquet each); jobs/: the jobs' manifests, naming parts
@@ -16,9 +15,8 @@ crawl/
   index/search.duckdb
 
 A version is complete when its manifest exists: Update writes it before renaming the version
-folder into place, and CURRENT only ever names a complete version. Versions made before
-manifests existed (older than MANIFESTS_FROM, or in a crawl dir without it) are legacy:
-complete by construction, verified by reading their parts; the next round writes manifests.
+folder into place, and CURRENT only ever names a complete version. Only the current format
+is read: a crawldb of another one (or holding versions but no FORMAT) is refused.
 No file here names an absolute path, so a crawl directory can be moved, copied or mounted
 elsewhere, a round half done included.
 
@@ -40,13 +38,11 @@ import pyarrow.compute as pc
 
 from crawl_io.atomic import write_atomic, write_parquet
 from crawl_io.host_parts import (
-    ONE_FILE_BEFORE,
     PART_TABLES,
     parquet_from_bytes,
     parse_part_file,
     part_file,
     read_parquet,
-    table_part_names,
     table_parts,
 )
 from crawl_io.lock import LOCK_NAME
@@ -61,7 +57,6 @@ from crawl_io.version_manifest import (
     first_line,
     read_checked,
     read_manifest,
-    size_problem,
 )
 
 __all__ = ["CrawlDamaged", "CrawlDir", "host_file", "read_parquet", "write_parquet"]
@@ -71,6 +66,8 @@ STATE_TABLES = ("hosts", "partitions")  # a round cannot go on without them (his
 STATS_READERS = 4  # threads reading prefix_stats parts: Arrow and hashlib release the GIL
 VERSION_NAME = re.compile(r"v(\d{6,})")
 SEGMENT_NAME = re.compile(r"r(\d{6,})")  # segments/r000012: round 12
+FORMAT = 1  # the on-disk format this sharecrawl reads and writes; crawldb/FORMAT records it
+FORMAT_NAME = "FORMAT"
 
 log = logging.getLogger("sharecrawl")
 
@@ -101,6 +98,7 @@ class CrawlDir:
     def check(self, *, create: bool) -> None:
         """Raise ConfigError unless this is a crawl directory (or, with create, can be one)."""
         if self.crawldb.is_dir():
+            self.check_format()
             return
         if self.root.exists() and not self.root.is_dir():
             raise ConfigError(f"crawl directory {str(self.root)!r} is a file")
@@ -111,6 +109,29 @@ class CrawlDir:
             )
         if not create:
             raise ConfigError(f"{str(self.root)!r} is not a crawl directory: crawl it first")
+
+    def check_format(self) -> None:
+        """Raise ConfigError unless the crawldb is of FORMAT (or holds nothing yet)."""
+        try:
+            found = (self.crawldb / FORMAT_NAME).read_text().strip()
+        except FileNotFoundError:
+            if not any(not p.name.startswith(".") for p in self.crawldb.iterdir()):
+                return  # made but never published into (watch, a first crawl killed early)
+            found = "0"
+        except (OSError, UnicodeDecodeError) as e:
+            found = f"unreadable ({e})"
+        if found != str(FORMAT):
+            shown = found if found.isdigit() or found.startswith("unreadable") else repr(found[:20])
+            raise ConfigError(
+                f"crawl directory {str(self.root)!r} has format {shown}, this sharecrawl reads "
+                f"format {FORMAT}: crawl again into a new directory (the hosts are listed again)"
+            )
+
+    def make(self) -> None:
+        """Make the crawldb folder and record its format, once."""
+        self.crawldb.mkdir(parents=True, exist_ok=True)
+        if not (self.crawldb / FORMAT_NAME).exists():
+            write_atomic(self.crawldb / FORMAT_NAME, f"{FORMAT}\n", durable=True)
 
     def damaged(self, what: str) -> CrawlDamaged:
         return CrawlDamaged(self.root, what)
@@ -154,35 +175,19 @@ class CrawlDir:
         vdir = self.version_dir(version)
         if not vdir.is_dir():
             return "which does not exist"
-        if (vdir / MANIFEST_NAME).exists() or self.is_legacy(version):
+        if (vdir / MANIFEST_NAME).exists():
             return None
         return f"whose {MANIFEST_NAME} is missing (an unfinished or damaged version)"
 
-    def is_legacy(self, version: int) -> bool:
-        """Made before this crawl dir's versions had manifests (then verified by reading)."""
-        try:
-            first = VERSION_NAME.fullmatch((self.crawldb / "MANIFESTS_FROM").read_text().strip())
-        except FileNotFoundError:
-            return True
-        except (OSError, UnicodeDecodeError):
-            return False
-        return first is not None and version < int(first[1])
-
-    def note_manifests_from(self, version: int) -> None:
-        """Record, once, that every version from `version` on has a manifest."""
-        path = self.crawldb / "MANIFESTS_FROM"
-        if not path.exists():
-            write_atomic(path, f"v{version:06d}\n", durable=True)
-
-    def manifest(self, version: int) -> Manifest | None:
-        """The version's manifest, None for a legacy version; CrawlDamaged when garbled."""
+    def manifest(self, version: int) -> Manifest:
+        """A published version's manifest; CrawlDamaged when missing or garbled."""
         if version not in self._manifests:
             try:
                 manifest = read_manifest(self.version_dir(version))
             except ManifestError as e:
                 raise self.damaged(str(e)) from None
             if manifest is None:
-                return None  # not cached: the version may not be written yet
+                raise self.damaged(f"{self.version_dir(version) / MANIFEST_NAME} is missing")
             self._manifests[version] = manifest
         return self._manifests[version]
 
@@ -200,10 +205,8 @@ class CrawlDir:
         write_atomic(self.crawldb / "CURRENT", f"v{version:06d}\n", durable=True)
 
     def table_path(self, version: int, name: str) -> Path:
-        """The table's folder of parts, or its one file (prefix_stats in older versions)."""
+        """The table's folder of parts, or its one file (hosts, partitions)."""
         vdir = self.version_dir(version)
-        if name in ONE_FILE_BEFORE and not (vdir / name).is_dir():
-            return vdir / f"{name}.parquet"  # every version since has the folder
         return vdir / name if name in PER_HOST_TABLES else vdir / f"{name}.parquet"
 
     def table_parts(self, version: int, name: str) -> list[Path]:
@@ -223,26 +226,19 @@ class CrawlDir:
         if version == 0:
             return TABLES[name].empty_table()
         path = self.table_path(version, name)
-        if name in ONE_FILE_BEFORE and path.is_dir():
+        if name == "prefix_stats":
             parts, problems = self.stats_parts(version)
             if problems:
                 where, what = next(iter(problems.items()))
                 raise self.damaged(f"{where}: {what}")
             return pa.concat_tables([TABLES[name].empty_table(), *parts.values()])
-        if name in PER_HOST_TABLES and name not in ONE_FILE_BEFORE:
+        if name in PER_HOST_TABLES:
             try:
                 return read_parquet(path, TABLES[name])
             except (pa.ArrowException, OSError) as e:
                 raise self.damaged(f"{path}: a part does not read ({first_line(e)})") from None
-        manifest = self.manifest(version)
-        rel = path.relative_to(self.version_dir(version)).as_posix()
-        entry = manifest.get(rel) if manifest is not None else None
-        if manifest is not None and entry is None:
-            problem: str | None = f"not in {MANIFEST_NAME}"
-        elif entry is not None:
-            problem = checksum_problem(path, entry)
-        else:
-            problem = size_problem(path, None)
+        entry = self.manifest(version).get(path.name)
+        problem = f"not in {MANIFEST_NAME}" if entry is None else checksum_problem(path, entry)
         if problem is None:
             try:
                 table = read_parquet(path, TABLES[name])
@@ -267,14 +263,10 @@ class CrawlDir:
         LAN has thousands, each costing more in calls than in bytes)."""
         vdir = self.version_dir(version)
         manifest = self.manifest(version)
-        if manifest is not None:
-            rels = sorted(r for r in manifest if r.partition("/")[0] == "prefix_stats")
-        else:
-            rels = table_part_names(vdir, "prefix_stats")
+        rels = sorted(r for r in manifest if r.partition("/")[0] == "prefix_stats")
 
         def read(rel: str) -> tuple[pa.Table | None, str | None]:
-            entry = manifest.get(rel) if manifest is not None else None
-            data, problem = read_checked(vdir / rel, entry)
+            data, problem = read_checked(vdir / rel, manifest[rel])
             if data is None:
                 return None, problem
             try:

@@ -19,12 +19,6 @@ partitions changed and hard-links the others, so a host of a million files does 
 for all its rows to record one new album (crawl_io.part_groups decides the groups). The
 parts stay flat in their table's folder: every reader that reads a table's parts reads
 `<table>/*.parquet`, whatever the groups.
-
-A part without that footer key was written by the previous release, one part per host
-(`<host>.parquet`): it is read as group 0 holding all the host's partitions, and written
-again in groups when its host is next rewritten. A version of the release before stores
-prefix_stats as one file, `prefix_stats.parquet`: it reads as the table's one part, and the
-next round writes the parts.
 """
 
 from __future__ import annotations
@@ -42,7 +36,6 @@ from crawl_io.version_manifest import read_manifest
 
 ROW_TABLES = ("files", "media", "folders")  # a group's rows: a damaged part costs them
 PART_TABLES = (*ROW_TABLES, "prefix_stats")
-ONE_FILE_BEFORE = ("prefix_stats",)  # one file, <table>.parquet, in older versions
 PARTITIONS_KEY = b"sharecrawl.partitions"
 GROUP_MARK = "@"  # never in a host key: quote() escapes it
 
@@ -70,8 +63,8 @@ def partitions_metadata(partition_ids: set[str] | frozenset[str]) -> dict[bytes,
 
 
 def footer_partitions(path: Path) -> frozenset[str] | None:
-    """The partitions a part's footer names; None for a part of the previous release (no
-    such key) or one whose footer does not read."""
+    """The partitions a part's footer names; None when its footer does not read (or names
+    none)."""
     try:
         metadata = pq.read_metadata(path).metadata or {}
         value = metadata.get(PARTITIONS_KEY)
@@ -95,8 +88,9 @@ def read_parquet(path: Path, schema: pa.Schema) -> pa.Table:
 
 def _read_file(source: Path | pa.NativeFile, schema: pa.Schema) -> pa.Table:
     """A part's rows (a file, or its bytes) in `schema`, page CRCs verified. pyarrow's
-    dataset reader, which conforms a part of another schema (an older version's), costs
-    several times more a part than reading the file: only those are read again with it."""
+    dataset reader, which conforms a part to another schema (some of its columns, say),
+    costs several times more a part than reading the file: only those are
+    read again with it."""
     table = pq.ParquetFile(source, page_checksum_verification=True).read()
     if table.schema.equals(schema):
         return table.replace_schema_metadata(None)
@@ -112,15 +106,14 @@ def parquet_from_bytes(data: bytes, schema: pa.Schema) -> pa.Table:
 
 def table_parts(version_dir: Path, table: str) -> list[Path]:
     """Every Parquet part of a table in a version folder, sorted: one file for the tables
-    of one file (hosts, partitions; prefix_stats in older versions), every host's groups
-    for the others."""
+    of one file (hosts, partitions), every host's groups for the others."""
     return [version_dir / rel for rel in table_part_names(version_dir, table)]
 
 
 def table_part_names(version_dir: Path, table: str) -> list[str]:
     """table_parts as paths relative to the version folder (as manifests name them)."""
     folder = version_dir / table
-    if table not in PART_TABLES or (table in ONE_FILE_BEFORE and not folder.is_dir()):
+    if table not in PART_TABLES:
         name = f"{table}.parquet"
         return [name] if (version_dir / name).exists() else []
     try:

@@ -2,8 +2,7 @@
 
 A version is verified against its manifest (crawl_io.version_manifest): every part listed is
 there, has its size and SHA-256, and reads (footer and every page, page CRCs checked); no
-Parquet part is there that the manifest does not list. A legacy version (made before
-manifests) is verified by reading every part it holds.
+Parquet part is there that the manifest does not list.
 
 Damage comes in two kinds. A damaged part of a host (files/, media/, folders/) costs the rows
 of its group's partitions until the next round lists them again as new
@@ -45,13 +44,9 @@ from crawl_io.version_manifest import (
     first_line,
     read_manifest,
     read_problem,
-    size_problem,
     version_parts,
 )
 
-# The tables of one file every version holds. prefix_stats was one too before it was stored
-# in parts (crawl_io.host_parts): such an older version's file is checked as any part is.
-ONE_FILE_TABLES = STATE_TABLES
 DAMAGED_DIR = "damaged"  # where --repair moves what it takes out of the crawldb
 
 
@@ -59,7 +54,6 @@ DAMAGED_DIR = "damaged"  # where --repair moves what it takes out of the crawldb
 class VersionReport:
     version: int
     parts: int = 0  # parts verified
-    legacy: bool = False
     dropped: list[str] = field(default_factory=list)  # by `check --repair`: not problems
     problems: list[tuple[str, str]] = field(default_factory=list)  # (relative path, what)
 
@@ -86,25 +80,19 @@ def verify_version(crawl: CrawlDir, version: int) -> VersionReport:
         report.problems.append((MANIFEST_NAME, f"{report.name} is not complete: {problem}"))
         return report
     try:
-        manifest = read_manifest(vdir)
+        manifest = read_manifest(vdir) or {}  # there: the version is complete
     except ManifestError as e:
         report.problems.append((MANIFEST_NAME, str(e).removeprefix(f"{vdir / MANIFEST_NAME}: ")))
         return report
     present = version_parts(vdir)
-    report.legacy = manifest is None
     report.dropped = dropped_parts(vdir)
-    listed = present if manifest is None else sorted(set(manifest) - set(report.dropped))
-    for rel in (f"{t}.parquet" for t in ONE_FILE_TABLES):
+    listed = sorted(set(manifest) - set(report.dropped))
+    for rel in (f"{t}.parquet" for t in STATE_TABLES):
         if rel not in listed:
-            where = "missing" if manifest is None else f"missing from {MANIFEST_NAME}"
-            report.problems.append((rel, where))
+            report.problems.append((rel, f"missing from {MANIFEST_NAME}"))
     for rel in listed:
         path = vdir / rel
-        if manifest is not None:
-            problem = checksum_problem(path, manifest[rel])
-        else:
-            problem = size_problem(path, None)
-        problem = problem or read_problem(path)
+        problem = checksum_problem(path, manifest[rel]) or read_problem(path)
         if problem:
             report.problems.append((rel, problem))
         report.parts += 1
@@ -145,9 +133,7 @@ def verify_round_start(crawl: CrawlDir) -> None:
     manifest = crawl.manifest(live)
     for rel in (f"{t}.parquet" for t in STATE_TABLES):
         path = vdir / rel
-        if manifest is None:
-            problem = size_problem(path, None) or read_problem(path)
-        elif rel not in manifest:
+        if rel not in manifest:
             problem = f"missing from {MANIFEST_NAME}"
         else:
             problem = checksum_problem(path, manifest[rel])
@@ -169,9 +155,8 @@ def check_crawl(crawl: CrawlDir) -> tuple[list[str], bool]:
         lines.append(index)
     if lines:
         return lines, False
-    legacy = " (a legacy version without a manifest: read in full)" if report.legacy else ""
     dropped = f"; {len(report.dropped)} dropped by check --repair" if report.dropped else ""
-    return [f"{report.name}: {report.parts} parts intact{legacy}{dropped}"], True
+    return [f"{report.name}: {report.parts} parts intact{dropped}"], True
 
 
 @dataclass
@@ -266,9 +251,8 @@ def _repair_parts(crawl: CrawlDir, report: VersionReport, aside: Path) -> list[s
             continue
         moved = _move_aside(crawl, [path] if path.exists() else [], aside)
         where = f"; moved to {aside}" if moved else ""
-        if entry is None:  # a legacy version's part, or one no round wrote
-            then = f": the next crawl {_next_crawl(rel)}" if manifest is None else ""
-            lines.append(f"{path}: {what}{where}{then}")
+        if entry is None:  # a part no round wrote
+            lines.append(f"{path}: {what}{where}")
             continue
         dropped.append(rel)
         lines.append(f"{path}: dropped from {MANIFEST_NAME} ({what}{where}): {dropped_effect(rel)}")
@@ -313,9 +297,9 @@ def dropped_effect(rel: str) -> str:
 
 
 def _next_crawl(rel: str) -> str:
-    """What the next crawl does about a damaged part `rel` (legacy: a whole table's file)."""
+    """What the next crawl does about a damaged part `rel`."""
     table = rel.split("/")[0]
-    if table in ("prefix_stats", "prefix_stats.parquet"):
+    if table == "prefix_stats":
         return "computes its statistics again"
     if table == MEDIA_CHANGES_FILE:  # only the index's update reads it
         return "updates the search index by comparing the media parts instead"

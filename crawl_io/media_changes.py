@@ -17,7 +17,7 @@ it accounts for: the old parts whose rows it covers and the new parts written. T
 updating from exactly that base uses the record for a host when every media part of the
 host that differs between the two versions is accounted for, and compares the parts of the
 other hosts as before (a host whose part was damaged or not linked, a host gone from the
-crawl, a version written by an earlier release, a record that does not read).
+crawl, a record that is missing or does not read).
 """
 
 from __future__ import annotations

@@ -37,10 +37,10 @@ class StoredHosts:
     """The per-host parts of one published version (immutable: what is learnt about them
     is kept)."""
 
-    def __init__(self, version_dir: Path, manifest: Manifest | None) -> None:
+    def __init__(self, version_dir: Path, manifest: Manifest) -> None:
         self.dir = version_dir
         self.manifest = manifest
-        self.parts = VersionParts(version_dir, None if manifest is None else list(manifest))
+        self.parts = VersionParts(version_dir, list(manifest))
         self._damaged: set[tuple[str, int]] = set()  # (host, group) found damaged on read
         self._partitions: dict[tuple[str, int], frozenset[str] | None] = {}
 
@@ -52,7 +52,7 @@ class StoredHosts:
 
     def group_partitions(self, host: str, group: int) -> frozenset[str] | None:
         """The partitions a group holds, as its parts' footers name them (the first that
-        reads); None for a part of the previous release, or when no footer reads."""
+        reads); None when no footer reads."""
         key = (host, group)
         if key not in self._partitions:
             found = None
@@ -69,7 +69,7 @@ class StoredHosts:
         """(host, group) of every group with a part missing or of the wrong size (a stat per
         part of the manifest), or found unreadable."""
         found = set(self._damaged)
-        for rel, entry in (self.manifest or {}).items():
+        for rel, entry in self.manifest.items():
             table, _, name = rel.partition("/")
             if table in ROW_TABLES and size_problem(self.dir / rel, entry):
                 parsed = parse_part_file(name)
@@ -82,7 +82,7 @@ class StoredHosts:
         if (host, group) in self._damaged:
             return True
         for table in ROW_TABLES:
-            entry = (self.manifest or {}).get(rel_path(table, host, group))
+            entry = self.manifest.get(rel_path(table, host, group))
             if entry is not None and size_problem(self.path(table, host, group), entry):
                 self._damaged.add((host, group))
                 return True
@@ -135,9 +135,7 @@ class StoredHosts:
             else pa.schema([TABLES[table].field(c) for c in columns])
         )
         path = self.path(table, host, group)
-        if not path.exists() and self.manifest is None and group in self.groups(host):
-            return schema.empty_table()  # a legacy host with no media part, say
-        entry = (self.manifest or {}).get(rel_path(table, host, group))
+        entry = self.manifest.get(rel_path(table, host, group))
         try:
             problem = None if entry is None or columns else checksum_problem(path, entry)
             if problem is None:

@@ -2,8 +2,7 @@
 
 Every write into the crawl directory goes to a hidden temporary name and is renamed into
 place when whole (crawl_io.atomic): `.<name>.tmp<pid>@<machine>` (Parquet parts, rules,
-CURRENT, the search index and its DuckDB `.wal`; `.<name>.tmp<pid>` and `.<name>.tmp-<pid>`
-from earlier releases, taken as this machine's), and `.v000013.tmp/` (the version being
+CURRENT, the search index and its DuckDB `.wal`), and `.v000013.tmp/` (the version being
 built). A process killed before the rename leaves one behind. Readers never see them; they
 only take space, so they are removed once their writer is gone: when an interrupted crawl
 stops, and when the next crawl starts.
@@ -25,7 +24,7 @@ from crawl_io.atomic import machine
 from crawl_io.crawldir import SEGMENT_NAME, CrawlDir
 from crawl_io.processes import alive
 
-TEMP_NAME = re.compile(r"^\..+\.tmp(?:-?(?P<pid>\d+)(?:@(?P<machine>[^/]+?))?)?(?:\.wal)?$")
+TEMP_NAME = re.compile(r"^\..+\.tmp(?:(?P<pid>\d+)@(?P<machine>[^/]+?))?(?:\.wal)?$")
 
 # Another machine's writer cannot be asked whether it runs: its temporary file goes once it
 # has not been written for this long. A fetch worker writes a host's part in one go, in
@@ -43,7 +42,7 @@ def _writer_gone(path: Path) -> bool:
     pid, where = match["pid"], match["machine"]
     if pid is None:
         return True
-    if where is not None and where != machine():
+    if where != machine():
         try:
             return time.time() - path.lstat().st_mtime > FOREIGN_STALE_S
         except OSError:  # gone already

@@ -112,7 +112,7 @@ def drop_parts(vdir: Path, rels: list[str]) -> None:
     """Rewrite a version's manifest without `rels` (parts taken out by `check --repair`),
     recording them as dropped. Atomic: a reader sees the old manifest or the new one."""
     record = _record(vdir)
-    assert record is not None  # a legacy version has no manifest to drop from
+    assert record is not None  # a published version has its manifest
     parts, dropped = record
     dropped |= {rel: parts.pop(rel) for rel in rels if rel in parts}
     _write(vdir, parts, dropped)

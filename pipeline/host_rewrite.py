@@ -83,9 +83,6 @@ def rewrite_host(build: VersionBuild, stored: StoredHosts | None, change: HostCh
     old_pids: dict[int, frozenset[str]] = {}
     for g in groups:
         named = stored.group_partitions(host, g) if stored is not None else None
-        table = old_files[g]
-        if named is None and table is not None:  # a part of the previous release
-            named = frozenset(pc.unique(table["partition_id"]).to_pylist())
         old_pids[g] = named or frozenset()
     lost = _lost_to_damage(change, old_pids, damaged)
 

@@ -34,7 +34,7 @@ from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir
 from crawl_io.host_parts import ROW_TABLES, partitions_metadata, rel_path
 from crawl_io.media_changes import FILE_NAME as MEDIA_CHANGES_FILE
 from crawl_io.media_changes import ChangesRecord
-from crawl_io.version_manifest import Manifest, read_problem
+from crawl_io.version_manifest import Manifest
 from crawl_io.version_manifest import write_manifest as write_version_manifest
 from pipeline.rules_store import RulesStore
 from pipeline.settings import sharecrawl
@@ -52,6 +52,8 @@ class VersionBuild:
 
     def begin(self) -> Path:
         """The version's folder, empty (what a killed attempt left in it is dropped)."""
+        if not self.prev:
+            self.crawl.make()  # the first version: the crawldb records its format
         shutil.rmtree(self.dir, ignore_errors=True)
         for name in PER_HOST_TABLES:
             (self.dir / name).mkdir(parents=True)
@@ -61,9 +63,8 @@ class VersionBuild:
         """A group's parts left as they were are shared with the previous version, not
         copied, and carry their manifest entries forward. Only their size is checked here
         (a stat), so that publishing costs what changed; their bytes are checked when a
-        round reads them and by `sharecrawl check`. A part of a legacy version (no manifest)
-        is read in full once, and gets its entry in the new manifest. False: a part of the
-        group is damaged or missing, and nothing is linked."""
+        round reads them and by `sharecrawl check`. False: a part of the group is damaged
+        or missing, and nothing is linked."""
         crawl, prev = self.crawl, self.prev
         if not prev:
             return True
@@ -81,18 +82,11 @@ class VersionBuild:
         for name in tables:
             rel = rel_path(name, host, group)
             src = crawl.version_dir(prev) / rel
-            if manifest is None and src.exists() and (problem := read_problem(src)):
-                log.warning(
-                    "sharecrawl: %s: %s; its partitions are crawled again as new", src, problem
-                )
-                stored.mark_damaged(host, group)
-                return False
-            if src.exists() and (manifest is None or rel in manifest):
+            if rel in manifest and src.exists():
                 links.append((src, rel))
         for src, rel in links:
             os.link(src, self.dir / rel)
-            if manifest is not None:
-                self.carried[rel] = manifest[rel]
+            self.carried[rel] = manifest[rel]
         return True
 
     def link_host(self, host: str) -> list[int]:
@@ -108,7 +102,7 @@ class VersionBuild:
         rel = rel_path(table, host, group)
         os.link(self.crawl.version_dir(self.prev) / rel, self.dir / rel)
         manifest = self.crawl.manifest(self.prev)
-        if manifest is not None and rel in manifest:
+        if rel in manifest:
             self.carried[rel] = manifest[rel]
 
     def write_group(
@@ -116,17 +110,16 @@ class VersionBuild:
         host: str,
         group: int,
         tables: dict[str, pa.Table],
-        partitions: set[str] | frozenset[str] | None,
+        partitions: set[str] | frozenset[str],
     ) -> None:
         """Write a group's parts (those of `tables`), naming its partitions in each
-        footer (None: a group of the previous release, whose parts name none); on disk
-        before the manifest names them."""
+        footer; on disk before the manifest names them."""
         for name, table in tables.items():
             write_parquet(
                 table,
                 self.dir / rel_path(name, host, group),
                 durable=True,
-                metadata=None if partitions is None else partitions_metadata(partitions),
+                metadata=partitions_metadata(partitions),
                 compact=name not in ROW_TABLES,
             )
 
@@ -156,6 +149,5 @@ class VersionBuild:
             fsync_folder(self.dir / name)
         # the manifest goes in last, before the rename: a version with one is complete
         write_version_manifest(self.dir, self.carried)
-        self.crawl.note_manifests_from(self.version)
         rename_into_place(self.dir, self.crawl.version_dir(self.version))
         self.crawl.publish(self.version)

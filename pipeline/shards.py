@@ -22,12 +22,10 @@ import pyarrow as pa
 
 
 def shard_hosts(fetchlist: pa.Table, shards: int) -> dict[str, int]:
-    """host -> shard (0 .. shards - 1) for every host of `fetchlist`. A fetch list without
-    `est_scan_s` (written by an earlier release) weighs every partition alike."""
+    """host -> shard (0 .. shards - 1) for every host of `fetchlist`; a partition with
+    no estimate weighs one second."""
     costs: dict[str, float] = defaultdict(float)
-    known = "est_scan_s" in fetchlist.column_names
-    hosts = fetchlist["host"].to_pylist()
-    seconds = fetchlist["est_scan_s"].to_pylist() if known else [None] * len(hosts)
+    hosts, seconds = fetchlist["host"].to_pylist(), fetchlist["est_scan_s"].to_pylist()
     for host, s in zip(hosts, seconds, strict=True):
         costs[host] += 1.0 if s is None else max(float(s), 0.0)
     load = [0.0] * max(shards, 1)

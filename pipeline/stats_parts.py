@@ -21,8 +21,7 @@ as it is, its rows neither grouped nor compared (most hosts, most rounds: 1 % of
 hosts changed, bench/scale.py).
 
 A damaged or missing part of the previous version costs its host's statistics, which are
-computed again from the host's files (as a damaged one-file table of an older version
-costs every host's); never a partition's rows.
+computed again from the host's files; never a partition's rows.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from crawl_io.crawldir import CrawlDamaged, CrawlDir
+from crawl_io.crawldir import CrawlDir
 from crawl_io.host_parts import (
     ROW_TABLES,
     VersionParts,
@@ -57,25 +56,18 @@ log = logging.getLogger("sharecrawl")
 
 @dataclass
 class OldStats:
-    """The previous version's statistics: the rows that read, its parts by (host, group)
-    (none for a version of one file), and what must be computed again."""
+    """The previous version's statistics: the rows that read, its parts by (host, group),
+    and what must be computed again."""
 
     table: pa.Table
     parts: dict[tuple[str, int], pa.Table] = field(default_factory=dict)
     damaged: set[str] = field(default_factory=set)  # hosts with a damaged part
-    all_damaged: bool = False  # the one file of an older version is damaged
 
 
 def read_old_stats(crawl: CrawlDir, version: int) -> OldStats:
     """Version `version`'s statistics as Update starts from them."""
     if version == 0:
         return OldStats(PREFIX_STATS.empty_table())
-    if not crawl.table_path(version, STATS).is_dir():  # one file, as older versions had
-        try:
-            return OldStats(crawl.read(version, STATS))
-        except CrawlDamaged as e:
-            log.warning("sharecrawl: %s; prefix statistics are computed again", e.what)
-            return OldStats(PREFIX_STATS.empty_table(), all_damaged=True)
     parts, problems = crawl.stats_parts(version)
     damaged = set()
     for path, what in problems.items():

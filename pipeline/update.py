@@ -291,7 +291,7 @@ class Update(luigi.Task):
         redo_stats = touched | lost_hosts  # a host whose rows were lost keeps no stale stats
         # derived from the files parts: a damaged part's host is computed again in full
         old_stats = read_old_stats(crawl, prev)
-        redo_stats |= set(listed) if old_stats.all_damaged else old_stats.damaged
+        redo_stats |= old_stats.damaged
         stats = round_prefix_stats(
             round_=self.round,
             version_dir=out,

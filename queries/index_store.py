@@ -13,7 +13,7 @@ publishes a second name, `.by-identity/<inode>-<mtime>-<size>.duckdb` beside it,
 rename (`link_by_identity`), and removes the names of files no longer live after it
 (`prune_identity_links`). A reader stats the index path and attaches the file by the name
 of that identity; if a swap removed that name meanwhile, it stats again. A file without such
-a name (written by an earlier release, or where hard links are refused) is attached by the
+a name (where hard links are refused, or the folder was deleted) is attached by the
 index path, which is checked to name the same file after the attach as before it (a round
 renames only new files over it, so a name that shows one file at both moments showed it in
 between). Either way the path DuckDB opens is a plain name: DuckDB reads a descriptor's

@@ -1,8 +1,7 @@
 """A host's parts by group of partitions: a round rewrites only the groups whose partitions
 changed, a file moved between groups keeps its tags, a damaged group costs only its
-partitions, a fetch reads only the groups it needs, and a crawl dir of the previous release
-(one part per host) is read and converted as its hosts are rewritten. Real crawls of file://
-hosts with a small group size, real Parquet files."""
+partitions, and a fetch reads only the groups it needs. Real crawls of file:// hosts with a
+small group size, real Parquet files."""
 
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ import crawl_io.part_groups
 import pipeline.host_rewrite
 from crawl_io.crawldir import CrawlDir
 from crawl_io.host_parts import (
-    PARTITIONS_KEY,
     changed_parts,
     footer_partitions,
     parse_part_file,
@@ -27,7 +25,6 @@ from crawl_io.host_parts import (
 from crawl_io.part_groups import plan_groups
 from crawl_io.schema import FILES, FOLDERS, MEDIA
 from crawl_io.stored_hosts import StoredHost
-from crawl_io.version_manifest import write_manifest
 from jobs.subtree_hash import folder_summaries
 from tests.conftest import LAN
 
@@ -260,61 +257,6 @@ def test_parts_changed_between_versions_by_manifest_or_inode(lan: LAN, small_gro
     again = changed_parts(crawl.version_dir(1), crawl.version_dir(2), "media")
     assert again == change
     assert not changed_parts(crawl.version_dir(1), crawl.version_dir(1), "files")
-
-
-def strip_to_previous_release(crawl: CrawlDir, version: int) -> None:
-    """Make a version look as the previous release wrote it: one part per host, no footer
-    key naming partitions (the manifest written again for the new bytes)."""
-    for table in ("files", "media", "folders"):
-        for part in crawl.table_parts(version, table):
-            data = pq.read_table(part)
-            metadata = {
-                k: v for k, v in (data.schema.metadata or {}).items() if k != PARTITIONS_KEY
-            }
-            pq.write_table(
-                data.replace_schema_metadata(metadata),
-                part,
-                compression="zstd",
-                write_page_checksum=True,
-            )
-            assert footer_partitions(part) is None
-    write_manifest(crawl.version_dir(version), {})
-
-
-def test_a_crawl_dir_of_one_part_per_host_is_read_and_converted_as_hosts_change(
-    lan: LAN, monkeypatch: pytest.MonkeyPatch, run_json
-) -> None:
-    build(lan)
-    lan.crawl()  # the default group size: one part per host, as the previous release had
-    crawl = CrawlDir(lan.crawl_dir)
-    assert sorted(inodes(crawl, 1, "files")) == ["alpha.parquet", "beta.parquet"]
-    strip_to_previous_release(crawl, 1)
-    expected = rows(crawl, 1, "files")
-    beta = inodes(crawl, 1, "files")["beta.parquet"]
-
-    monkeypatch.setattr(crawl_io.part_groups, "GROUP_ROWS", GROUP_ROWS)
-    shutil.move(lan.host("alpha") / "a-music/Album 1", lan.host("alpha") / "d-misc/Moved")
-    lan.crawl()
-    assert run_json(lan, "status")["tags_read"] == 0  # the moved files' tags found in it
-    parts = inodes(crawl, 2, "files")
-    assert parts["beta.parquet"] == beta  # untouched: linked as it was
-    assert sorted(n for n in parts if n.startswith("alpha")) == [
-        "alpha.parquet",
-        "alpha@1.parquet",
-        "alpha@2.parquet",
-        "alpha@3.parquet",
-    ]
-
-    def moved_back(r: dict) -> tuple[str, str, str]:
-        if r["share"] == "d-misc" and r["path"].startswith("Moved"):
-            return r["host"], "a-music", r["path"].replace("Moved", "Album 1", 1)
-        return r["host"], r["share"], r["path"]
-
-    assert sorted(map(moved_back, rows(crawl, 2, "files"))) == sorted(
-        (r["host"], r["share"], r["path"]) for r in expected
-    )
-    assert lan.cli("check") == 0
-    assert run_json(lan, "sql", "SELECT count(*) AS n FROM media") == [{"n": 17}]
 
 
 # -- the same tables whatever the groups ----------------------------------------------------

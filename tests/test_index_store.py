@@ -42,8 +42,8 @@ def swap_in(source: Path, index: Path) -> None:
 
 
 def rename_in(source: Path, index: Path) -> None:
-    """As an earlier release did: a whole file renamed over the live one, without a second
-    name."""
+    """As where hard links are refused: a whole file renamed over the live one, without a
+    second name."""
     tmp = index.with_name(".swap")
     shutil.copyfile(source, tmp)
     os.replace(tmp, index)
@@ -151,7 +151,7 @@ def test_each_file_published_has_one_second_name_while_it_is_live(
 ) -> None:
     """Readers attach an index file by a name that only ever names it (DuckDB reads a
     descriptor's /proc link back into the index path, which a swap changes); the names of
-    replaced files go with them, and a file an earlier release renamed in, without one, is
+    replaced files go with them, and a file renamed in without one (hard links refused) is
     read by the index path."""
     index = tmp_path / "search.duckdb"
     links = tmp_path / IDENTITY_LINKS

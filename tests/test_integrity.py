@@ -88,7 +88,7 @@ def test_every_part_is_in_the_manifest_and_linked_parts_carry_their_entries(
         linked = (v2 / rel).stat().st_ino == (v1 / rel).stat().st_ino
         assert linked == (not rel.startswith("prefix_stats/")), rel
         assert (manifest[rel] == old[rel]) == linked
-    assert (crawl.crawldb / "MANIFESTS_FROM").read_text().strip() == "v000001"
+    assert (crawl.crawldb / "FORMAT").read_text() == "1\n"
     code, out, _ = run(lan, capsys, "check")
     assert code == 0
     assert out.splitlines() == [f"v000002: {len(manifest)} parts intact"]
@@ -254,24 +254,9 @@ def test_a_damaged_part_of_an_offline_host_is_not_linked_forward(lan: LAN, capsy
     assert run(lan, capsys, "check")[0] == 0
 
 
-def test_a_crawl_dir_of_the_previous_release_is_read_and_gets_manifests(lan: LAN, capsys) -> None:
+def test_a_version_without_its_manifest_is_not_complete(lan: LAN, capsys) -> None:
     crawl = two_rounds(lan)
-    for version in (1, 2):
-        (crawl.version_dir(version) / MANIFEST_NAME).unlink()
-    (crawl.crawldb / "MANIFESTS_FROM").unlink()
-    assert crawl.current() == 2  # legacy: complete by construction
-    code, out, _ = run(lan, capsys, "check")
-    assert code == 0 and "parts intact (a legacy version" in out
-
-    lan.crawl()
-    assert read_manifest(crawl.version_dir(3)) is not None
-    assert (crawl.crawldb / "MANIFESTS_FROM").read_text().strip() == "v000003"
-    beta = crawl.version_dir(3) / "files" / "beta.parquet"
-    assert beta.stat().st_ino == (crawl.version_dir(2) / "files" / "beta.parquet").stat().st_ino
-    code, out, _ = run(lan, capsys, "check")
-    assert code == 0 and out.startswith("v000003: ") and "legacy" not in out
-    # from then on a version without a manifest is not complete
-    (crawl.version_dir(3) / MANIFEST_NAME).unlink()
+    (crawl.version_dir(2) / MANIFEST_NAME).unlink()
     code, _, err = run(lan, capsys, "status")
     assert code == 1 and "MANIFEST.json is missing" in err
 
@@ -303,21 +288,3 @@ def test_bit_rot_in_a_changed_hosts_part_is_caught_when_read_and_the_host_listed
     log = pq.read_table(crawl.segment_dir(3) / "fetchlog.parquet").to_pylist()
     assert sum(r["n_tags_read"] for r in log) == 4  # alpha's three tags read again, and the new
     assert {r["title"] for r in rows(crawl, 3, "media", MEDIA_COLUMNS)} >= {"Kukushka", "Music"}
-
-
-def test_a_damaged_part_of_a_legacy_version_is_found_by_reading_it(lan: LAN, capsys) -> None:
-    crawl = two_rounds(lan)
-    files = rows(crawl, 2, "files", FILE_COLUMNS)
-    for version in (1, 2):
-        (crawl.version_dir(version) / MANIFEST_NAME).unlink()
-    (crawl.crawldb / "MANIFESTS_FROM").unlink()
-    part = crawl.version_dir(2) / "folders" / "beta.parquet"
-    part.write_bytes(b"\x00" * part.stat().st_size)
-    code, out, _ = run(lan, capsys, "check")
-    assert code == 1 and out.startswith(f"{part}: does not read as Parquet")
-
-    lan.crawl()  # beta unchanged, but its legacy parts are read before being linked
-    assert not list(crawl.version_dir(3).glob("*/beta.parquet"))
-    assert run(lan, capsys, "check")[0] == 0
-    lan.crawl()
-    assert rows(crawl, 4, "files", FILE_COLUMNS) == files

@@ -109,7 +109,7 @@ def test_without_a_record_it_can_use_the_parts_are_compared_alike(lan: LAN, tmp_
 
     (v2 / FILE_NAME).write_bytes(original[: len(original) // 2])  # damaged
     update_reads(parts)
-    (v2 / FILE_NAME).unlink()  # a version of an earlier release
+    (v2 / FILE_NAME).unlink()  # moved aside by check --repair
     update_reads(parts)
     rewrite_record(v2, rows, accounts | {"base": "v000000"})  # made from another version
     update_reads(parts)

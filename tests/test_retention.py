@@ -43,7 +43,7 @@ def test_the_last_rounds_are_kept_and_the_crawl_reads_as_before(
     luigi_cfg("[sharecrawl]\nkeep_rounds = 2\n")
     four_rounds(lan)
     crawl = CrawlDir(lan.crawl_dir)
-    assert names(crawl.crawldb) == ["CURRENT", "MANIFESTS_FROM", "v000003", "v000004"]
+    assert names(crawl.crawldb) == ["CURRENT", "FORMAT", "v000003", "v000004"]
     assert names(crawl.segments) == ["fetchlogs", "r000003", "r000004"]
     # round 1's song lives on in the parts rounds 3 and 4 linked forward
     assert titles(run_json, lan, "madonna") == ["Music"]
@@ -92,7 +92,7 @@ def test_a_removal_cut_short_is_finished_by_the_next_crawl(
         (left / "files" / "alpha.parquet").write_bytes(b"half deleted")
     luigi_cfg("[sharecrawl]\nkeep_rounds = 2\n")
     lan.crawl()
-    assert names(crawl.crawldb) == ["CURRENT", "MANIFESTS_FROM", "v000001", "v000002"]
+    assert names(crawl.crawldb) == ["CURRENT", "FORMAT", "v000001", "v000002"]
     assert names(crawl.segments) == ["r000001", "r000002"]  # nothing old to remove yet
 
 

@@ -64,13 +64,6 @@ def test_shards_are_within_four_thirds_of_the_best_on_uneven_hosts() -> None:
         assert heaviest <= best_bound * 4 / 3 + 1e-9
 
 
-def test_a_fetch_list_of_an_earlier_release_weighs_partitions_alike() -> None:
-    table = fetchlist({"a": [1.0, 1.0, 1.0], "b": [50.0], "c": [50.0]}).drop_columns(["est_scan_s"])
-    assigned = shard_hosts(table, 2)
-    # without costs "a" (three partitions) weighs 3, "b" and "c" one each
-    assert assigned["b"] == assigned["c"] != assigned["a"]
-
-
 def test_a_host_goes_to_the_same_shard_in_every_process(tmp_path: Path) -> None:
     """Python's hash() of a string differs between processes; the shard of a host must not
     (several crawl processes each decide which hosts their shard holds)."""

@@ -339,19 +339,20 @@ def test_a_crawl_starts_by_removing_a_killed_runs_temporary_files(lan: LAN) -> N
     build(lan)
     lan.crawl()
     crawl = CrawlDir(lan.crawl_dir)
-    gone = _dead_pid()
+    gone = f"{_dead_pid()}@{machine()}"
     left = [
         crawl.crawldb / f".CURRENT.tmp{gone}",
         crawl.crawldb / ".v000002.tmp" / "files" / f".alpha.parquet.tmp{gone}",
         crawl.segment_dir(2) / "listing" / f".alpha.parquet.tmp{gone}",
-        crawl.index.parent / f".search.duckdb.tmp-{gone}",
-        crawl.index.parent / f".search.duckdb.tmp-{gone}.wal",
+        crawl.index.parent / f".search.duckdb.tmp{gone}",
+        crawl.index.parent / f".search.duckdb.tmp{gone}.wal",
         lan.crawl_dir / f".rules.auto.tmp{gone}",
     ]
     for path in left:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"half")
-    alive_writer = crawl.segment_dir(2) / "media" / f".beta.parquet.tmp{os.getppid()}"
+    alive = f"{os.getppid()}@{machine()}"
+    alive_writer = crawl.segment_dir(2) / "media" / f".beta.parquet.tmp{alive}"
     alive_writer.parent.mkdir(parents=True, exist_ok=True)
     alive_writer.write_bytes(b"still being written")
     kept = crawl.segment_dir(1) / "fetchlist.parquet"  # an old, finished segment: not looked at
@@ -368,7 +369,7 @@ def test_a_crawl_starts_by_removing_a_killed_runs_temporary_files(lan: LAN) -> N
 def test_a_temporary_name_of_another_machine_goes_only_once_it_is_old(tmp_path: Path) -> None:
     """A pid is checked only on its own machine: another machine's writer (a fetch worker
     sharing the crawl directory) may be alive, so its file goes only when it has not changed
-    for FOREIGN_STALE_S. Names without a machine (earlier releases) are this machine's."""
+    for FOREIGN_STALE_S."""
     seg = CrawlDir(tmp_path).segment_dir(1) / "listing"
     seg.mkdir(parents=True)
     gone, here = _dead_pid(), machine()
@@ -381,20 +382,17 @@ def test_a_temporary_name_of_another_machine_goes_only_once_it_is_old(tmp_path: 
     other_fresh = seg / f".c.parquet.tmp{gone}@elsewhere.example.org"
     other_old = seg / f".d.parquet.tmp{gone}@elsewhere.example.org"
     other_old_wal = seg / f".search.duckdb.tmp{gone}@elsewhere.wal"
-    old_forms = [seg / f".e.parquet.tmp{gone}", seg / f".search.duckdb.tmp-{gone}.wal"]
-    old_form_alive = seg / f".f.parquet.tmp{os.getppid()}"
-    for path in (own_dead, own_alive, other_fresh, other_old, other_old_wal, *old_forms):
+    for path in (own_dead, own_alive, other_fresh, other_old, other_old_wal):
         path.write_bytes(b"half")
-    old_form_alive.write_bytes(b"half")
     long_ago = time.time() - FOREIGN_STALE_S - 60
     for path in (other_old, other_old_wal):
         os.utime(path, (long_ago, long_ago))
     # a fresh file of another machine is kept whatever its pid (even one dead here)
     found = set(stale_temp_files(tmp_path))
-    assert found == {own_dead, other_old, other_old_wal, *old_forms}
+    assert found == {own_dead, other_old, other_old_wal}
     assert set(remove_stale_temp_files(tmp_path)) == found
     assert sorted(p.name for p in seg.iterdir()) == sorted(
-        ["alpha.parquet", own_alive.name, other_fresh.name, old_form_alive.name]
+        ["alpha.parquet", own_alive.name, other_fresh.name]
     )
 
 

@@ -1,12 +1,10 @@
 """prefix_stats stored in parts per host and group of partitions: a round writes the parts
 of the groups whose statistics changed and hard-links the others, the table stays what a
-whole recomputation gives, a damaged part costs only statistics computed again, and a
-version of the previous release (one prefix_stats.parquet) reads and is converted by the
-next round. Real crawls of file:// hosts with a small group size, real Parquet files."""
+whole recomputation gives, and a damaged part costs only statistics computed again. Real
+crawls of file:// hosts with a small group size, real Parquet files."""
 
 from __future__ import annotations
 
-import shutil
 import time
 
 import pyarrow as pa
@@ -15,7 +13,7 @@ import pytest
 
 import crawl_io.part_groups
 from crawl_io.atomic import write_parquet
-from crawl_io.crawldir import CrawlDir
+from crawl_io.crawldir import CrawlDamaged, CrawlDir
 from crawl_io.host_parts import footer_partitions, part_file, read_parquet
 from crawl_io.schema import PREFIX_STATS
 from crawl_io.version_manifest import MANIFEST_NAME, write_manifest
@@ -113,49 +111,10 @@ def test_a_damaged_statistics_part_costs_only_statistics_computed_again(
     assert lan.cli("check") == 0
 
 
-def to_previous_release(crawl: CrawlDir, version: int) -> pa.Table:
-    """Store a version's prefix_stats as the previous release did: one file."""
-    table = crawl.read(version, "prefix_stats")
-    vdir = crawl.version_dir(version)
-    shutil.rmtree(vdir / "prefix_stats")
-    pq.write_table(table, vdir / "prefix_stats.parquet", compression="zstd")
-    write_manifest(vdir, {})
-    return table
-
-
-def test_a_version_with_one_prefix_stats_file_reads_and_the_next_round_writes_parts(
-    lan: LAN, run_json
-) -> None:
-    build(lan)
-    lan.crawl()
-    crawl = CrawlDir(lan.crawl_dir)
-    table = to_previous_release(crawl, 1)
-    crawl = CrawlDir(lan.crawl_dir)  # its manifest as it is now
-    assert crawl.table_parts(1, "prefix_stats") == [crawl.version_dir(1) / "prefix_stats.parquet"]
-    assert crawl.read(1, "prefix_stats").equals(table)
-    count = "SELECT count(*) AS n, sum(n_new) AS new FROM prefix_stats"
-    new = pa.compute.sum(table["n_new"]).as_py()
-    assert new == 2 * 17  # every file is new, counted under '' and under its album
-    assert run_json(lan, "sql", count) == [{"n": table.num_rows, "new": new}]
-    assert lan.cli("check") == 0
-
-    lan.media("alpha", "d-misc/Album 0/t9.mp3", title="Added")
-    lan.crawl()
-    vdir = crawl.version_dir(2)
-    assert not (vdir / "prefix_stats.parquet").exists()
-    names = sorted(p.name for p in crawl.table_parts(2, "prefix_stats"))
-    assert names == sorted(p.name for p in crawl.table_parts(2, "files"))
-    assert ordered(crawl.read(2, "prefix_stats")).equals(ordered(recomputed(crawl, 2)))
-    assert run_json(lan, "sql", count) == [{"n": table.num_rows, "new": 2}]
-    assert crawl.read(2, "prefix_stats").schema.equals(PREFIX_STATS)
-    assert lan.cli("check") == 0
-
-
 def test_stored_parts_are_read_once_checked_then_parsed(tmp_path) -> None:
     """CrawlDir.stats_parts without a round: a part of the current schema, one of an older
     schema (a column fewer: conformed, the column empty), one whose bytes changed after
-    the manifest was written, one gone, and one that is not Parquet; with the version's
-    manifest and without it."""
+    the manifest was written, one gone, and one that is not Parquet."""
     crawl = CrawlDir(tmp_path / "crawl")
     vdir = crawl.version_dir(1)
     (vdir / "prefix_stats").mkdir(parents=True)
@@ -183,24 +142,19 @@ def test_stored_parts_are_read_once_checked_then_parsed(tmp_path) -> None:
     path("beta").write_bytes(bytes(data))
     path("gamma").unlink()
 
-    for version_has_manifest in (True, False):
-        if not version_has_manifest:
-            (vdir / MANIFEST_NAME).unlink()
-            crawl = CrawlDir(tmp_path / "crawl")
-        parts, problems = crawl.stats_parts(1)
-        assert set(parts) == {(host, 0) for host in ("alpha", "delta", "older")}
-        assert parts[("alpha", 0)].equals(read_parquet(path("alpha"), PREFIX_STATS))
-        assert parts[("alpha", 0)].schema.equals(PREFIX_STATS, check_metadata=True)
-        older = parts[("older", 0)]
-        assert older.schema.equals(PREFIX_STATS) and older[dropped].null_count == 3
-        assert problems[path("junk")].startswith("does not read")
-        if version_has_manifest:
-            assert problems[path("beta")].startswith("checksum mismatch")
-            assert problems[path("gamma")] == "missing"
-            assert len(problems) == 3
-        else:  # no checksum to check: the page's CRC catches the flipped bit
-            assert problems[path("beta")].startswith("does not read")
-            assert len(problems) == 2  # and the part gone is not named by anything
+    parts, problems = crawl.stats_parts(1)
+    assert set(parts) == {(host, 0) for host in ("alpha", "delta", "older")}
+    assert parts[("alpha", 0)].equals(read_parquet(path("alpha"), PREFIX_STATS))
+    assert parts[("alpha", 0)].schema.equals(PREFIX_STATS, check_metadata=True)
+    older = parts[("older", 0)]
+    assert older.schema.equals(PREFIX_STATS) and older[dropped].null_count == 3
+    assert problems[path("junk")].startswith("does not read")
+    assert problems[path("beta")].startswith("checksum mismatch")
+    assert problems[path("gamma")] == "missing"
+    assert len(problems) == 3
+    (vdir / MANIFEST_NAME).unlink()  # a version without its manifest is damaged
+    with pytest.raises(CrawlDamaged, match=r"MANIFEST\.json is missing"):
+        CrawlDir(tmp_path / "crawl").stats_parts(1)
 
 
 class SlowBuild:
