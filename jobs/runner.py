@@ -21,13 +21,11 @@ import re
 import shutil
 import sys
 import tempfile
-import time
 import zipfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from stat import S_ISDIR
 from traceback import format_exception
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -252,6 +250,9 @@ def _output(job_class: type[MRJob], argv: list[str]) -> Iterator[Any]:
 
 
 def _output_list(job_class: type[MRJob], argv: list[str]) -> list[Any]:
+    """A job's output, run in a worker: mrjob there says only errors, as in the crawl
+    process (cli.main), not that no mrjob.conf exists."""
+    logging.getLogger("mrjob").setLevel(logging.ERROR)
     return list(_output(job_class, argv))
 
 
@@ -291,23 +292,10 @@ def json_lines(records: Iterable[Any]) -> str:
     return "".join(json.dumps(r, ensure_ascii=True) + "\n" for r in records)
 
 
-# mrjob's own scratch of a Spark job on a local master, as earlier releases left it in the
-# temporary folder, one a job: <job module>.<user>.<date>.<time>.<microseconds>-spark
-_EARLIER_SPARK_SCRATCH = re.compile(
-    r"(mr_listing|mr_prefix_stats)\.[^.]+\.\d{8}\.\d{6}\.\d{6}-spark"
-)
-EARLIER_SCRATCH_AGE_S = 3600.0  # unchanged this long: no job of an earlier release still writes it
-
-
 def remove_job_temp_dirs() -> None:
     """Remove the working folders of this process's jobs (an interrupted job leaves its
-    own) and of crawl processes that are gone (killed ones); and the Spark scratch folders
-    that earlier releases left for good, once they have not changed for an hour."""
-    temp = Path(tempfile.gettempdir())
-    _remove_dead_jobs_folders(temp, own=True)
-    for tmp in temp.glob("mr_*-spark"):
-        if _EARLIER_SPARK_SCRATCH.fullmatch(tmp.name) and _stale_own_folder(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
+    own) and of crawl processes that are gone (killed ones)."""
+    _remove_dead_jobs_folders(Path(tempfile.gettempdir()), own=True)
 
 
 def _remove_dead_jobs_folders(folder: Path, *, own: bool = False) -> None:
@@ -317,18 +305,3 @@ def _remove_dead_jobs_folders(folder: Path, *, own: bool = False) -> None:
         pid = tmp.name[len(JOB_TMP_PREFIX) :].split("-", 1)[0]
         if pid.isdigit() and ((own and int(pid) == os.getpid()) or not alive(int(pid))):
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _stale_own_folder(folder: Path) -> bool:
-    """A folder of this user in which nothing changed for EARLIER_SCRATCH_AGE_S."""
-    try:
-        stat = folder.lstat()
-        if not S_ISDIR(stat.st_mode) or stat.st_uid != os.getuid():
-            return False
-        newest = stat.st_mtime
-        for root, folders, files in os.walk(folder):
-            for name in folders + files:
-                newest = max(newest, os.lstat(os.path.join(root, name)).st_mtime)
-    except OSError:
-        return False
-    return time.time() - newest > EARLIER_SCRATCH_AGE_S

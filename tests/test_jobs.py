@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import tempfile
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,10 +21,8 @@ from crawl_io.schema import LISTING
 from crawl_io.workers import server_pid
 from jobs.mr_listing import ListingResults, MRListingJobs, run_listing_jobs
 from jobs.runner import (
-    EARLIER_SCRATCH_AGE_S,
     JOB_TMP_PREFIX,
     JobRunner,
-    remove_job_temp_dirs,
     run_job,
     write_manifest,
 )
@@ -313,44 +309,6 @@ def test_media_mask_agrees_with_media_kind(names: list[str]) -> None:
     assert media_mask(pa.array(names, pa.string())).to_pylist() == [
         media_kind(n) is not None for n in names
     ]
-
-
-def test_spark_scratch_left_by_an_earlier_release_goes_once_nothing_changed_for_an_hour(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Earlier releases left mrjob's scratch of every Spark job on a local master in the
-    temporary folder (the job's whole output): a crawl removes those of our jobs that have
-    not changed for an hour, and nothing else."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    hour_ago = time.time() - EARLIER_SCRATCH_AGE_S - 60
-
-    def scratch(name: str, *, old: bool = True, fresh_file: bool = False) -> Path:
-        folder = tmp_path / name
-        (folder / "output").mkdir(parents=True)
-        (folder / "output" / "part-00000").write_text("row\n")
-        for path in (folder / "output" / "part-00000", folder / "output", folder):
-            if old and not (fresh_file and path.name == "part-00000"):
-                os.utime(path, (hour_ago, hour_ago))
-        return folder
-
-    stale = [
-        scratch("mr_listing.root.20261126.104357.561826-spark"),
-        scratch("mr_prefix_stats.operator.20250101.000000.000001-spark"),
-    ]
-    kept = [
-        scratch("mr_listing.root.20261126.164357.561826-spark", old=False),  # a job running
-        scratch("mr_listing.root.20261126.164358.561826-spark", fresh_file=True),  # writing
-        scratch("mr_word_count.root.20261126.104357.561826-spark"),  # not ours
-        scratch("mr_listing.root.20261126.104357.561826-spark.keep"),  # not that name
-    ]
-    target = scratch("outside")
-    link = tmp_path / "mr_listing.root.20261126.104359.561826-spark"
-    link.symlink_to(target)
-    os.utime(link, (hour_ago, hour_ago), follow_symlinks=False)
-    remove_job_temp_dirs()
-    assert [p for p in stale if p.exists()] == []
-    assert all(p.exists() for p in kept)
-    assert link.is_symlink() and (target / "output" / "part-00000").exists()
 
 
 def test_a_killed_crawls_job_scratch_goes_with_the_next_job_that_uses_the_folder(
