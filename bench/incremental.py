@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from crawl_io.atomic import write_parquet
 from crawl_io.crawldir import CrawlDir, host_file
-from crawl_io.schema import FETCHLOG, HOSTS, LISTING, MEDIA, PARTITIONS, PREFIX_STATS, TS
+from crawl_io.schema import FETCHLOG, HOSTS, LISTING, MEDIA, PARTITIONS, TS
 from crawl_io.stored_hosts import StoredHost
 from crawl_io.version_manifest import write_manifest as write_version_manifest
 from demolan.templates import write_tagged
@@ -294,9 +294,8 @@ def write_version(
     ]
     write_parquet(pa.Table.from_pylist(hosts, HOSTS), vdir / "hosts.parquet")
     write_parquet(pa.Table.from_pylist(partitions, PARTITIONS), vdir / "partitions.parquet")
-    write_parquet(PREFIX_STATS.empty_table(), vdir / "prefix_stats.parquet")
-    write_version_manifest(vdir, {})  # a version with a manifest, not a legacy one
-    crawl.note_manifests_from(version)
+    (vdir / "prefix_stats").mkdir(exist_ok=True)  # no statistics yet
+    write_version_manifest(vdir, {})
     crawl.publish(version)
 
 

@@ -99,7 +99,7 @@ def sharecrawl(sql: str, crawl: CrawlDir) -> list[tuple]:
 
 @contextmanager
 def without_manifest(crawl: CrawlDir) -> Iterator[None]:
-    """The version as the release before manifests left it: every footer is read first."""
+    """The version without its manifest: every footer is read first."""
     manifest = crawl.version_dir(1) / MANIFEST_NAME
     aside = manifest.with_name("manifest.aside")
     manifest.rename(aside)
