@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -161,6 +162,23 @@ def test_a_local_jobs_tasks_run_in_forked_workers_each_in_its_own_process(
     assert sorted(Path(p).name for p in got["map input"]) == ["m", "m"]
     assert os.getcwd() == cwd and dict(os.environ) == env
     assert all(JOB_TMP_PREFIX in e and Path(e).name == "stderr" for e in got["stderr"])
+
+
+def test_a_local_job_writes_nothing_on_stderr(tmp_path: Path) -> None:
+    """The local runner's workers keep mrjob's notices to errors, as the crawl process does:
+    a round's output has no "No configs specified" per job. In a process of its own, whose
+    fork server writes where it does."""
+    (tmp_path / "one").write_text("x\n")
+    manifest = write_manifest([tmp_path / "one"], tmp_path / "m")
+    code = (
+        "from pathlib import Path; from jobs.runner import run_job; "
+        "from tests.job_probe import MRTaskProbe; "
+        f"print(len(list(run_job(MRTaskProbe, Path({str(manifest)!r}), 'local'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert (done.stdout, done.stderr) == ("6\n", "")
 
 
 def test_a_failing_task_fails_its_job_with_the_cause(
