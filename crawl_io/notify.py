@@ -3,13 +3,14 @@
 `NotifySession` is an `SMBSource` (the same negotiation, signing, encryption, time limits and
 name mapping) that keeps one tree watch per share: the share root opened for listing, with
 CHANGE_NOTIFY requests (WATCH_TREE; file name, folder name, size and last-write changes)
-outstanding on it. It is driven by one caller's select loop, never by a thread of its own
-(smbprotocol's FileSystemWatcher runs a thread per request): `fileno` to wait on, `receive` when
-the socket is readable, `take` for what the answers say, `keepalive` now and then, `cancel` at
-shutdown. Not thread-safe: one thread at a time (the one that connects, then the loop).
+outstanding on it. It is driven by one caller's select loop, not by a thread per request
+(as smbprotocol's FileSystemWatcher is): smbprotocol's receive thread files the answers and
+writes a byte to a pipe; `fileno` is that pipe's end to wait on, `receive` when it is readable,
+`take` for what the answers say, `keepalive` now and then, `cancel` at shutdown. Not
+thread-safe: one thread at a time (the one that connects, then the loop).
 
-- Async answers: the server first answers STATUS_PENDING with an AsyncId (the wire keeps it for
-  CANCEL), then, when something changes, the final answer with FILE_NOTIFY_INFORMATION entries.
+- Async answers: the server first answers STATUS_PENDING with an AsyncId (the request keeps it
+  for CANCEL), then, when something changes, the final answer with FILE_NOTIFY_INFORMATION entries.
 - Re-arming: `depth` requests per share are outstanding; an answered one is replaced before its
   answer is parsed, so a change arriving meanwhile lands in the other (Samba and Windows also
   keep a handle's changes between requests).
@@ -25,18 +26,29 @@ shutdown. Not thread-safe: one thread at a time (the one that connects, then the
 
 from __future__ import annotations
 
+import os
+import select
 import struct
+import threading
 import time
 from typing import NamedTuple
 
-from crawl_io import smb_wire
-from crawl_io.smb import SMBSource
+from smbprotocol.change_notify import SMB2ChangeNotifyRequest
+from smbprotocol.connection import Request, SMB2Echo
+from smbprotocol.open import Open
+from smbprotocol.session import SMB2Logoff
+
+from crawl_io.smb import (
+    DENIED_STATUSES,
+    FILE_DIRECTORY_FILE,
+    STATUS_SUCCESS,
+    SMBSource,
+    answered,
+    file_id_of,
+)
 from crawl_io.smb_names import FROM_SFM
-from crawl_io.smb_session import DENIED_STATUSES, FILE_DIRECTORY_FILE, READ_ACCESS
-from crawl_io.smb_wire import STATUS_SUCCESS
 from crawl_io.sources import Credentials, HostUnreachable, HostURL, SourceError
 
-CANCEL, CHANGE_NOTIFY = 12, 15  # MS-SMB2 2.2.1 commands
 WATCH_TREE = 0x1
 # FILE_NOTIFY_CHANGE_FILE_NAME | DIR_NAME | SIZE | LAST_WRITE (MS-SMB2 2.2.35)
 COMPLETION_FILTER = 0x1 | 0x2 | 0x8 | 0x10
@@ -52,7 +64,6 @@ REFUSAL_NAMES = {
     0xC0000022: "access denied",
 }
 REFUSALS = set(REFUSAL_NAMES) | DENIED_STATUSES
-NOTIFY_REQUEST = struct.Struct("<HHI16sII")  # 32 bytes
 NOTIFY_ENTRY = struct.Struct("<III")  # NextEntryOffset, Action, FileNameLength; name follows
 # FILE_NOTIFY_INFORMATION actions (MS-FSCC 2.7.1); stream changes count as the file's
 ACTIONS = {
@@ -67,7 +78,6 @@ ACTIONS = {
     9: "removed",
 }
 OVERFLOW = "overflow"
-ASYNC_HEADER = struct.Struct("<4sHHIHHIIQQQ16s")  # AsyncId where a sync header has TreeId
 
 
 class Change(NamedTuple):
@@ -82,9 +92,20 @@ class Refusal(NamedTuple):
     reason: str
 
 
-class _Watch(NamedTuple):
-    tree_id: int
-    file_id: bytes
+class _WakeEvent(threading.Event):
+    """A request's answered-event that also writes a byte to the wake-up pipe the caller's
+    select loop waits on (smbprotocol's receive thread sets it)."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+
+    def set(self) -> None:
+        super().set()
+        try:
+            os.write(self._fd, b"\0")
+        except OSError:  # full (the loop wakes anyway) or closed (the session retired)
+            pass
 
 
 def share_path(name: str) -> str:
@@ -118,13 +139,16 @@ class NotifySession(SMBSource):
     buffer = NOTIFY_BUFFER
 
     def __init__(self, host: HostURL, credentials: Credentials, timeout_s: float = 10.0) -> None:
-        self._watches: dict[str, _Watch] = {}
-        self._pending: dict[int, str] = {}  # message id of a watch request -> its share
-        self._cancelling: dict[int, str] = {}
-        self._dropped: set[int] = set()  # requests whose answers nobody needs (closes)
-        self._echo_id: int | None = None
+        self._watches: dict[str, Open] = {}  # share -> its root, opened
+        self._pending: dict[Request, str] = {}  # watch request -> its share
+        self._cancelling: dict[Request, str] = {}
+        self._dropped: set[Request] = set()  # requests whose answers nobody needs (closes)
+        self._echo: Request | None = None
         self.cancels_confirmed = 0  # watch requests the server answered STATUS_CANCELLED
         self._echo_sent = self._last_echo = time.monotonic()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
         super().__init__(host, credentials, timeout_s=timeout_s, window=1)
 
     # -- setting up -----------------------------------------------------------------------
@@ -134,30 +158,24 @@ class NotifySession(SMBSource):
         SourceError (AccessDenied, NotFound...) and leaves the connection usable; a refused
         watch comes later, as a Refusal from `take`."""
         with self._bounded(f"watch {share}"):
-            tree_id = self._tree(share)
+            tree = self._tree(share)
+            root = Open(tree, "")
             opened = self._request(
-                smb_wire.create(b"", READ_ACCESS, FILE_DIRECTORY_FILE), tree_id, f"open {share}"
+                self._create(root, "", FILE_DIRECTORY_FILE), tree, f"open {share}"
             )
-            self._watches[share] = _Watch(tree_id, smb_wire.file_id_of(opened))
+            root.file_id = file_id_of(opened)
+            self._watches[share] = root
             for _ in range(self.depth):
                 self._arm(share)
-            self._wire.flush(self._deadline)
 
     def confirm(self) -> list[str]:
         """Wait (within the time limit) until the server has taken every share's watch: an
         interim answer (it went async) or a final one. Returns the shares confirmed; a change
         before that may not be reported, so a watch counts from here."""
-        wire = self._wire
         with self._bounded("confirm watches"):
-            while True:
-                waiting = {
-                    s
-                    for i, s in self._pending.items()
-                    if i not in wire.async_ids and not wire.answered(i)
-                }
-                if not waiting:
-                    break
-                wire.receive(self._deadline)
+            while any(r.async_id is None and not answered(r) for r in self._pending):
+                select.select([self._wake_r], [], [], self._remaining())
+                self._drain()
         return self.watched
 
     @property
@@ -175,45 +193,69 @@ class NotifySession(SMBSource):
         return len(self._pending) + len(self._cancelling)
 
     def _arm(self, share: str) -> None:
-        watch = self._watches[share]
-        body = NOTIFY_REQUEST.pack(32, WATCH_TREE, self.buffer, watch.file_id, COMPLETION_FILTER, 0)
-        message = smb_wire.Message(CHANGE_NOTIFY, body, self.buffer)
-        self._pending[self._send([message], watch.tree_id)[0]] = share
+        root = self._watches[share]
+        message = SMB2ChangeNotifyRequest()
+        message["flags"] = WATCH_TREE
+        message["output_buffer_length"] = self.buffer
+        message["file_id"] = root.file_id
+        message["completion_filter"] = COMPLETION_FILTER
+        self._pending[self._wake_on(self._send([message], root.tree_connect, self.buffer)[0])] = (
+            share
+        )
+
+    def _wake_on(self, request: Request) -> Request:
+        """Have the request's answer wake the select loop (under the lock the receive thread
+        holds while it files an answer, so none is missed)."""
+        with request.response_event_lock:
+            event = _WakeEvent(self._wake_w)
+            if request.response_event.is_set():
+                event.set()
+            request.response_event = event
+        return request
+
+    def _drain(self) -> None:
+        try:
+            while os.read(self._wake_r, 4096):
+                pass
+        except BlockingIOError:
+            pass
+        if not self._conn.transport.connected:
+            raise ConnectionError("the server closed the connection")
 
     # -- the select loop's calls ----------------------------------------------------------
 
     def fileno(self) -> int:
+        """Readable when an answer has come in; call `receive` then."""
         self._check_usable()
-        return self._wire.fileno()
+        return self._wake_r
 
     def receive(self) -> None:
-        """Read what the server sent; call when the socket is readable (it does not block then)."""
+        """Take note of the answers that came in (it does not block)."""
         with self._bounded("watch"):
-            self._wire.receive(self._deadline)
+            self._drain()
 
     def take(self) -> list[Change | Refusal]:
         """What the answers read so far say; every answered watch is re-armed first. Raises
         HostUnreachable (the connection retired) when a watch ends for another reason."""
         events: list[Change | Refusal] = []
         with self._bounded("watch"):
-            wire = self._wire
-            for message_id in [i for i in self._dropped if wire.answered(i)]:
-                self._dropped.discard(message_id)
-                self._reply(message_id)
-            if self._echo_id is not None and wire.answered(self._echo_id):
-                self._reply(self._echo_id)
-                self._echo_id = None
-            for message_id in [i for i in self._cancelling if wire.answered(i)]:
-                del self._cancelling[message_id]
-                self.cancels_confirmed += self._reply(message_id).status == STATUS_CANCELLED
-            for message_id in [i for i in self._pending if wire.answered(i)]:
-                share = self._pending.pop(message_id)
-                status, data = self._reply(message_id)
+            for request in [r for r in self._dropped if answered(r)]:
+                self._dropped.discard(request)
+                self._answer(request)
+            if self._echo is not None and answered(self._echo):
+                self._answer(self._echo)
+                self._echo = None
+            for request in [r for r in self._cancelling if answered(r)]:
+                del self._cancelling[request]
+                self.cancels_confirmed += self._answer(request)[0] == STATUS_CANCELLED
+            for request in [r for r in self._pending if answered(r)]:
+                share = self._pending.pop(request)
+                status, body = self._answer(request)
                 if share not in self._watches:
                     continue  # the share was refused meanwhile
                 if status in (STATUS_SUCCESS, STATUS_NOTIFY_ENUM_DIR):
                     self._arm(share)
-                    events.extend(self._changes(share, status, data))
+                    events.extend(self._changes(share, status, body))
                 elif status in REFUSALS:
                     events.append(self._refuse(share, status))
                 else:
@@ -221,22 +263,21 @@ class NotifySession(SMBSource):
                     raise HostUnreachable(
                         f"{self.host.host}: the watch of {share!r} {what} (NTSTATUS 0x{status:08X})"
                     )
-            wire.flush(self._deadline)
         return events
 
-    def _changes(self, share: str, status: int, data: bytes) -> list[Change]:
-        offset, length = struct.unpack_from("<HI", data, 66)
+    def _changes(self, share: str, status: int, body: bytes) -> list[Change]:
+        offset, length = struct.unpack_from("<HI", body, 2)  # the offset counts the header
         if status == STATUS_NOTIFY_ENUM_DIR or not length:
             return [Change(share, "", OVERFLOW, True)]
-        entries = parse_notify(memoryview(data)[offset : offset + length])
+        entries = parse_notify(memoryview(body)[offset - 64 : offset - 64 + length])
         return [Change(share, path, action, False) for action, path in entries]
 
     def _refuse(self, share: str, status: int) -> Refusal:
-        watch = self._watches.pop(share)
-        for message_id in [i for i, s in self._pending.items() if s == share]:
-            del self._pending[message_id]
-            self._dropped.add(message_id)  # fails the same way; nothing to learn from it
-        self._dropped.update(self._send([smb_wire.close(watch.file_id)], watch.tree_id))
+        root = self._watches.pop(share)
+        for request in [r for r, s in self._pending.items() if s == share]:
+            del self._pending[request]
+            self._dropped.add(request)  # fails the same way; nothing to learn from it
+        self._dropped.update(self._send([root.close(send=False)[0]], root.tree_connect))
         return Refusal(share, refusal_reason(status))
 
     def keepalive(self, every_s: float) -> None:
@@ -244,15 +285,13 @@ class NotifySession(SMBSource):
         unanswered for timeout_s."""
         self._check_usable()
         now = time.monotonic()
-        if self._echo_id is not None:
+        if self._echo is not None:
             if now - self._echo_sent > self.timeout_s:
                 raise self._fail(TimeoutError("no answer to ECHO"), "keepalive")
             return
         if now - self._last_echo >= every_s:
             with self._bounded("keepalive"):
-                echo = smb_wire.Message(smb_wire.ECHO, smb_wire.EMPTY_REQUEST.pack(4, 0), 1)
-                self._echo_id = self._send([echo], 0)[0]
-                self._wire.flush(self._deadline)
+                self._echo = self._wake_on(self._send([SMB2Echo()], None)[0])
             self._echo_sent = self._last_echo = now
 
     # -- shutdown -------------------------------------------------------------------------
@@ -263,45 +302,26 @@ class NotifySession(SMBSource):
         if not self.usable:
             return
         with self._bounded("cancel"):
-            for message_id, share in self._pending.items():
-                watch = self._watches.get(share)
-                self._queue_cancel(message_id, watch.tree_id if watch else 0)
+            for request in self._pending:
+                request.cancel()
             self._cancelling.update(self._pending)
             self._pending.clear()
             self._watches.clear()
-            self._wire.flush(self._deadline)
-
-    def _queue_cancel(self, message_id: int, tree_id: int) -> None:
-        # A CANCEL reuses the request's message id and takes no credit, which `Wire.send` (a new
-        # id per message) does not do, so it is framed here with the session's keys.
-        wire = self._wire
-        async_id = wire.async_ids.get(message_id)
-        encrypted = wire._encrypt is not None and (
-            self._encrypt_session or tree_id in self._encrypted_trees
-        )
-        sign = None if encrypted else wire._sign
-        flags = (smb_wire.FLAG_SIGNED if sign else 0) | (smb_wire.FLAG_ASYNC if async_id else 0)
-        fields = (b"\xfeSMB", 64, 0, 0, CANCEL, 0, flags, 0, message_id)
-        if async_id:
-            header = ASYNC_HEADER.pack(*fields, async_id, wire._session_id, smb_wire.NO_SIGNATURE)
-        else:
-            header = smb_wire.REQUEST_HEADER.pack(
-                *fields, 0, tree_id, wire._session_id, smb_wire.NO_SIGNATURE
-            )
-        raw = header + smb_wire.EMPTY_REQUEST.pack(4, 0)
-        if sign is not None:
-            raw = raw[:48] + sign(raw, message_id, CANCEL, False) + raw[64:]
-        if encrypted:
-            raw = wire._encrypt(raw)
-        wire._outgoing.append(len(raw).to_bytes(4, "big") + raw)
 
     def abandon(self) -> None:
-        """Log off without waiting for the answer and close the socket."""
+        """Log off without waiting for the answer and close the connection."""
         if self.usable:
             try:
                 with self._bounded("log off"):
-                    self._send([smb_wire.logoff()], 0)
-                    self._wire.flush(self._deadline)
+                    self._send([SMB2Logoff()], None)
             except SourceError:
-                pass  # the socket is closed next in any case
+                pass  # the connection is closed next in any case
         self._retire(HostUnreachable(f"{self.host.host}: the watch was stopped"))
+
+    def _retire(self, failure: SourceError) -> None:
+        super()._retire(failure)
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:  # closed before
+                pass

@@ -1,59 +1,335 @@
-"""The smb:// source: listing and reads over one SMB2/3 connection (crawl_io.smb_session).
+"""The smb:// source: one SMB2/3 connection per host, through smbprotocol's public API.
 
-- Listing: one compound request per folder (CREATE + QUERY_DIRECTORY + CLOSE) with a 1 MiB
-  output buffer (a folder that may not fit is read on with its own handle), parsed with
-  `struct` (crawl_io.smb_names). `listdir` also guesses the folders a depth-first walk asks for
-  next (the subfolders it just returned) and keeps a few of them in flight, so round trips
-  overlap.
+smbprotocol negotiates, authenticates, signs, encrypts and runs the connection's receive thread;
+requests are built with its `Open` (send=False), sent as related compounds with
+`Connection.send_compound` and waited for with `Connection.receive`. Only QUERY_DIRECTORY's and
+READ's answer buffers are read with `struct` (crawl_io.smb_names). Its high-level `smbclient` is
+avoided: it keeps a process-wide connection cache and waits ~20 minutes on a hung server.
+
+- Listing: one compound per folder (CREATE + QUERY_DIRECTORY + CLOSE) with a 1 MiB output
+  buffer (a folder that may not fit is read on with its own handle). `listdir` also guesses the
+  folders a depth-first walk asks for next (the subfolders it just returned) and keeps a few of
+  them in flight, so round trips overlap.
+- Credits: one ECHO asks for CREDIT_TARGET credits; each request asks back what it uses, so a
+  request waits for answers in flight while the window is too small.
 - Reads: CREATE + READ + CLOSE in one compound; opened for reading only.
 - Share enumeration: SRVSVC NetrShareEnum through impacket's DCE/RPC and NDR code, carried over
   this connection's `IPC$` pipe (one connection, one time limit).
+- Time limit: each call has one deadline, `timeout_s` from its start; every wait gets what
+  remains of it. Session set-up and tree connects, which smbprotocol waits on without a limit,
+  run under a timer that closes the transport at the deadline. Past it `SourceTimeout`. A
+  connection that failed once (timeout, reset, refused, an answer whose signature does not
+  verify) is never used again: every later call raises the same error class at once.
+- Sessions: guest sessions are unsigned; user sessions are signed (Samba rejects unsigned SMB
+  3.1.1 user sessions); a share or session that demands encryption is encrypted.
 """
 
 from __future__ import annotations
 
+import socket
+import struct
+import threading
+import time
+import uuid
 from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from crawl_io import smb_wire
+from smbprotocol.connection import Connection, Request
+from smbprotocol.exceptions import SMBAuthenticationError, SMBResponseException
+from smbprotocol.file_info import FileInformationClass
+from smbprotocol.open import Open
+from smbprotocol.session import Session, SMB2Logoff
+from smbprotocol.tree import TreeConnect
+
 from crawl_io.smb_names import MAX_DIR_ENTRY, append_query_entries, smb_name
-from crawl_io.smb_session import (
-    FILE_DIRECTORY_FILE,
-    FILE_NON_DIRECTORY_FILE,
-    FILE_READ_DATA,
-    READ_ACCESS,
-    SYNCHRONIZE,
-    SMBSession,
-    status_error,
+from crawl_io.sources import (
+    AccessDenied,
+    AuthFailed,
+    ConnectionRefused,
+    Credentials,
+    Entry,
+    HostUnreachable,
+    HostURL,
+    NotFound,
+    SourceError,
+    SourceTimeout,
+    UnknownHostName,
 )
-from crawl_io.smb_wire import STATUS_END_OF_FILE, STATUS_NO_MORE_FILES, STATUS_SUCCESS
-from crawl_io.sources import Credentials, Entry, HostURL, SourceError
 
+T = TypeVar("T")
+STATUS_SUCCESS = 0
+STATUS_PENDING = 0x00000103
+STATUS_BUFFER_OVERFLOW = 0x80000005  # a pipe read with more data to come
+STATUS_NO_MORE_FILES = 0x80000006
+STATUS_END_OF_FILE = 0xC0000011
+# CREATE fields (MS-SMB2 2.2.13): read-only opens, shared with everyone.
+IMPERSONATION, SHARE_ALL, FILE_OPEN = 2, 0x7, 1
+FILE_READ_DATA = 0x1  # FILE_LIST_DIRECTORY for a folder
 FILE_WRITE_DATA = 0x2  # only for the srvsvc pipe on IPC$, never on a disk share
+FILE_READ_ATTRIBUTES = 0x80
+SYNCHRONIZE = 0x100000
+READ_ACCESS = FILE_READ_DATA | FILE_READ_ATTRIBUTES | SYNCHRONIZE
 PIPE_ACCESS = FILE_READ_DATA | FILE_WRITE_DATA | SYNCHRONIZE
+FILE_DIRECTORY_FILE, FILE_NON_DIRECTORY_FILE = 0x1, 0x40
+MAX_READ = 1024 * 1024  # bytes per READ request at most (16 credits), or the server's limit
 LIST_BUFFER = 1024 * 1024  # bytes per QUERY_DIRECTORY answer: ~7000 entries
+PAYLOAD_PER_CREDIT = 65536
+CREDIT_TARGET = 512
+
+NOT_FOUND_STATUSES = {
+    0xC0000034,  # OBJECT_NAME_NOT_FOUND
+    0xC000003A,  # OBJECT_PATH_NOT_FOUND
+    0xC000000F,  # NO_SUCH_FILE
+    0xC0000033,  # OBJECT_NAME_INVALID
+    0xC00000CC,  # BAD_NETWORK_NAME (no such share)
+    0xC0000103,  # NOT_A_DIRECTORY
+    0xC00000BA,  # FILE_IS_A_DIRECTORY
+    0xC0000056,  # DELETE_PENDING
+    0xC0000123,  # FILE_DELETED
+    0xC0000039,  # OBJECT_PATH_INVALID
+}
+# The session itself refused (MS-ERREF 2.3): wrong user or password, an account that may not
+# log on. Not the same as a share or file refused to a session that logged on.
+LOGON_STATUSES = {
+    0xC000006D,  # LOGON_FAILURE
+    0xC000006A,  # WRONG_PASSWORD
+    0xC0000072,  # ACCOUNT_DISABLED
+    0xC0000071,  # PASSWORD_EXPIRED
+    0xC000006E,  # ACCOUNT_RESTRICTION
+    0xC0000064,  # NO_SUCH_USER
+    0xC0000234,  # ACCOUNT_LOCKED_OUT
+    0xC000006F,  # INVALID_LOGON_HOURS
+    0xC0000070,  # INVALID_WORKSTATION
+    0xC0000193,  # ACCOUNT_EXPIRED
+    0xC0000224,  # PASSWORD_MUST_CHANGE
+}
+DENIED_STATUSES = {
+    0xC0000022,  # ACCESS_DENIED
+    0xC00000CA,  # NETWORK_ACCESS_DENIED
+    0xC0000043,  # SHARING_VIOLATION
+    *LOGON_STATUSES,
+}
 
 
-class SMBSource(SMBSession):
-    """Source protocol over one SMB connection. Not thread-safe: one caller at a time."""
+def answered(request: Request) -> bool:
+    """Whether the receive thread has filed the final answer (not an interim STATUS_PENDING)."""
+    response = request.response
+    return response is not None and response["status"].get_value() != STATUS_PENDING
+
+
+def file_id_of(create_body: bytes) -> bytes:
+    return create_body[64:80]  # MS-SMB2 2.2.14: FileId
+
+
+class SMBSource:
+    """Source protocol over one SMB connection (see the module's notes). Not thread-safe: one
+    caller at a time."""
 
     list_buffer = LIST_BUFFER  # bytes per directory answer (tests shrink it)
 
     def __init__(
         self, host: HostURL, credentials: Credentials, timeout_s: float = 30.0, window: int = 16
     ) -> None:
+        self.host = host
+        self.timeout_s = timeout_s
+        self._credentials = credentials
         self._window = max(1, window)
-        # Read-ahead for depth-first walks: requests in flight (their message ids), answers
-        # not yet asked for, and a stack of folders the walk is expected to ask for next.
-        self._inflight: OrderedDict[tuple[str, str], list[int]] = OrderedDict()
+        # Read-ahead for depth-first walks: requests in flight, answers not yet asked for, and
+        # a stack of folders the walk is expected to ask for next.
+        self._inflight: OrderedDict[tuple[str, str], list[Request]] = OrderedDict()
         self._ready: OrderedDict[tuple[str, str], list[Entry] | SourceError] = OrderedDict()
         self._ahead: list[tuple[str, str]] = []
-        super().__init__(host, credentials, timeout_s)
+        self._trees: dict[str, TreeConnect] = {}
+        self._failure: SourceError | None = None
+        self._expired = False
+        self._deadline = 0.0  # of the call in progress (nested scopes share it)
+        self._armed = False
+        self._max_read = MAX_READ
+        self.requests_sent = 0  # compound requests, for benchmarks
+        # Signed sessions for users; a guest session cannot sign.
+        self._conn = Connection(
+            uuid.uuid4(), host.hostname, host.port or 445, require_signing=bool(credentials.user)
+        )
+        self._session: Session | None = None
+        with self._bounded("connect"):
+            self._guarded(self._connect)
+
+    # -- connection and failures -------------------------------------------------------
+
+    def _connect(self) -> None:
+        conn = self._conn
+        try:
+            conn.connect(timeout=int(self.timeout_s) + 1)  # the timer comes first
+        except ValueError as e:  # smbprotocol's wrapper around the socket error
+            raise connect_error(self.host.host, e) from None
+        user = self._credentials.user
+        session = Session(
+            conn,
+            username=user or "guest",  # unknown users map to guest (Samba, Windows)
+            password=self._credentials.password or "",
+            require_encryption=False,
+            auth_protocol="ntlm",
+        )
+        who = f"user {user!r}" if user else "guest"
+        try:
+            session.connect()
+        except SMBAuthenticationError:
+            raise AuthFailed(f"{self.host.host}: logon failure for {who}") from None
+        except SMBResponseException as e:
+            if e.status in DENIED_STATUSES:  # the session is refused: nothing is readable
+                raise AuthFailed(f"{self.host.host}: logon failure for {who}") from None
+            raise
+        conn.echo(
+            sid=session.session_id, timeout=int(self.timeout_s) + 1, credit_request=CREDIT_TARGET
+        )
+        self._session = session
+        self._max_read = min(MAX_READ, conn.max_read_size or MAX_READ)
+
+    def _guarded(self, call: Callable[[], T]) -> T:
+        """Run a call smbprotocol waits on without a limit; the transport closes at the deadline."""
+        timer = threading.Timer(max(0.0, self._deadline - time.monotonic()), self._abort)
+        timer.daemon = True
+        timer.start()
+        try:
+            return call()
+        finally:
+            timer.cancel()
+
+    def _abort(self) -> None:
+        self._expired = True
+        try:  # wakes every waiter: the receive thread sees the socket end
+            self._conn.transport.close()
+        except OSError:
+            pass
+
+    def _bounded(self, what: str) -> _Bounded:
+        return _Bounded(self, what)
+
+    def _fail(self, error: BaseException, what: str) -> SourceError:
+        """Turn any exception into a SourceError; connection-level ones retire the connection."""
+        timeout = SourceTimeout(f"{self.host.host}: no answer within {self.timeout_s:g} s ({what})")
+        if self._expired or isinstance(error, TimeoutError):
+            failure: SourceError = timeout
+        elif isinstance(error, SourceError):
+            failure = error  # a per-request answer (not found, denied): the connection is fine
+        elif "timeout" in str(error).lower():  # smbprotocol's, waiting for an answer
+            failure = timeout
+        elif isinstance(error, SMBResponseException):  # from smbprotocol while connecting
+            failure = status_error(error.status, f"{self.host.host}: {what}")
+        elif (
+            isinstance(error, OSError | ConnectionError | EOFError)
+            or "closed" in str(error)
+            or not self._conn.transport.connected  # e.g. an answer's signature did not verify
+        ):
+            failure = HostUnreachable(f"{self.host.host}: connection lost ({what})")
+        else:
+            failure = SourceError(f"{self.host.host}: {what}: {self._scrub(error)}")
+        # Anything but a per-request answer leaves the connection in an unknown state.
+        if failure is not error or self._session is None:
+            self._retire(failure)
+        return failure
+
+    def _scrub(self, error: BaseException) -> str:
+        """An exception's text, never with the password in it (it ends up in tables)."""
+        text = f"{type(error).__name__}: {error}"[:200]
+        password = self._credentials.password
+        return text.replace(password, "***") if password else text
 
     def _retire(self, failure: SourceError) -> None:
+        self._failure = failure
         self._inflight.clear()
         self._ready.clear()
         self._ahead.clear()
-        super()._retire(failure)
+        try:
+            self._conn.disconnect(close=False)
+        except Exception:  # the socket is already gone; nothing left to release
+            pass
+
+    def _check_usable(self) -> None:
+        if self._failure is not None:
+            raise type(self._failure)(str(self._failure))
+
+    def _remaining(self) -> float:
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("no answer in time")
+        return remaining
+
+    def _send(
+        self, messages: list[Any], tree: TreeConnect | None, payload: int = 1
+    ) -> list[Request]:
+        """Send a request (a related compound if several); waits for answers in flight while
+        the credit window is too small. `payload`: the largest answer expected."""
+        conn = self._conn
+        charge = 1 + max(0, payload - 1) // PAYLOAD_PER_CREDIT if conn.supports_multi_credit else 1
+        need = len(messages) - 1 + charge
+        window = conn.sequence_window
+        while window["high"] - window["low"] < need:
+            if not self._inflight:
+                raise ConnectionError(f"the server granted too few credits ({need} needed)")
+            key = next(iter(self._inflight))
+            self._ready[key] = self._settle(key)
+        self.requests_sent += 1
+        sid = self._session.session_id if self._session else None
+        tid = tree.tree_connect_id if tree else None
+        if len(messages) == 1:
+            return [conn.send(messages[0], sid, tid)]
+        return conn.send_compound(messages, sid, tid, related=True)
+
+    def _answer(self, request: Request) -> tuple[int, bytes]:
+        """The final answer's status and body (after the 64-byte header)."""
+        try:
+            response = self._conn.receive(request, timeout=self._remaining())
+        except SMBResponseException as e:
+            return e.status, e.header["data"].get_value()
+        return response["status"].get_value(), response["data"].get_value()
+
+    def _request(
+        self, message: Any, tree: TreeConnect | None, what: str, payload: int = 1
+    ) -> bytes:
+        """One request and its answer's body; an error status raises the matching SourceError."""
+        status, body = self._answer(self._send([message], tree, payload)[0])
+        if status not in (STATUS_SUCCESS, STATUS_BUFFER_OVERFLOW):
+            raise status_error(status, f"{self.host.host}: {what}")
+        return body
+
+    def _tree(self, share: str) -> TreeConnect:
+        tree = self._trees.get(share)
+        if tree is None:
+            tree = TreeConnect(self._session, rf"\\{self.host.hostname}\{share}")
+            try:
+                # Validating the negotiation needs signing keys, which a guest session lacks.
+                signed = bool(self._credentials.user)
+                self._guarded(lambda: tree.connect(require_secure_negotiate=signed))
+            except SMBResponseException as e:
+                raise status_error(e.status, f"{self.host.host}: share {share!r}") from None
+            self._trees[share] = tree
+        return tree
+
+    @staticmethod
+    def _create(handle: Open, path: str, options: int, access: int = READ_ACCESS) -> Any:
+        message = handle.create(
+            IMPERSONATION, access, 0, SHARE_ALL, FILE_OPEN, options, send=False
+        )[0]
+        message["buffer_path"] = smb_name(path) or b"\x00\x00"  # mapped characters, surrogates
+        return message
+
+    def close(self) -> None:
+        if self._failure is None and self._session is not None:
+            try:
+                with self._bounded("close"):
+                    self._answer(self._send([SMB2Logoff()], None)[0])
+            except SourceError:
+                pass
+        self._retire(SourceError(f"{self.host.host}: source is closed"))
+        self._trees.clear()
+
+    def __enter__(self) -> SMBSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- Source protocol -----------------------------------------------------------------
 
@@ -85,10 +361,10 @@ class SMBSource(SMBSession):
         self._check_usable()
         chunks: list[bytes] = []
         with self._bounded(f"read {share}/{path}"):
-            tree_id = self._tree(share)
+            tree = self._tree(share)
             while length > 0:
                 want = min(length, self._max_read)
-                piece = self._read_once(tree_id, path, offset, want)
+                piece = self._read_once(tree, path, offset, want)
                 chunks.append(piece)
                 if len(piece) < want:
                     break  # end of file
@@ -99,19 +375,26 @@ class SMBSource(SMBSession):
     # -- listing with read-ahead ---------------------------------------------------------
 
     def _issue(self, key: tuple[str, str]) -> None:
-        share, path = key
-        tree_id = self._tree(share)
-        name = smb_name(path)
+        tree = self._tree(key[0])
+        folder = Open(tree, "")
+        size = self._list_buffer()
         compound = [
-            smb_wire.create(name, READ_ACCESS, FILE_DIRECTORY_FILE),
-            smb_wire.query_directory(self._list_buffer()),
-            smb_wire.close(),
+            self._create(folder, key[1], FILE_DIRECTORY_FILE),
+            self._query(folder, size),
+            folder.close(send=False)[0],
         ]
-        self._inflight[key] = self._send(compound, tree_id)
+        self._inflight[key] = self._send(compound, tree, size)
+
+    @staticmethod
+    def _query(folder: Open, size: int) -> Any:
+        every = FileInformationClass.FILE_DIRECTORY_INFORMATION
+        return folder.query_directory("*", every, max_output=size, send=False)[0]
 
     def _list_buffer(self) -> int:
         # Without multi-credit requests (SMB 2.0.2) an answer is at most 64 KiB.
-        return self.list_buffer if self._wire.multi_credit else min(self.list_buffer, 65536)
+        if self._conn.supports_multi_credit:
+            return self.list_buffer
+        return min(self.list_buffer, PAYLOAD_PER_CREDIT)
 
     def _expect(self, folders: list[tuple[str, str]]) -> None:
         """Folders a depth-first walk will ask for next; keep some of them in flight."""
@@ -121,15 +404,13 @@ class SMBSource(SMBSession):
         if self._ahead:
             with self._bounded("list ahead"):
                 self._top_up()
-                self._wire.flush(self._deadline)  # the server works while the caller does
 
     def _top_up(self) -> None:
         """File the folders whose answers have come in, then fill the window from the guesses.
 
         Answered folders leave the window even if the walk never asks for them (it skipped a
         subtree), so wrong guesses cannot block the read-ahead."""
-        answered = self._wire.answered
-        for key in [k for k, ids in self._inflight.items() if answered(ids[-1])]:
+        for key in [k for k, requests in self._inflight.items() if answered(requests[-1])]:
             self._ready[key] = self._settle(key)
         while len(self._inflight) < self._window and self._ahead:
             key = self._ahead.pop()
@@ -141,15 +422,15 @@ class SMBSource(SMBSession):
 
     def _settle(self, key: tuple[str, str]) -> list[Entry] | SourceError:
         """Collect one folder's answers: its entries, or a per-folder error (not found...)."""
-        create_id, query_id, close_id = self._inflight.pop(key)
+        requests = self._inflight.pop(key)
         entries: list[Entry] = []
         error: SourceError | None = None
         used = 0
-        for message_id in (create_id, query_id, close_id):
-            status, data = self._reply(message_id)
+        for i, request in enumerate(requests):
+            status, body = self._answer(request)
             if status == STATUS_SUCCESS:
-                if message_id == query_id:
-                    used = append_query_entries(data, entries)
+                if i == 1:
+                    used = append_query_entries(body, entries)
             elif status != STATUS_NO_MORE_FILES and error is None:
                 error = status_error(status, f"{self.host.host}: list {key[0]}/{key[1]}")
         if error is not None:
@@ -162,24 +443,23 @@ class SMBSource(SMBSession):
     def _list_large(self, key: tuple[str, str]) -> list[Entry]:
         share, path = key
         what = f"list {share}/{path}"
-        tree_id = self._tree(share)
-        name = smb_name(path)
-        opened = self._request(
-            smb_wire.create(name, READ_ACCESS, FILE_DIRECTORY_FILE), tree_id, what
+        tree = self._tree(share)
+        folder = Open(tree, "")
+        folder.file_id = file_id_of(
+            self._request(self._create(folder, path, FILE_DIRECTORY_FILE), tree, what)
         )
-        file_id = smb_wire.file_id_of(opened)
         entries: list[Entry] = []
         error: SourceError | None = None
+        size = self._list_buffer()
         while error is None:
-            query = smb_wire.query_directory(self._list_buffer(), file_id)
-            status, data = self._reply(self._send([query], tree_id)[0])
+            status, body = self._answer(self._send([self._query(folder, size)], tree, size)[0])
             if status == STATUS_NO_MORE_FILES:
                 break
             if status != STATUS_SUCCESS:
                 error = status_error(status, f"{self.host.host}: {what}")
             else:
-                append_query_entries(data, entries)
-        self._reply(self._send([smb_wire.close(file_id)], tree_id)[0])
+                append_query_entries(body, entries)
+        self._answer(self._send([folder.close(send=False)[0]], tree)[0])
         if error is not None:
             raise error
         entries.sort()
@@ -187,21 +467,20 @@ class SMBSource(SMBSession):
 
     # -- reads ---------------------------------------------------------------------------
 
-    def _read_once(self, tree_id: int, path: str, offset: int, length: int) -> bytes:
-        name = smb_name(path)
+    def _read_once(self, tree: TreeConnect, path: str, offset: int, length: int) -> bytes:
+        handle = Open(tree, "")
         compound = [
-            smb_wire.create(name, READ_ACCESS, FILE_NON_DIRECTORY_FILE),
-            smb_wire.read(offset, length),
-            smb_wire.close(),
+            self._create(handle, path, FILE_NON_DIRECTORY_FILE),
+            handle.read(offset, length, send=False)[0],
+            handle.close(send=False)[0],
         ]
-        ids = self._send(compound, tree_id)
         data = b""
         error: SourceError | None = None
-        for message_id in ids:
-            status, reply = self._reply(message_id)
+        for i, request in enumerate(self._send(compound, tree, length)):
+            status, body = self._answer(request)
             if status == STATUS_SUCCESS:
-                if message_id == ids[1]:
-                    data = smb_wire.read_data(reply)
+                if i == 1:
+                    data = read_data(body)
             elif status != STATUS_END_OF_FILE and error is None:
                 error = status_error(status, f"{self.host.host}: read {path}")
         if error is not None:
@@ -210,29 +489,82 @@ class SMBSource(SMBSession):
 
     # -- pipes (share enumeration) ---------------------------------------------------------
 
-    def open_pipe(self, name: str) -> tuple[int, bytes]:
-        """Open a named pipe on IPC$ for DCE/RPC; returns (tree id, file id)."""
-        tree_id = self._tree("IPC$")
-        message = smb_wire.create(name.encode("utf-16-le"), PIPE_ACCESS, 0)
-        return tree_id, smb_wire.file_id_of(self._request(message, tree_id, f"pipe {name}"))
+    def open_pipe(self, name: str) -> Open:
+        """Open a named pipe on IPC$ for DCE/RPC."""
+        tree = self._tree("IPC$")
+        pipe = Open(tree, "")
+        message = self._create(pipe, name, 0, PIPE_ACCESS)
+        pipe.file_id = file_id_of(self._request(message, tree, f"pipe {name}"))
+        return pipe
 
-    def pipe_write(self, tree_id: int, file_id: bytes, data: bytes) -> None:
-        self._request(smb_wire.write(data, file_id), tree_id, "pipe write")
+    def pipe_write(self, pipe: Open, data: bytes) -> None:
+        self._request(pipe.write(data, send=False)[0], pipe.tree_connect, "pipe write", len(data))
 
-    def pipe_read(self, tree_id: int, file_id: bytes, length: int = 65536) -> bytes:
-        return smb_wire.read_data(
-            self._request(smb_wire.read(0, length, file_id), tree_id, "pipe read")
-        )
+    def pipe_read(self, pipe: Open, length: int = 65536) -> bytes:
+        message = pipe.read(0, length, send=False)[0]
+        return read_data(self._request(message, pipe.tree_connect, "pipe read", length))
 
-    def pipe_close(self, tree_id: int, file_id: bytes) -> None:
-        self._request(smb_wire.close(file_id), tree_id, "pipe close")
+    def pipe_close(self, pipe: Open) -> None:
+        self._request(pipe.close(send=False)[0], pipe.tree_connect, "pipe close")
+
+
+def read_data(read_body: bytes) -> bytes:
+    """A READ answer's data (MS-SMB2 2.2.20: its offset counts from the header's start)."""
+    offset, length = struct.unpack_from("<BxI", read_body, 2)
+    return read_body[offset - 64 : offset - 64 + length]
+
+
+class _Bounded:
+    """Context: start the call's deadline, and translate whatever escapes into a SourceError."""
+
+    def __init__(self, source: SMBSource, what: str) -> None:
+        self._source, self._what = source, what
+        self._outer = False
+
+    def __enter__(self) -> None:
+        source = self._source
+        source._check_usable()
+        self._outer = not source._armed
+        if self._outer:
+            source._armed = True
+            source._deadline = time.monotonic() + source.timeout_s
+
+    def __exit__(self, kind: type | None, error: BaseException | None, tb: object) -> bool:
+        if self._outer:
+            self._source._armed = False
+        if error is None or not isinstance(error, Exception):
+            return False
+        raise self._source._fail(error, self._what) from None
+
+
+def connect_error(host: str, error: ValueError) -> SourceError:
+    """The source error for smbprotocol's ValueError around a failed TCP connect."""
+    cause = error.__cause__
+    if isinstance(cause, socket.gaierror):
+        return UnknownHostName(f"{host}: unknown host name")
+    if isinstance(cause, ConnectionRefusedError) or "refused" in str(error).lower():
+        return ConnectionRefused(f"{host}: connection refused")
+    if isinstance(cause, TimeoutError):
+        return SourceTimeout(f"{host}: no answer to the connection")
+    return HostUnreachable(f"{host}: no connection")
+
+
+def status_error(status: int, what: str) -> SourceError:
+    """The source error for an NTSTATUS answer to one request."""
+    if status in NOT_FOUND_STATUSES:
+        return NotFound(f"{what}: not found")
+    if status in LOGON_STATUSES:
+        return AuthFailed(f"{what}: logon failure")
+    if status in DENIED_STATUSES:
+        return AccessDenied(f"{what}: access denied")
+    return SourceError(f"{what}: NTSTATUS 0x{status:08X}")
 
 
 def _enumerate_disk_shares(source: SMBSource) -> list[str]:
     """SRVSVC NetrShareEnum (level 1) with impacket's DCE/RPC over this connection's pipe."""
     from impacket.dcerpc.v5 import rpcrt, srvs, transport  # loads only when shares are listed
 
-    tree_id, file_id = source.open_pipe("srvsvc")
+    pipe = source.open_pipe("srvsvc")
 
     class PipeTransport(transport.DCERPCTransport):
         def __init__(self) -> None:
@@ -245,10 +577,10 @@ def _enumerate_disk_shares(source: SMBSource) -> list[str]:
             return 1
 
         def send(self, data: bytes, forceWriteAndx: int = 0, forceRecv: int = 0) -> None:
-            source.pipe_write(tree_id, file_id, data)
+            source.pipe_write(pipe, data)
 
         def recv(self, forceRecv: int = 0, count: int = 0) -> bytes:
-            return source.pipe_read(tree_id, file_id)
+            return source.pipe_read(pipe)
 
     try:
         dce = rpcrt.DCERPC_v5(PipeTransport())
@@ -257,7 +589,7 @@ def _enumerate_disk_shares(source: SMBSource) -> list[str]:
     except rpcrt.DCERPCException as e:
         raise SourceError(f"{source.host.host}: share enumeration failed ({e})") from None
     finally:
-        source.pipe_close(tree_id, file_id)
+        source.pipe_close(pipe)
     shares = answer["InfoStruct"]["ShareInfo"]["Level1"]["Buffer"]
     return [
         share["shi1_netname"][:-1]

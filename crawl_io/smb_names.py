@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import struct
 
-from crawl_io import smb_wire
 from crawl_io.sources import Entry
 
 FILE_ATTRIBUTE_DIRECTORY = 0x10
@@ -62,9 +61,10 @@ def parse_directory(buffer: bytes | memoryview, entries: list[Entry]) -> None:
         offset += next_offset
 
 
-def append_query_entries(data: bytes, entries: list[Entry]) -> int:
-    """Parse one QUERY_DIRECTORY answer; returns the bytes of its buffer in use."""
-    offset, length = smb_wire.query_buffer(data)
+def append_query_entries(body: bytes, entries: list[Entry]) -> int:
+    """Parse one QUERY_DIRECTORY answer's body (after the 64-byte header, which its offset
+    counts); returns the bytes of its buffer in use."""
+    offset, length = struct.unpack_from("<HI", body, 2)
     if length:
-        parse_directory(memoryview(data)[offset : offset + length], entries)
+        parse_directory(memoryview(body)[offset - 64 : offset - 64 + length], entries)
     return length

@@ -99,7 +99,7 @@ def test_signed_user_session_walks_like_guest(smb_server: SmbServer) -> None:
     """User sessions sign every request and verify every answer, compounds included."""
     host = parse_host_url(smb_server.url)
     with SMBSource(host, Credentials("root", smb_server.password), timeout_s=10) as user:
-        assert user._wire is not None and user._wire._sign is not None
+        assert user._session is not None and user._session.signing_required
         rows = list(walk(user, "media"))
         name = FORBIDDEN_NAMES[1]
         assert (
@@ -112,26 +112,12 @@ def test_signed_user_session_walks_like_guest(smb_server: SmbServer) -> None:
 def test_answer_with_a_bad_signature_retires_the_connection(smb_server: SmbServer) -> None:
     host = parse_host_url(smb_server.url)
     with SMBSource(host, Credentials("root", smb_server.password), timeout_s=10) as user:
-        sign = user._wire._sign
-
-        def forge(raw: bytes, message_id: int, command: int, response: bool) -> bytes:
-            signature = sign(raw, message_id, command, response)
-            return bytes(16) if response else signature  # answers no longer verify
-
-        user._wire._sign = forge
+        assert user._session is not None
+        user._session.signing_key = bytes(16)  # answers no longer verify
         with pytest.raises(HostUnreachable):
             user.listdir("media", "")
         with pytest.raises(HostUnreachable):  # never reused
             user.listdir("media", "empty folder")
-
-
-def test_smbprotocol_receive_thread_is_retired(smb_server: SmbServer) -> None:
-    """After the session is set up the caller's thread owns the socket: no SMB threads run."""
-    before = {t.ident for t in threading.enumerate()}
-    with guest(smb_server) as remote:
-        remote.listdir("media", "")
-        extra = [t.name for t in threading.enumerate() if t.ident not in before]
-        assert extra == [], extra
 
 
 def test_wide_window_waits_for_credits(smb_server: SmbServer) -> None:
@@ -151,7 +137,7 @@ def test_encrypted_share(smbd_factory, monkeypatch: pytest.MonkeyPatch) -> None:
     host = parse_host_url(server.url)
     with SMBSource(host, Credentials("root", server.password), timeout_s=10) as user:
         rows = list(walk(user, "media"))
-        assert user._trees["media"] in user._encrypted_trees
+        assert user._trees["media"].encrypt_data
         assert user.read("private", "secret.txt", 0, 100) == b"only for root"
     assert rows == list(walk(local(server), "media"))
 

@@ -89,7 +89,8 @@ def test_watch_goes_async_is_rearmed_and_reports_renames(server: SmbServer) -> N
         source.watch("media")
         assert source.confirm() == ["media"]
         assert source.outstanding == 2
-        assert len(source._wire.async_ids) == 2  # both went async (interim STATUS_PENDING)
+        # both went async (interim STATUS_PENDING)
+        assert sum(r.async_id is not None for r in source._pending) == 2
         probe_until_hinted(source, server.root_dir / "media")
         (server.root_dir / "media" / "a:b?.txt").write_text("x")  # on the host's own disk
         events = changes_until(source, lambda ev: any(e.path == "a:b?.txt" for e in ev))
@@ -127,7 +128,7 @@ def test_refused_watch_is_given_up_and_the_session_goes_on(smbd_factory) -> None
 
 def test_cancel_on_a_signed_session(server: SmbServer) -> None:
     with session(server, user=True) as source:  # a user session: every message signed
-        assert source._wire._sign is not None
+        assert source._session is not None and source._session.signing_required
         source.watch("private")
         source.watch("media")
         source.confirm()
@@ -166,7 +167,7 @@ def test_watch_and_cancel_on_an_encrypted_share(smbd_factory) -> None:
     with session(server, user=True) as source:
         source.watch("sealed")
         source.confirm()
-        assert source._trees["sealed"] in source._encrypted_trees
+        assert source._trees["sealed"].encrypt_data
         probe_until_hinted(source, root / "sealed")  # the answers were decrypted
         source.cancel()
         changes_until(source, lambda _ev: source.outstanding == 0)
