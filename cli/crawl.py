@@ -108,12 +108,10 @@ def _crawl(args: argparse.Namespace) -> int:
         refused: list[str] = []
 
         def after_round(n: int) -> None:
-            report = round_report(crawl, settings.keep_rounds)
+            report = round_report(crawl)
             print(format_report(report), flush=True)
             if report["config_failure"]:
                 refused.append(config_failure_line(report))
-            if report["disk"]["warning"]:  # on stderr, which cron mails
-                print(f"sharecrawl: {report['disk']['warning']}", file=sys.stderr, flush=True)
 
         run_rounds(str(crawl.root), args.rounds, after_round)
     for line in refused:  # switched-off hosts never fail a round; refusing every one does

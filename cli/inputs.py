@@ -87,15 +87,6 @@ def setting(name: str) -> str | None:
         return None
 
 
-def keep_rounds_setting() -> int:
-    """keep_rounds as the config files say now, for commands that only report on it: 0
-    (every round kept, the default) when it is unset or not a count."""
-    try:
-        return max(0, int(setting("keep_rounds") or 0))
-    except ValueError:
-        return 0
-
-
 def load_settings(flags: dict[str, str] | None = None) -> sharecrawl:
     """The [sharecrawl] settings, every numeric one checked. `flags` names the command-line
     flag that set a setting, so that the message names what the user typed."""

@@ -18,7 +18,6 @@ from cli.inputs import (
     check_count,
     check_number,
     check_output_file,
-    keep_rounds_setting,
     setting,
 )
 
@@ -163,7 +162,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.plot:
         check_output_file("--plot", args.plot)
     crawl = existing_crawl(args)
-    report = round_report(crawl, keep_rounds_setting())
+    report = round_report(crawl)
     print(json.dumps(report, default=str) if args.json else format_report(report))
     if args.plot:
         from cli.plots import plot_status

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections import Counter
 
 from crawl_io.crawldir import CrawlDir, read_parquet
-from crawl_io.disk_room import disk_room, summary
 from crawl_io.duck import cursor
 from crawl_io.integrity import dropped_effect
 from crawl_io.readable import human_bytes, plural, readable_path, readable_text
@@ -34,9 +33,8 @@ def config_failure(statuses: list[str]) -> bool:
     return bool(reachable) and all(s in CONFIG_STATUSES for s in reachable)
 
 
-def round_report(crawl: CrawlDir, keep_rounds: int | None = None) -> dict:
-    """What the last round did; with `keep_rounds` (the setting in force), also the room
-    left on the crawl directory's disk (crawl_io.disk_room)."""
+def round_report(crawl: CrawlDir) -> dict:
+    """What the last round did."""
     last = crawl.current()
     log = read_parquet(crawl.segment_dir(last) / "fetchlog.parquet", FETCHLOG)
     con = cursor()
@@ -115,7 +113,6 @@ def round_report(crawl: CrawlDir, keep_rounds: int | None = None) -> dict:
         "change_share": round(changes / scans, 4) if scans else None,
         "scan_reasons": by_reason,
         "hints": hints_report(crawl.root, partitions, by_reason),
-        "disk": None if keep_rounds is None else disk_room(crawl, keep_rounds).report(),
         "dropped_parts": dropped_parts(crawl.version_dir(last)),
     }
 
@@ -166,8 +163,6 @@ def format_report(report: dict) -> str:
     )
     if report["config_failure"]:
         lines.append(f"  {config_failure_line(report)}")
-    if (disk := report.get("disk")) is not None:
-        lines.append(f"  disk: {disk['warning'] or summary(disk)}")
     for effect, n in Counter(map(dropped_effect, report.get("dropped_parts", []))).items():
         lines.append(f"  {plural(n, 'part')} dropped by check --repair: {effect}")
     return "\n".join(lines)
