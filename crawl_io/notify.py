@@ -39,13 +39,14 @@ from smbprotocol.open import Open
 from smbprotocol.session import SMB2Logoff
 
 from crawl_io.smb import (
-    DENIED_STATUSES,
     FILE_DIRECTORY_FILE,
     STATUS_SUCCESS,
+    Create,
     SMBSource,
     answered,
     file_id_of,
 )
+from crawl_io.smb_errors import DENIED_STATUSES
 from crawl_io.smb_names import FROM_SFM
 from crawl_io.sources import Credentials, HostUnreachable, HostURL, SourceError
 
@@ -160,9 +161,7 @@ class NotifySession(SMBSource):
         with self._bounded(f"watch {share}"):
             tree = self._tree(share)
             root = Open(tree, "")
-            opened = self._request(
-                self._create(root, "", FILE_DIRECTORY_FILE), tree, f"open {share}"
-            )
+            opened = self._request(Create("", FILE_DIRECTORY_FILE), tree, f"open {share}")
             root.file_id = file_id_of(opened)
             self._watches[share] = root
             for _ in range(self.depth):

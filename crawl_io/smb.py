@@ -26,7 +26,6 @@ avoided: it keeps a process-wide connection cache and waits ~20 minutes on a hun
 
 from __future__ import annotations
 
-import socket
 import struct
 import threading
 import time
@@ -38,23 +37,20 @@ from typing import Any, TypeVar
 from smbprotocol.connection import Connection, Request
 from smbprotocol.exceptions import SMBAuthenticationError, SMBResponseException
 from smbprotocol.file_info import FileInformationClass
-from smbprotocol.open import Open
+from smbprotocol.open import Open, SMB2CreateRequest
 from smbprotocol.session import Session, SMB2Logoff
 from smbprotocol.tree import TreeConnect
 
+from crawl_io.smb_errors import DENIED_STATUSES, connect_error, status_error
 from crawl_io.smb_names import MAX_DIR_ENTRY, append_query_entries, smb_name
 from crawl_io.sources import (
-    AccessDenied,
     AuthFailed,
-    ConnectionRefused,
     Credentials,
     Entry,
     HostUnreachable,
     HostURL,
-    NotFound,
     SourceError,
     SourceTimeout,
-    UnknownHostName,
 )
 
 T = TypeVar("T")
@@ -77,45 +73,37 @@ LIST_BUFFER = 1024 * 1024  # bytes per QUERY_DIRECTORY answer: ~7000 entries
 PAYLOAD_PER_CREDIT = 65536
 CREDIT_TARGET = 512
 
-NOT_FOUND_STATUSES = {
-    0xC0000034,  # OBJECT_NAME_NOT_FOUND
-    0xC000003A,  # OBJECT_PATH_NOT_FOUND
-    0xC000000F,  # NO_SUCH_FILE
-    0xC0000033,  # OBJECT_NAME_INVALID
-    0xC00000CC,  # BAD_NETWORK_NAME (no such share)
-    0xC0000103,  # NOT_A_DIRECTORY
-    0xC00000BA,  # FILE_IS_A_DIRECTORY
-    0xC0000056,  # DELETE_PENDING
-    0xC0000123,  # FILE_DELETED
-    0xC0000039,  # OBJECT_PATH_INVALID
-}
-# The session itself refused (MS-ERREF 2.3): wrong user or password, an account that may not
-# log on. Not the same as a share or file refused to a session that logged on.
-LOGON_STATUSES = {
-    0xC000006D,  # LOGON_FAILURE
-    0xC000006A,  # WRONG_PASSWORD
-    0xC0000072,  # ACCOUNT_DISABLED
-    0xC0000071,  # PASSWORD_EXPIRED
-    0xC000006E,  # ACCOUNT_RESTRICTION
-    0xC0000064,  # NO_SUCH_USER
-    0xC0000234,  # ACCOUNT_LOCKED_OUT
-    0xC000006F,  # INVALID_LOGON_HOURS
-    0xC0000070,  # INVALID_WORKSTATION
-    0xC0000193,  # ACCOUNT_EXPIRED
-    0xC0000224,  # PASSWORD_MUST_CHANGE
-}
-DENIED_STATUSES = {
-    0xC0000022,  # ACCESS_DENIED
-    0xC00000CA,  # NETWORK_ACCESS_DENIED
-    0xC0000043,  # SHARING_VIOLATION
-    *LOGON_STATUSES,
-}
-
 
 def answered(request: Request) -> bool:
     """Whether the receive thread has filed the final answer (not an interim STATUS_PENDING)."""
     response = request.response
     return response is not None and response["status"].get_value() != STATUS_PENDING
+
+
+class Create(SMB2CreateRequest):
+    """A read-only CREATE (MS-SMB2 2.2.13) packed once per name: smbprotocol packs and measures
+    a message at each send, and for a CREATE that cost as much as the rest of a folder's."""
+
+    def __init__(self, path: str = "", options: int = 0, access: int = READ_ACCESS) -> None:
+        self.packed_bytes = b""
+        super().__init__()
+        self["impersonation_level"] = IMPERSONATION
+        self["desired_access"] = access
+        self["share_access"] = SHARE_ALL
+        self["create_disposition"] = FILE_OPEN
+        self["create_options"] = options
+        self.name(path)
+
+    def name(self, path: str) -> Create:
+        self["buffer_path"] = smb_name(path) or b"\x00\x00"  # mapped characters, surrogates
+        self.packed_bytes = super().pack()
+        return self
+
+    def pack(self) -> bytes:
+        return self.packed_bytes
+
+    def __len__(self) -> int:
+        return len(self.packed_bytes)
 
 
 def file_id_of(create_body: bytes) -> bytes:
@@ -140,6 +128,7 @@ class SMBSource:
         self._inflight: OrderedDict[tuple[str, str], list[Request]] = OrderedDict()
         self._ready: OrderedDict[tuple[str, str], list[Entry] | SourceError] = OrderedDict()
         self._ahead: list[tuple[str, str]] = []
+        self._compound: tuple[Create, Any, Any] | None = None  # see _issue
         self._trees: dict[str, TreeConnect] = {}
         self._failure: SourceError | None = None
         self._expired = False
@@ -307,14 +296,6 @@ class SMBSource:
             self._trees[share] = tree
         return tree
 
-    @staticmethod
-    def _create(handle: Open, path: str, options: int, access: int = READ_ACCESS) -> Any:
-        message = handle.create(
-            IMPERSONATION, access, 0, SHARE_ALL, FILE_OPEN, options, send=False
-        )[0]
-        message["buffer_path"] = smb_name(path) or b"\x00\x00"  # mapped characters, surrogates
-        return message
-
     def close(self) -> None:
         if self._failure is None and self._session is not None:
             try:
@@ -376,14 +357,15 @@ class SMBSource:
 
     def _issue(self, key: tuple[str, str]) -> None:
         tree = self._tree(key[0])
-        folder = Open(tree, "")
         size = self._list_buffer()
-        compound = [
-            self._create(folder, key[1], FILE_DIRECTORY_FILE),
-            self._query(folder, size),
-            folder.close(send=False)[0],
-        ]
-        self._inflight[key] = self._send(compound, tree, size)
+        # One set of messages serves every folder (only the name changes): building them costs
+        # more than sending them.
+        if self._compound is None or self._compound[1]["output_buffer_length"].get_value() != size:
+            folder = Open(tree, "")
+            create = Create("", FILE_DIRECTORY_FILE)
+            self._compound = (create, self._query(folder, size), folder.close(send=False)[0])
+        self._compound[0].name(key[1])
+        self._inflight[key] = self._send(list(self._compound), tree, size)
 
     @staticmethod
     def _query(folder: Open, size: int) -> Any:
@@ -445,9 +427,7 @@ class SMBSource:
         what = f"list {share}/{path}"
         tree = self._tree(share)
         folder = Open(tree, "")
-        folder.file_id = file_id_of(
-            self._request(self._create(folder, path, FILE_DIRECTORY_FILE), tree, what)
-        )
+        folder.file_id = file_id_of(self._request(Create(path, FILE_DIRECTORY_FILE), tree, what))
         entries: list[Entry] = []
         error: SourceError | None = None
         size = self._list_buffer()
@@ -470,7 +450,7 @@ class SMBSource:
     def _read_once(self, tree: TreeConnect, path: str, offset: int, length: int) -> bytes:
         handle = Open(tree, "")
         compound = [
-            self._create(handle, path, FILE_NON_DIRECTORY_FILE),
+            Create(path, FILE_NON_DIRECTORY_FILE),
             handle.read(offset, length, send=False)[0],
             handle.close(send=False)[0],
         ]
@@ -493,7 +473,7 @@ class SMBSource:
         """Open a named pipe on IPC$ for DCE/RPC."""
         tree = self._tree("IPC$")
         pipe = Open(tree, "")
-        message = self._create(pipe, name, 0, PIPE_ACCESS)
+        message = Create(name, 0, PIPE_ACCESS)
         pipe.file_id = file_id_of(self._request(message, tree, f"pipe {name}"))
         return pipe
 
@@ -535,29 +515,6 @@ class _Bounded:
         if error is None or not isinstance(error, Exception):
             return False
         raise self._source._fail(error, self._what) from None
-
-
-def connect_error(host: str, error: ValueError) -> SourceError:
-    """The source error for smbprotocol's ValueError around a failed TCP connect."""
-    cause = error.__cause__
-    if isinstance(cause, socket.gaierror):
-        return UnknownHostName(f"{host}: unknown host name")
-    if isinstance(cause, ConnectionRefusedError) or "refused" in str(error).lower():
-        return ConnectionRefused(f"{host}: connection refused")
-    if isinstance(cause, TimeoutError):
-        return SourceTimeout(f"{host}: no answer to the connection")
-    return HostUnreachable(f"{host}: no connection")
-
-
-def status_error(status: int, what: str) -> SourceError:
-    """The source error for an NTSTATUS answer to one request."""
-    if status in NOT_FOUND_STATUSES:
-        return NotFound(f"{what}: not found")
-    if status in LOGON_STATUSES:
-        return AuthFailed(f"{what}: logon failure")
-    if status in DENIED_STATUSES:
-        return AccessDenied(f"{what}: access denied")
-    return SourceError(f"{what}: NTSTATUS 0x{status:08X}")
 
 
 def _enumerate_disk_shares(source: SMBSource) -> list[str]:
