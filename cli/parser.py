@@ -262,6 +262,19 @@ def _serve(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="server processes, each holding the index in memory; one per core serves many people",
     )
+    streaming = sp.add_mutually_exclusive_group()
+    option(
+        streaming,
+        "--no-stream",
+        action="store_true",
+        help="do not serve copies' bytes at /copy/ID (the page then only shows where they are)",
+    )
+    option(
+        streaming,
+        "--stream-authenticated",
+        action="store_true",
+        help="also stream copies of hosts crawled with credentials, to whoever opens the page",
+    )
 
 
 def _watch(sub: argparse._SubParsersAction) -> None:

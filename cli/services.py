@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cli.inputs import SIMULATE_OPTIONS, UsageError, check_number, check_output_file
+
+if TYPE_CHECKING:
+    from web.copy_source import StreamSettings
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -22,9 +26,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not 1 <= args.workers <= 64:
         raise UsageError("--workers must be from 1 to 64")
     try:
-        return serve(crawl.root, args.host, args.port, args.workers)
+        return serve(crawl.root, args.host, args.port, args.workers, _stream_settings(args))
     except ListenError as e:
         raise UsageError(e.strerror) from None
+
+
+def _stream_settings(args: argparse.Namespace) -> StreamSettings:
+    from cli.inputs import setting
+    from web.copy_source import StreamSettings
+
+    caps = {}
+    for name, default in (("stream_per_host", 4), ("stream_total", 32)):
+        text = setting(name) or str(default)
+        if not text.isdigit() or int(text) < 1:
+            raise UsageError(f"{name} in luigi.cfg must be a whole number of 1 or more")
+        caps[name] = int(text)
+    return StreamSettings(
+        enabled=not args.no_stream,
+        authenticated=args.stream_authenticated,
+        per_host=caps["stream_per_host"],
+        total=caps["stream_total"],
+        timeout_s=float(setting("host_timeout_s") or 30),
+    )
 
 
 def cmd_watch(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@ lines for the terminal."""
 
 from __future__ import annotations
 
+import hashlib
 from urllib.parse import quote, unquote
 
 from crawl_io.readable import human_bytes, plural, readable_text, readable_url
@@ -16,6 +17,21 @@ def copy_url(host_url: str | None, host: str, share: str, path: str) -> str:
     if base.startswith("file://"):  # hosts.url escapes only what would end or garble it
         base = "file://" + quote(unquote(base.removeprefix("file://")), safe="/")
     return f"{base}/{quote(share, safe='')}/{quote(path, safe='/')}"
+
+
+# A copy's id for `GET /copy/{id}` (web/stream.py): the first 64 bits of the MD5 of
+# `host/share/path`, as hex. Opaque to the server: it is only ever looked up in the index,
+# which computes the same value in SQL (COPY_ID_SQL), never decoded into a path.
+COPY_ID_SQL = "left(md5(host || '/' || share || '/' || path), 16)"
+
+
+def copy_id(host: str, share: str, path: str) -> str:
+    return hashlib.md5(f"{host}/{share}/{path}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def copy_link(host: str, share: str, path: str, online: object) -> str | None:
+    """The server-relative link that streams a copy, for copies on hosts online now."""
+    return f"/copy/{copy_id(host, share, path)}" if online else None
 
 
 def result_record(rank: int, row: dict, urls: dict[str, str]) -> dict:
@@ -34,6 +50,9 @@ def result_record(rank: int, row: dict, urls: dict[str, str]) -> dict:
         "size": row["best_size"],
         "online": bool(row["best_online"]),
         "resolution": row["best_resolution"],
+        "link": copy_link(
+            row["best_host"], row["best_share"], row["best_path"], row["best_online"]
+        ),
     }
     return {
         "rank": rank,

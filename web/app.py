@@ -4,6 +4,8 @@
                               server, so it works without JavaScript
     GET /api/search?q=&page=  the same as JSON: `results` as `sharecrawl search --json`
                               prints them, and `view`, the page model static/app.js renders
+    GET /copy/{id}            a copy's bytes from its share (web/stream.py), the `link` of
+                              results and copies
     GET /static/...           app.css, app.js
 
 Read-only: the crawl directory is only read (the index through a read-only DuckDB). Every
@@ -35,7 +37,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from queries.index_store import IndexFile
 from web import pages
+from web.copy_source import Streams, StreamSettings
 from web.live import LiveIndex, Unavailable
+from web.stream import copy_route, withhold_links
 
 HERE = Path(__file__).resolve().parent
 WORKER_THREADS = 4
@@ -133,9 +137,15 @@ def _warm_in_background(live: LiveIndex, file: IndexFile) -> None:
     threading.Thread(target=run, name=f"warm-{file.version}", daemon=True).start()
 
 
-def create_app(crawl_dir: str | os.PathLike, *, loopback_only: bool = False) -> Starlette:
+def create_app(
+    crawl_dir: str | os.PathLike,
+    *,
+    loopback_only: bool = False,
+    stream: StreamSettings | None = None,
+) -> Starlette:
     """The app serving `crawl_dir`; `loopback_only` when it listens on a loopback address."""
     live = LiveIndex(crawl_dir)
+    streams = Streams(stream or StreamSettings())
     live.on_open = lambda file: _warm_in_background(live, file)
     templates = Environment(
         loader=FileSystemLoader(HERE / "templates"),
@@ -153,14 +163,14 @@ def create_app(crawl_dir: str | os.PathLike, *, loopback_only: bool = False) -> 
 
     def page_response(params: pages.Params) -> Response:
         try:
-            status, data = pages.run(live, params)
+            status, data = withhold_links(live, streams, *pages.run(live, params))
         except Unavailable as e:
             return unavailable_page(str(e))
         return render("index.html", status, p=params, data=data, size_default=pages.PAGE_SIZE)
 
     def api_response(params: pages.Params) -> Response:
         try:
-            status, data = pages.run(live, params)
+            status, data = withhold_links(live, streams, *pages.run(live, params))
         except Unavailable as e:
             return _json({"error": str(e)}, 503)
         return _json(data, status)
@@ -195,6 +205,7 @@ def create_app(crawl_dir: str | os.PathLike, *, loopback_only: bool = False) -> 
     routes = [
         Route("/", page, methods=["GET", "HEAD"]),
         Route("/api/search", api_search, methods=["GET"]),
+        Route("/copy/{id}", copy_route(live, streams), methods=["GET", "HEAD"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
 
@@ -215,4 +226,5 @@ def create_app(crawl_dir: str | os.PathLike, *, loopback_only: bool = False) -> 
     if loopback_only:
         app.add_middleware(LoopbackHostOnly)
     app.state.live = live
+    app.state.streams = streams
     return app

@@ -4,6 +4,7 @@ a port in use is one clear line, not a log of tracebacks."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import ipaddress
 import os
@@ -11,6 +12,10 @@ import signal
 import socket
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from web.copy_source import StreamSettings
 
 
 class ListenError(OSError):
@@ -48,7 +53,7 @@ def _server_class():
     return Server
 
 
-def _run_one(crawl_dir: Path, sock: socket.socket) -> None:
+def _run_one(crawl_dir: Path, sock: socket.socket, stream: StreamSettings | None) -> None:
     """One uvicorn server on the listening socket, until SIGTERM or SIGINT."""
     import uvicorn
 
@@ -56,7 +61,7 @@ def _run_one(crawl_dir: Path, sock: socket.socket) -> None:
 
     address = ipaddress.ip_address(sock.getsockname()[0])
     config = uvicorn.Config(
-        create_app(crawl_dir, loopback_only=address.is_loopback),
+        create_app(crawl_dir, loopback_only=address.is_loopback, stream=stream),
         log_level="warning",
         access_log=False,
         server_header=False,
@@ -67,7 +72,9 @@ def _run_one(crawl_dir: Path, sock: socket.socket) -> None:
     _server_class()(config).run(sockets=[sock])
 
 
-def _run_workers(crawl_dir: Path, sock: socket.socket, workers: int) -> int:
+def _run_workers(
+    crawl_dir: Path, sock: socket.socket, workers: int, stream: StreamSettings | None
+) -> int:
     """`workers` processes accepting on one socket (a request is CPU work under one GIL per
     process); this one only waits for them and passes a stop on."""
     children = []
@@ -78,7 +85,7 @@ def _run_workers(crawl_dir: Path, sock: socket.socket, workers: int) -> int:
             try:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
-                _run_one(crawl_dir, sock)
+                _run_one(crawl_dir, sock, stream)
                 code = 0
             finally:
                 os._exit(code)
@@ -98,7 +105,13 @@ def _run_workers(crawl_dir: Path, sock: socket.socket, workers: int) -> int:
     return 1 if failed else 0
 
 
-def serve(crawl_dir: Path, host: str, port: int, workers: int = 1) -> int:
+def serve(
+    crawl_dir: Path,
+    host: str,
+    port: int,
+    workers: int = 1,
+    stream: StreamSettings | None = None,
+) -> int:
     """Serve the search page of `crawl_dir` until interrupted; 0 on a clean stop."""
     sock = listen(host, port)
     bound_host, bound_port = sock.getsockname()[:2]
@@ -109,9 +122,12 @@ def serve(crawl_dir: Path, host: str, port: int, workers: int = 1) -> int:
         flush=True,
     )
     if workers > 1:
-        code = _run_workers(crawl_dir, sock, workers)
+        if stream is not None:  # each process counts its own streams: the caps are shared out
+            per_host, total = -(-stream.per_host // workers), -(-stream.total // workers)
+            stream = dataclasses.replace(stream, per_host=per_host, total=total)
+        code = _run_workers(crawl_dir, sock, workers, stream)
     else:
-        _run_one(crawl_dir, sock)
+        _run_one(crawl_dir, sock, stream)
         code = 0
     print("sharecrawl: stopped", file=sys.stderr)
     return code

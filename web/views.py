@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 from crawl_io.readable import human_bytes, readable_url
 from crawl_io.sources import ConfigError, parse_host_url
-from queries.search_results import copy_url
+from queries.search_results import copy_link, copy_url
 
 COPIES_SHOWN = 3  # copies listed under a work; the next ones fold away
 COPIES_FOLDED = 5  # ... up to this many more, behind a "more copies" toggle
@@ -82,6 +82,7 @@ def copy_row(row: dict, hosts: HostInfo, best: bool) -> dict:
         "unc": unc,
         "online": bool(row["online"]),
         "best": best,
+        "link": copy_link(host, share, path, row["online"]),  # streams it (web/stream.py)
     }
 
 

@@ -1,0 +1,258 @@
+"""A copy's bytes for `GET /copy/{id}` (web/stream.py), read from its share as it is now.
+
+The id is looked up in the served index (never decoded: COPY_ID_SQL hashes every online copy
+once per index file, a sorted array searched per request), so only copies the live index
+lists on hosts online in it can be opened. SMB goes through smbprotocol's `smbclient`, one
+pooled connection per host shared by its streams; file:// opens each name below the host's
+folder with O_NOFOLLOW, so no link leads outside it. A file whose size or mtime differs from
+the listing is refused (Changed): the index's ETag would name other bytes. Streams are
+counted per host and in all (luigi.cfg `stream_per_host`, `stream_total`); past either, Busy.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from crawl_io.smb_names import smb_path
+from crawl_io.sources import ConfigError, HostURL, credentials_for, parse_host_url
+from queries.index_store import IndexFile
+from queries.search_results import COPY_ID_SQL
+
+ID = re.compile(r"[0-9a-f]{16}")
+
+
+class NotStreamable(Exception):
+    """404: the message is one sentence for the user."""
+
+
+class Changed(Exception):
+    """409: the file on the share is not the one the index lists."""
+
+
+class Busy(Exception):
+    """503: too many streams now."""
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    enabled: bool = True
+    authenticated: bool = False  # stream hosts crawled with credentials too
+    per_host: int = 4
+    total: int = 32
+    timeout_s: float = 30.0  # connecting to a host
+
+
+@dataclass(frozen=True)
+class Copy:
+    host: HostURL
+    share: str
+    path: str
+    size: int
+    mtime_us: int
+
+    @property
+    def name(self) -> str:
+        return self.path.rpartition("/")[2]
+
+
+class Reader(Protocol):
+    def read(self, offset: int, length: int) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+def _ids(file: IndexFile) -> tuple[np.ndarray, np.ndarray]:
+    con = file.cursor()
+    try:
+        found = con.execute(
+            f"SELECT ('0x' || {COPY_ID_SQL})::UBIGINT AS id, rowid AS r FROM copies "
+            "WHERE online ORDER BY id"
+        ).fetchnumpy()
+    finally:
+        con.close()
+    return np.asarray(found["id"], np.uint64), np.asarray(found["r"], np.int64)
+
+
+def find(file: IndexFile, copy_id: str) -> Copy:
+    """The online copy with this id in the index file; NotStreamable when there is none."""
+    gone = NotStreamable("No copy with this id is in the index now, or its host is offline.")
+    if not ID.fullmatch(copy_id):
+        raise gone
+    ids, rows = file.cached("stream_ids", _ids)
+    want = np.uint64(int(copy_id, 16))
+    at = int(np.searchsorted(ids, want))
+    if at >= len(ids) or ids[at] != want:
+        raise gone
+    con = file.cursor()
+    try:
+        row = con.execute(
+            "SELECT c.host, c.share, c.path, c.size, epoch_us(c.mtime), h.url "
+            "FROM copies c JOIN hosts h USING (host) WHERE c.rowid = ? AND h.online",
+            [int(rows[at])],
+        ).fetchone()
+    finally:
+        con.close()
+    if row is None or not row[5]:
+        raise gone
+    try:
+        host = parse_host_url(row[5])
+    except ConfigError:
+        raise gone from None
+    return Copy(host, row[1], row[2], int(row[3]), int(row[4]))
+
+
+class FileReader:
+    """A file below a file:// host's folder, every name opened without following links."""
+
+    def __init__(self, copy: Copy) -> None:
+        parts = [copy.share, *copy.path.split("/")]
+        if any(p in ("", ".", "..") for p in parts):
+            raise Changed("The file's name no longer leads to it.")
+        try:
+            folder = os.open(copy.host.hostname, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            raise NotStreamable("The copy's host cannot be reached now.") from None
+        try:
+            for part in parts[:-1]:
+                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
+                os.close(folder)
+                folder = inner
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+            self.fd = os.open(parts[-1], flags, dir_fd=folder)
+        except OSError:
+            raise Changed("The file is no longer where the index saw it.") from None
+        finally:
+            os.close(folder)
+        st = os.fstat(self.fd)
+        if not stat.S_ISREG(st.st_mode):
+            self.close()
+            raise Changed("The file is no longer where the index saw it.")
+        self.size, self.mtime_us = st.st_size, st.st_mtime_ns // 1000
+
+    def read(self, offset: int, length: int) -> bytes:
+        return os.pread(self.fd, length, offset)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+class SmbReader:
+    """A file on an SMB share, through smbclient and the pool's connection to its host."""
+
+    def __init__(self, copy: Copy, pool: Streams) -> None:
+        import smbclient
+        from smbprotocol.exceptions import SMBOSError
+
+        host = copy.host
+        port = host.port or 445
+        credentials = credentials_for(host)
+        session = {
+            "username": credentials.user or "guest",  # unknown users map to guest (Samba)
+            "password": credentials.password or "",
+            "port": port,
+            "connection_cache": pool.connections,
+            "connection_timeout": max(1, int(pool.settings.timeout_s)),
+            "auth_protocol": "ntlm",
+            "require_signing": bool(credentials.user),  # a guest session cannot sign
+        }
+        unc = f"\\\\{host.hostname}\\{copy.share}\\{smb_path(copy.path)}"
+        try:
+            with pool.host_lock(host.host):  # one connection per host, not one per stream
+                smbclient.register_session(host.hostname, **session)
+        except Exception:  # refused, timed out, logon failure: the host is not there for us
+            pool.forget(host)
+            raise NotStreamable("The copy's host cannot be reached now.") from None
+        try:
+            st = smbclient.stat(unc, **session)
+            self.file = smbclient.open_file(unc, mode="rb", buffering=0, **session)
+        except SMBOSError:
+            raise Changed("The file is no longer where the index saw it.") from None
+        except Exception:
+            pool.forget(host)
+            raise NotStreamable("The copy's host cannot be reached now.") from None
+        self.size, self.mtime_us = st.st_size, st.st_mtime_ns // 1000
+
+    def read(self, offset: int, length: int) -> bytes:
+        self.file.seek(offset)
+        return self.file.read(length) or b""
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class Streams:
+    """The server's streams: how many are open per host and in all, and the SMB connections."""
+
+    def __init__(self, settings: StreamSettings) -> None:
+        self.settings = settings
+        self.connections: dict = {}  # smbclient's connection cache, this server's own
+        self._lock = threading.Lock()
+        self._host_locks: dict[str, threading.Lock] = {}
+        self._open: Counter[str] = Counter()
+
+    def withheld(self, host: HostURL) -> str | None:
+        """Why this host's copies are not streamed by this server, or None."""
+        if not self.settings.enabled:
+            return "Streaming is off on this server (it was started with --no-stream)."
+        if host.scheme == "smb" and not self.settings.authenticated:
+            try:
+                user = credentials_for(host).user
+            except ConfigError:
+                user = "?"
+            if user:
+                return (
+                    "This copy's host was crawled with credentials; the server streams such "
+                    "hosts only when started with --stream-authenticated."
+                )
+        return None
+
+    @contextmanager
+    def host_lock(self, host: str) -> Iterator[None]:
+        with self._lock:
+            lock = self._host_locks.setdefault(host, threading.Lock())
+        with lock:
+            yield
+
+    def forget(self, host: HostURL) -> None:
+        """Drop a host's connection after a failure; the next stream connects anew."""
+        key = f"{host.hostname.lower()}:{host.port or 445}"
+        connection = self.connections.pop(key, None)
+        if connection is not None:
+            try:
+                connection.disconnect()
+            except Exception:  # already broken: nothing to close cleanly
+                pass
+
+    def take(self, host: str) -> None:
+        """Count one more stream of `host`; Busy past a cap."""
+        with self._lock:
+            total = sum(self._open.values())
+            if self._open[host] >= self.settings.per_host or total >= self.settings.total:
+                raise Busy("Too many files are being streamed now; try again in a moment.")
+            self._open[host] += 1
+
+    def give_back(self, host: str) -> None:
+        with self._lock:
+            self._open[host] -= 1
+
+    def open(self, copy: Copy) -> Reader:
+        """The copy opened and checked against the listing (Changed when it differs)."""
+        reader: FileReader | SmbReader
+        reader = FileReader(copy) if copy.host.scheme == "file" else SmbReader(copy, self)
+        if (reader.size, reader.mtime_us) != (copy.size, copy.mtime_us):
+            reader.close()
+            raise Changed(
+                "The file changed since the crawl listed it (its size or time differs); "
+                "search again after the next round."
+            )
+        return reader

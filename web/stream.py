@@ -1,0 +1,241 @@
+"""`GET /copy/{id}`: a copy's bytes straight from its share (web/copy_source.py), as HTTP.
+
+Range (RFC 9110 §14): one range `bytes=a-b`, `a-` or `-n` gets 206; none satisfiable, 416; a
+malformed one or several ranges are ignored (200, the whole file, as §14.2 allows).
+`ETag` and `Last-Modified` come from the listing's size and mtime, so If-None-Match (304)
+and If-Range work across requests and servers. `Content-Disposition` (RFC 6266) names the
+file: `inline`, or `attachment` with `?download=1`; `filename*` in UTF-8 and an ASCII
+`filename` fallback. Reads run in threads of the streams' own limiter, so a slow host holds
+its streams, never the search page's threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+from email.utils import format_datetime
+from typing import Any
+from urllib.parse import quote
+
+import anyio
+import anyio.to_thread
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from crawl_io.mediatypes import extension
+from crawl_io.sources import ConfigError, parse_host_url
+from queries.index_store import IndexFile
+from web.copy_source import Busy, Changed, Copy, NotStreamable, Reader, Streams, find
+from web.live import LiveIndex, Unavailable
+
+CHUNK = 1024 * 1024
+FIRST_CHUNK = 256 * 1024  # the first bytes sooner: a player starts on them
+
+CONTENT_TYPES = {
+    **dict.fromkeys(("mp3", "mp2", "mp1"), "audio/mpeg"),
+    "flac": "audio/flac",
+    **dict.fromkeys(("ogg", "oga", "opus", "spx"), "audio/ogg"),
+    **dict.fromkeys(("m4a", "m4b", "alac"), "audio/mp4"),
+    "aac": "audio/aac",
+    "wav": "audio/wav",
+    **dict.fromkeys(("aiff", "aif", "aifc"), "audio/aiff"),
+    "wma": "audio/x-ms-wma",
+    **dict.fromkeys(("mp4", "m4v"), "video/mp4"),
+    "webm": "video/webm",
+    "ogv": "video/ogg",
+    "mkv": "video/x-matroska",
+    **dict.fromkeys(("avi", "divx"), "video/x-msvideo"),
+    "wmv": "video/x-ms-wmv",
+    "mov": "video/quicktime",
+    **dict.fromkeys(("mpg", "mpeg", "vob"), "video/mpeg"),
+    **dict.fromkeys(("ts", "m2ts"), "video/mp2t"),
+    "flv": "video/x-flv",
+    "3gp": "video/3gpp",
+}
+
+
+class Unsatisfiable(Exception):
+    pass
+
+
+def parse_range(header: str, size: int) -> tuple[int, int] | None:
+    """The one byte range (first, last) a Range header asks of `size` bytes; None to send
+    the whole file (no header, a malformed one, several ranges); Unsatisfiable for 416."""
+    unit, _, spec = header.partition("=")
+    if unit.strip().lower() != "bytes" or "," in spec:
+        return None
+    first, dash, last = spec.strip().partition("-")
+    if not dash or not (first or last) or not (first + last).isdigit():
+        return None
+    if not first:  # the last n bytes
+        if int(last) == 0 or size == 0:
+            raise Unsatisfiable
+        return max(0, size - int(last)), size - 1
+    start = int(first)
+    end = min(int(last), size - 1) if last else size - 1
+    if last and int(last) < start:
+        return None
+    if start >= size:
+        raise Unsatisfiable
+    return start, end
+
+
+def content_disposition(kind: str, name: str) -> str:
+    """RFC 6266: the name in UTF-8 (RFC 8187) and an ASCII fallback for old clients."""
+    fallback = "".join(c if " " <= c <= "~" and c not in '"\\%' else "_" for c in name)
+    encoded = quote(name, safe="", errors="surrogatepass")
+    return f"{kind}; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"
+
+
+def _validators(copy: Copy) -> dict[str, str]:
+    modified = datetime.fromtimestamp(copy.mtime_us // 1_000_000, UTC)
+    return {
+        "etag": f'"{copy.size:x}-{copy.mtime_us:x}"',
+        "last-modified": format_datetime(modified, usegmt=True),
+    }
+
+
+def _text(message: str, status: int, headers: dict[str, str] | None = None) -> Response:
+    return Response(message + "\n", status, headers, media_type="text/plain")
+
+
+async def _body(
+    reader: Reader, start: int, end: int, threads: anyio.CapacityLimiter
+) -> AsyncIterator[bytes]:
+    at, size = start, FIRST_CHUNK
+    while at <= end:
+        want = min(size, end + 1 - at)
+        data = await anyio.to_thread.run_sync(reader.read, at, want, limiter=threads)
+        if not data:
+            break  # the file shrank under us: the client sees a short body
+        yield data
+        at, size = at + len(data), CHUNK
+
+
+class _Stream(StreamingResponse):
+    """A streaming response that closes its file however it ends (sent, client gone)."""
+
+    def __init__(self, *args: Any, close: Callable[[], None], threads: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self._close, self._threads = close, threads
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._close, limiter=self._threads)
+
+
+def withhold_links(live: LiveIndex, streams: Streams, status: int, data: dict) -> tuple:
+    """The payload with `link: null` for copies this server does not stream (--no-stream,
+    or hosts crawled with credentials without --stream-authenticated)."""
+    settings = streams.settings
+    if settings.enabled and settings.authenticated:
+        return status, data
+    withheld: frozenset[str] = frozenset()
+    if settings.enabled:
+
+        def load(file: IndexFile) -> frozenset[str]:
+            con = file.cursor()
+            try:
+                rows = con.execute("SELECT host, url FROM hosts").fetchall()
+            finally:
+                con.close()
+            return frozenset(h for h, url in rows if _withheld(streams, url))
+
+        with live.acquire() as file:
+            withheld = file.cached(f"withheld:{settings.enabled}:{settings.authenticated}", load)
+
+    def walk(item: object) -> None:
+        if isinstance(item, dict):
+            if item.get("link") and (not settings.enabled or item.get("host") in withheld):
+                item["link"] = None
+            for value in item.values():
+                walk(value)
+        elif isinstance(item, list):
+            for value in item:
+                walk(value)
+
+    walk(data)
+    return status, data
+
+
+def _withheld(streams: Streams, url: str | None) -> bool:
+    try:
+        return url is None or streams.withheld(parse_host_url(url)) is not None
+    except ConfigError:
+        return True
+
+
+def copy_route(live: LiveIndex, streams: Streams) -> Callable[[Request], Awaitable[Response]]:
+    """The endpoint of `GET /copy/{id}` for this server's index and streams."""
+    threads: list[anyio.CapacityLimiter] = []  # made on first use, inside the event loop
+
+    def limiter() -> anyio.CapacityLimiter:
+        if not threads:
+            threads.append(anyio.CapacityLimiter(streams.settings.total + 1))
+        return threads[0]
+
+    def lookup(copy_id: str) -> Copy:
+        with live.acquire() as file:
+            return find(file, copy_id)
+
+    async def endpoint(request: Request) -> Response:
+        if not streams.settings.enabled:
+            return _text("Streaming is off on this server (it was started with --no-stream).", 404)
+        try:
+            copy = await anyio.to_thread.run_sync(lookup, request.path_params["id"])
+        except (NotStreamable, Unavailable) as e:
+            return _text(str(e), 404)
+        withheld = streams.withheld(copy.host)
+        if withheld:
+            return _text(withheld, 404)
+        headers = _validators(copy)
+        if request.headers.get("if-none-match") in (headers["etag"], "*"):
+            return Response(status_code=304, headers=headers)
+        kind = "attachment" if request.query_params.get("download") else "inline"
+        headers["content-disposition"] = content_disposition(kind, copy.name)
+        headers["accept-ranges"] = "bytes"
+        wanted = request.headers.get("range")
+        if_range = request.headers.get("if-range")
+        if if_range is not None and if_range not in headers.values():
+            wanted = None  # the client's copy is of other bytes: send them all
+        try:
+            span = parse_range(wanted, copy.size) if wanted else None
+        except Unsatisfiable:
+            headers["content-range"] = f"bytes */{copy.size}"
+            return _text("The range asked for is outside the file.", 416, headers)
+        try:
+            streams.take(copy.host.host)
+        except Busy as e:
+            return _text(str(e), 503, {"retry-after": "2"})
+        try:
+            reader = await anyio.to_thread.run_sync(streams.open, copy, limiter=limiter())
+        except (NotStreamable, Changed) as e:
+            streams.give_back(copy.host.host)
+            return _text(str(e), 404 if isinstance(e, NotStreamable) else 409)
+        except BaseException:
+            streams.give_back(copy.host.host)
+            raise
+
+        def close() -> None:
+            try:
+                reader.close()
+            finally:
+                streams.give_back(copy.host.host)
+
+        start, end, status = 0, copy.size - 1, 200
+        if span is not None:
+            (start, end), status = span, 206
+            headers["content-range"] = f"bytes {start}-{end}/{copy.size}"
+        headers["content-length"] = str(end + 1 - start)
+        media_type = CONTENT_TYPES.get(extension(copy.name), "application/octet-stream")
+        if request.method == "HEAD":
+            await anyio.to_thread.run_sync(close, limiter=limiter())
+            return Response(status_code=status, headers=headers, media_type=media_type)
+        body = _body(reader, start, end, limiter())
+        return _Stream(body, status, headers, media_type=media_type, close=close, threads=limiter())
+
+    return endpoint
