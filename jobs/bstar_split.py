@@ -1,22 +1,7 @@
-"""B*-subtree splitting (thesis §3.2.1) and re-partitioning (§3.3), as pure functions (the
-mrjob shell over them is jobs.mr_listing).
-
-Split: walk a partition's own folder tree (jobs.membership: it stops at child partitions)
-depth first in canonical order. Every folder costs one listing plus a tag read per media
-file directly in it (seconds, at the host's measured costs) and the bytes of those media
-paths (memory). A folder hands its parent the cost of what stays
-with it: its own files plus the children not yet closed into a range. Over a folder's
-children a running sum is kept; a range partition (folder, lo, next sibling) is closed when
-the sum reaches the limit, or just before the next child would push it over the limit if the
-sum is already at FILL of it. So new ranges weigh between FILL and about 1.75 limits: inside
-the band [0.5, 2] limits where re-partitioning leaves a partition alone, which is why a
-handful of changed files never re-partitions anything. A folder whose own files exceed the
-limits cannot be split (the root exception of §3.1).
-
-Costs and loads are jobs.scan_cost's: load = max(s / max_s, b / max_bytes).
-
-The re-partitioning plan over these splits is jobs.repartition_plan.
-"""
+"""B*-subtree splitting (thesis §3.2.1) as pure functions; the mrjob shell is jobs.mr_listing.
+docs/DESIGN.md, B*-subtrees, gives the rule. A folder hands its parent the cost of what stays
+with it (its own files plus the children not yet closed into a range); new ranges weigh
+between FILL and about 1.75 limits, inside the band re-partitioning leaves alone."""
 
 from __future__ import annotations
 
@@ -117,11 +102,9 @@ def split_ranges(
     existing: Iterable[PartitionKey] = (),
     media: pa.Array | None = None,
 ) -> list[NewRange]:
-    """The range partitions to create inside partition `within`, whose listing rows are
-    `entries` (columns path, name, is_dir; `media` their media mask, when known). `existing`
-    are the share's current partitions: new ranges never overlap those rooted at the same
-    folder. If `within` is a range and ranges at its own root are returned, they cover its
-    whole interval: they replace it."""
+    """The range partitions to create inside partition `within` from its listing `entries` (path,
+    name, is_dir; `media` their media mask, when known). New ranges never overlap `existing` ones
+    rooted at the same folder; ranges at a range's own root replace it, covering its interval."""
     costs = partition_folders(entries, within.root, cost, media)
     paths = costs.paths
     seconds, mem = costs.seconds.tolist(), costs.mem_bytes.tolist()

@@ -1,15 +1,7 @@
 """A host's folder rows brought up to date from the stored ones, in proportion to the change.
-
-A folder's Merkle hash covers its whole subtree (jobs.subtree_hash, thesis §3.4.1), so a
-change deep down changes the folders above it, and only those: a folder with no changed
-path below it keeps its stored row. The folders that may change are the changed paths'
-ancestors (and the changed paths that are folders); they are hashed anew from the rows
-directly inside them, their unchanged child folders standing in with their stored hashes
-(folder_summaries' seed). The result is the table folder_summaries gives over the host's
-every row (tests/test_folder_update.py checks it on random trees and changes), for the cost
-of the changed folders' children and of finding them instead of hashing every row: 0.3 s
-against 1.3 s for one album added to a host of 1 M files (bench/host_parts.py's round).
-"""
+A folder's Merkle hash (thesis §3.4.1) changes only if a path below it changed: only the
+changed paths' ancestors are hashed anew, unchanged child folders standing in with their
+stored hashes. The result equals folder_summaries over every row."""
 
 from __future__ import annotations
 
@@ -37,10 +29,9 @@ def changed_folders(changed: pa.Table) -> pa.Array:
 def updated_folder_summaries(
     table: pa.Table, known: pa.Table, changed: pa.Table
 ) -> pa.Table | None:
-    """folder_summaries(table), where `table` is one host's rows (FILES) now, `known` its
-    folder rows (FOLDERS) before, and `changed` the rows (before and now) of every path
-    whose row was added, removed or changed in between. None when `known` lacks the row
-    of an unchanged folder: then only a computation over every row will do."""
+    """folder_summaries of one host's rows `table` (FILES), from its FOLDERS rows `known` before and
+    the rows (before and now) of every `changed` path; None when `known` lacks an unchanged
+    folder's row (then only a computation over every row will do)."""
     if not pc.any(table["is_dir"]).as_py():
         return FOLDERS.empty_table()
     table = table.combine_chunks()

@@ -1,13 +1,8 @@
-"""Hints against partitions: which partitions hold a path hinted since their last scan (what a
-round's Generate asks), and how many hinted paths a round has scanned since the hint or still
-wait (what `status` tells).
-
-A notification names an entry, not whether it is a file or a folder, and an entry is listed
-in its folder: a hinted path counts for the partition that lists it as a file (its folder's)
-and for the one that lists it as a folder (a range partition may claim it), by the membership
-rule of jobs.membership; usually the two are one. An overflow hint counts for every partition
-of its share.
-"""
+"""Hints against partitions: which partitions hold a path hinted since their last scan (for
+Generate), and how many hinted paths have been scanned or still wait (for `status`).
+A notification does not say file or folder: a hinted path counts for the partition that lists
+it as a file and for the one that lists it as a folder (jobs.membership); an overflow hint
+counts for every partition of its share."""
 
 from __future__ import annotations
 
@@ -124,9 +119,8 @@ def count_hints(snapshot: HintsSnapshot, partitions: pa.Table) -> HintCounts:
 def hints_report(
     crawl_dir: str | Path, partitions: pa.Table, scan_reasons: dict[str, int]
 ) -> dict | None:
-    """`status`'s hints (None when `sharecrawl watch` never ran here): hinted paths still
-    waiting for a scan and those scanned since, shares watched now, and the partitions the
-    round scanned for hints (`scan_reasons`: the round's scans by fetchlog.reason)."""
+    """`status`'s hints, None when `sharecrawl watch` never ran here: hinted paths waiting and
+    scanned since, shares watched now, and the round's scans for hints (`scan_reasons`)."""
     store = HintsStore(crawl_dir)
     if not store.dir.is_dir():
         return None

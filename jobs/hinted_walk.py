@@ -1,19 +1,9 @@
-"""A hinted scan: list only the folders that change notifications point at, and keep the rest
-of a partition's stored rows.
-
-When every change on a share is notified (a trusted host whose watch has been unbroken since
-the partition's last scan), a partition with hinted paths differs from its stored rows only
-there. For each hinted path the folder that lists it is listed again, and the folder above
-(whose listing holds the first one's new mtime); in each folder listed again, entries that went
-are dropped with everything below them, and a folder that is new or was hinted itself (a folder
-moved in is one notification, not one per file) is walked whole. The result is the whole
-partition, in canonical order, as a full walk would see it: its hash is computed as usual, and
-Update replaces the partition's rows with it, whose subtree-hash job finds the same hash.
-
-Anything unexpected sends the caller back to a full walk (`WholeScan`): stored rows whose hash
-is not the stored hash (rows kept below a folder refused to us), a folder that is gone or
-refused, a new folder refused below.
-"""
+"""A hinted scan (docs/DESIGN.md, Scheduling): list only the folders change notifications point
+at (each hinted path's folder and the one above it) and keep the rest of a partition's stored
+rows. A folder that is new or hinted itself is walked whole (a folder moved in is one
+notification). The result is the whole partition in canonical order, as a full walk sees it.
+Anything unexpected (stored rows not hashing to the stored hash, a folder gone or refused)
+raises `WholeScan`: the caller walks the partition whole."""
 
 from __future__ import annotations
 

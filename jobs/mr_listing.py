@@ -1,18 +1,8 @@
-"""The round's listing jobs in one runner start: per listing part, the subtree hashes of its
-partitions (jobs.subtree_hash.summarize; they must equal the ones the fetchers streamed) and
-the B*-subtree re-partitioning plan of its hosts (jobs.repartition_plan.plan_repartition, thesis
-§3.2-3.3).
-
-Both read the same parts, so one map-only job reads each part once and emits both, and a
-round pays one runner start for them. `listing_records` is what one part gives; the mrjob
-shell (`MRListingJobs`) runs it in the tasks of the local or Spark runner, and
-`run_listing_jobs` runs it in this process for the inline runner.
-
-Input: a manifest of listing parts (jobs.runner), one host each, and with `--jobs ...split`
-the plan's side input `--state FILE` (write_state: partitions, host costs, limits). Output:
-(["hash", partition_id], summary) and (["plan", partition_id], {"op": ...}) records;
-`ListingResults.of` turns them back into summaries and the plan.
-"""
+"""The round's listing jobs in one runner start: per listing part, its partitions' subtree hashes
+(jobs.subtree_hash.summarize) and its hosts' re-partitioning plan (jobs.repartition_plan).
+One map-only job reads each part once for both. Input: a manifest of listing parts (one host
+each) and, for the plan, `--state FILE` (write_state). Output: (["hash", id], summary) and
+(["plan", id], {"op": ...}) records; `ListingResults.of` reads them back."""
 
 from __future__ import annotations
 
@@ -52,9 +42,8 @@ PLAN_OPS = ("create", "delete", "merge", "reparent")
 # -- the split's side input ----------------------------------------------------------------
 @dataclass
 class SplitState:
-    """What the plan needs beside the listings: every partition of the hosts listed (the
-    columns the plan reads), their hosts' costs, the limits, and the partitions found gone
-    and those rescanned (changed or new) this round."""
+    """What the plan needs beside the listings: the hosts' partitions, their costs, the limits, and
+    the partitions found gone and those rescanned this round."""
 
     partitions: list[dict]
     host_costs: dict[str, HostCost]

@@ -1,23 +1,9 @@
-"""Per-prefix crawl statistics as an mrjob job, and how Update runs it (the computation
-itself is jobs.prefix_stats).
-
-Input: a manifest with one JSON object per line, one line per host, its parts named relative
-to the manifest's folder (jobs.runner), e.g. in segments/r000013/jobs/:
-    {"host": "pc-1", "new": ["../../../crawldb/.v000013.tmp/files/pc-1.parquet", ...],
-     "old": ["../../../crawldb/v000012/files/pc-1.parquet", ...] or null, "media": ... or null}
-(the host's parts, one per group of partitions: crawl_io.host_parts)
-A host's new and old files must be on one line (new/changed/deleted compare the two).
-
-The mapper aggregates one host with DuckDB straight from its Parquet parts (read through
-mrjob's filesystem layer when they are named by URI) and emits one summary per (host, share,
-prefix) -- never one record per file; the reducer sums them (so a host split over several
-lines would still add up for the counts that do not compare old and new) and applies
-`min_entries`. Output: PREFIX_STATS rows.
-
-A round runs it on the cluster runner (spark), where the parts are; on one machine
-(inline, local) it computes the same rows in this process with jobs.prefix_stats, one host
-at a time, DuckDB using every core: a runner start would only add its own cost.
-"""
+"""Per-prefix crawl statistics as an mrjob job, and how Update runs it (the computation is
+jobs.prefix_stats). Input: a manifest with one JSON line per host, parts relative to the
+manifest's folder: {"host": ..., "new": [parts], "old": [parts] or null, "media": ... or null};
+a host's new and old parts must share a line (changes compare the two). The reducer sums
+per-prefix summaries and applies `min_entries`. On one machine (inline, local) the same rows
+are computed in this process, one host at a time: a runner start would only add its cost."""
 
 from __future__ import annotations
 
@@ -108,10 +94,8 @@ class MRPrefixStats(ManifestJob):
 def host_parts(
     version_dir: Path, prev_dir: Path | None, hosts: Iterable[str], damaged: Iterable[str] = ()
 ) -> list[dict]:
-    """Manifest entries for `hosts` of crawldb version folder `version_dir`, compared with
-    `prev_dir` (the previous version, None for none). Absent parts are null, and so are the
-    old parts of `damaged` hosts (their files count as new); a host without a files part now
-    is skipped (it has no prefixes)."""
+    """Manifest entries for `hosts` of version folder `version_dir` against `prev_dir` (None: none).
+    Absent parts, and the old parts of `damaged` hosts, are null; file-less hosts skipped."""
     damaged = set(damaged)
     stored = {vdir: VersionParts(vdir) for vdir in (version_dir, prev_dir) if vdir is not None}
 
@@ -179,9 +163,8 @@ def round_prefix_stats(
     workdir: Path,
     damaged: Iterable[str] = (),
 ) -> pa.Table:
-    """The `prefix_stats` table of the version being written to `version_dir` (its files/
-    and media/ parts all in place): the touched hosts recomputed by the job and the other
-    listed hosts' rows carried over, or every listed host recomputed on a complete round."""
+    """The `prefix_stats` table of the version in `version_dir`: touched hosts recomputed, other
+    listed hosts' rows carried over; every host recomputed on a complete round."""
     listed = set(listed)
     redo = listed if is_complete_round(round_, stats_every) else set(touched) & listed
     parts = host_parts(version_dir, prev_dir, redo, damaged)

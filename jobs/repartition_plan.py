@@ -1,18 +1,8 @@
-"""Re-partitioning (thesis §3.3) as a pure function: what to create, delete, merge and
-re-parent among a host's partitions after a round, splitting with jobs.bstar_split.
-
-Over the partitions rescanned this round only (their listings are the
-segment's), so the work grows with what was fetched: a partition whose root folder is gone is
-deleted (with everything under it); one over twice the limits is split; one under half the
-limits is merged into its parent (unless that would put the parent over twice the limits).
-Splitting a range partition whose own top level must be cut replaces it: it is merged into its
-parent and new ranges covering its interval are created.
-
-Applying a plan (what Update does): drop `delete` and the `merge` sources from the partitions,
-add `create` (parent_id given), set parent_id per `reparent`, then give the host's file rows
-their partition with jobs.membership.assign_partition_ids (Ranges.owner) and recompute the
-affected partitions' hashes and sizes with jobs.subtree_hash.summarize.
-"""
+"""Re-partitioning (thesis §3.3; docs/DESIGN.md, B*-subtrees) as a pure function: what to create,
+delete, merge and re-parent among a host's partitions after a round, over the partitions
+rescanned this round only. Splitting a range whose own top level must be cut replaces it.
+Update applies a plan: drop `delete` and `merge` sources, add `create`, apply `reparent`, then
+re-assign file rows (jobs.membership) and re-summarize (jobs.subtree_hash)."""
 
 from __future__ import annotations
 
@@ -58,16 +48,10 @@ def plan_repartition(
     gone: Iterable[str] = (),
     rescanned: Iterable[str] | None = None,
 ) -> dict[str, list]:
-    """What to change in the partitions of the hosts whose `partitions` rows are given (all
-    of each host's partitions: partition_id, host, share, root, lo, hi, parent_id, n_folders,
-    n_media, optional mem_bytes), given this round's `listings` (LISTING rows of the rescanned
-    partitions), the ids the fetcher found `gone` and the ids `rescanned` with a new listing
-    (changed or new; default: those with rows in `listings`; a rescanned partition without
-    rows is empty now).
-
-    Returns {"create": [partition dicts: partition_id, host, share, root, lo, hi, parent_id,
-    est_scan_s, mem_bytes], "delete": [ids, descendants included], "merge": [[child_id,
-    into_id]], "reparent": [[id, new_parent_id]]}; every list sorted."""
+    """Changes to the hosts' `partitions` (all of each host's), given this round's `listings`, the
+    ids found `gone` and those `rescanned` (default: with rows in `listings`). Returns {"create":
+    [partition dicts], "delete": [ids, descendants included], "merge": [[child, into]],
+    "reparent": [[id, new_parent]]}, every list sorted."""
     by_id = {row["partition_id"]: row for row in partitions}
     keys = {pid: partition_key(row) for pid, row in by_id.items()}
     parent_of = {pid: row.get("parent_id") for pid, row in by_id.items()}

@@ -1,14 +1,7 @@
 """What every job shares: its input manifest, the base class that reads it, where a job runs
-(`JobRunner`), and running a job with an mrjob runner.
-
-A manifest line names what one mapper reads: one Parquet part, a JSON list of parts, or a
-JSON record naming parts (jobs.mr_prefix_stats). Paths in it are relative to the manifest's
-own folder, and `--base-dir` (which run_job sets) says where that folder is as the job's
-tasks see it: a local path, a shared mount, or a URI (hdfs://, file://) that the tasks read
-through mrjob's filesystem layer. So a crawl directory moved, copied or mounted elsewhere,
-even with a round half done, still reads, and so does a cluster that mounts it at another
-path or serves it from HDFS.
-"""
+(`JobRunner`), and running a job with an mrjob runner. Manifest paths are relative to the
+manifest's folder and `--base-dir` says where the tasks see that folder (a path, a mount or a
+URI read through mrjob's filesystem layer), so a moved or mounted crawl directory still reads."""
 
 from __future__ import annotations
 
@@ -49,13 +42,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class JobRunner:
-    """Where the update jobs run. `name` is an mrjob runner, except that `inline` runs the
-    jobs' pure functions in this process, without mrjob, and `local` runs mrjob's inline
-    runner in the crawl's worker processes (`run_job`). On `spark`:
-    `spark_master` (spark://HOST:7077; default local[*]), `crawl_root` the crawl directory
-    here and `cluster_root` the same directory as the cluster's tasks see it (a shared mount
-    at another path, or an hdfs:// URI; default: the same path), `python_bin` the
-    interpreter of the tasks (default: this one, at the same path on every machine)."""
+    """Where the update jobs run: an mrjob runner name, `inline` (pure functions, no mrjob) or
+    `local` (mrjob's inline runner in the crawl's workers). For `spark`: `spark_master`,
+    `crawl_root` and `cluster_root` (the same folder as the tasks see it), `python_bin`."""
 
     name: str = "local"
     spark_master: str = ""
@@ -143,9 +132,8 @@ def manifest_path(path: str | os.PathLike, manifest: Path) -> str:
 
 
 def write_manifest(parts: Iterable[Path], path: Path, groups: int = 0) -> Path:
-    """A manifest of Parquet parts named relative to its folder: one part a line, or, with
-    `groups`, that many lines each a JSON list of parts of about equal bytes (one task
-    each: what suits a runner whose every task is a process start)."""
+    """A manifest of Parquet parts relative to its folder: one part a line, or `groups` lines each a
+    JSON list of parts of about equal bytes."""
     path.parent.mkdir(parents=True, exist_ok=True)
     names = [(manifest_path(p, path), os.path.getsize(p)) for p in parts]
     if groups <= 0:
@@ -182,10 +170,8 @@ def packages_zip(folder: Path) -> Path:
 
 
 def runner_args(runner: JobRunner, tmp: Path, scratch: Path | None = None) -> list[str]:
-    """mrjob options for a cluster runner: its tasks get the project's packages and their
-    interpreter, and Spark keeps its scratch (the uploaded inputs, the output) in
-    `scratch`, a folder of the crawl directory that the cluster sees, rather than on HDFS
-    (mrjob's default for a remote master); on a local master, in the job's own `tmp`."""
+    """mrjob options for a cluster runner: the project's packages and interpreter for its tasks, and
+    Spark's scratch in `scratch` (a folder the cluster sees) rather than HDFS."""
     if not runner.on_cluster:
         return []
     # on a local master mrjob would keep its scratch in the system's temporary folder:
@@ -212,8 +198,7 @@ def run_job(
     *args: str,
     scratch: Path | None = None,
 ) -> Iterator[Any]:
-    """Run `job_class` over a manifest with an mrjob runner; yield its (key, value) pairs.
-    The manifest's paths are resolved against its folder where the tasks see it; `scratch`
+    """Run `job_class` over a manifest with an mrjob runner; yield its (key, value) pairs. `scratch`
     is where a remote Spark master keeps the job's files (default: a temporary folder)."""
     runner = runner_of(runner)
     tmp = Path(tempfile.mkdtemp(prefix=f"{JOB_TMP_PREFIX}{os.getpid()}-"))
@@ -259,13 +244,9 @@ def _output_list(job_class: type[MRJob], argv: list[str]) -> list[Any]:
 def _run_in_workers(
     job_class: type[MRJob], manifest: Path, tmp: Path, argv: list[str]
 ) -> list[Any]:
-    """The local runner: mrjob's inline runner in workers of the crawl's fork server, which
-    has imported the jobs (an interpreter a task, importing pyarrow, numpy and mrjob again,
-    costs 0.4 s), the manifest's lines dealt among as many workers as there are cores; one
-    worker for a job with a reducer, whose keys must meet. Each worker's tasks run in its
-    own working folders; a worker that dies (the out-of-memory killer, a signal) fails the
-    job with a line that says so, and an interrupted crawl ends its workers
-    (crawl_io.workers.run_calls)."""
+    """The local runner: mrjob's inline runner in the crawl's fork-server workers (already imported:
+    an interpreter a task would cost its start), lines dealt among one worker per core, one worker
+    for a job with a reducer. A worker that dies fails the job with a line that says so."""
     lines = manifest.read_text().splitlines(keepends=True)
     reduces = any("reducer" in s.description(i) for i, s in enumerate(job_class([]).steps()))
     n = max(1, 1 if reduces else min(local_tasks(), len(lines)))

@@ -1,15 +1,7 @@
-"""The cost of scanning a partition (thesis §3.2.1): the one definition that the split,
-Update's estimate for the scheduler and Generate all use.
-
-A scan lists the partition's root folder and every folder in it, at the host's measured
-pace (`list_s_per_folder`), and reads the tags of media files (`tag_s_per_file` each); it
-holds the paths of those media files in memory while it reads them. So:
-- `listing_seconds`: listing every folder; what a rescan costs when nothing changed (no tag
-  is read then), and so what the scheduler budgets (`partitions.est_scan_s`);
-- `scan_seconds`: listing every folder and reading every media file's tags; what a scan of a
-  new partition costs, the bound the B*-subtree limits put on a partition;
-- `Limits.load`: how full a (seconds, bytes) cost makes a partition, against both limits.
-"""
+"""The cost of scanning a partition (thesis §3.2.1), one definition for the split, Update's
+estimate and Generate. `listing_seconds`: listing every folder (a rescan with nothing changed;
+`partitions.est_scan_s`); `scan_seconds`: plus every media file's tags (a new partition; what
+the limits bound); `Limits.load`: how full a (seconds, bytes) cost makes a partition."""
 
 from __future__ import annotations
 

@@ -1,20 +1,8 @@
-"""The one definition of partition and folder hashes (thesis §3.4.1), streamed and columnar.
-
-A partition's hash is md5 over its entries in canonical order (children sorted by name, depth
-first), each as (path relative to the share, is_dir, size, mtime). The fetcher feeds
-PartitionHasher (or walk_hash) while streaming a walk; the jobs hash stored listings with
-`summarize`, which works on whole Arrow columns: it builds every row's hash record with
-pyarrow compute, puts the rows in canonical order (a fetch writes them so: that is checked in
-one pass, and they are sorted only when not), and hashes each partition's records as one
-contiguous slice of the buffer. Both produce the same records in the same order, so
-they agree (tests/test_jobs.py checks it).
-
-A folder's Merkle hash covers its child folders' hashes and its files' names, sizes and
-mtimes; the content hash leaves times out so equal folders on different hosts match
-(`folder_hashes` row by row, `folder_summaries` vectorised); `duplicate_folders_sql` turns
-folder rows into the analysts' `duplicate_folders` view (the same content on two hosts or
-more). The mrjob shell over `summarize` is jobs.mr_listing.
-"""
+"""The one definition of partition and folder hashes (thesis §3.4.1; docs/DESIGN.md,
+B*-subtrees). The fetcher feeds PartitionHasher (or walk_hash) while streaming a walk; the
+jobs hash stored listings column-wise with `summarize`. Both build the same records in the
+same order, so they agree. Folder rows: Merkle and content hashes (`folder_summaries`) and
+the analysts' `duplicate_folders` view."""
 
 from __future__ import annotations
 
@@ -68,9 +56,8 @@ class PartitionHasher:
 
 
 def walk_hash(walk: Iterable[tuple[str, Entry]]) -> str:
-    """The partition hash of a walk's (path, entry) pairs, already in canonical order: the
-    same digest as PartitionHasher fed one entry at a time, with one md5 call (a fetch hashes
-    every entry of the LAN each round)."""
+    """The partition hash of a walk's (path, entry) pairs in canonical order: PartitionHasher's
+    digest with one md5 call."""
     text = "".join([_record_text(p, e.is_dir, e.size, e.mtime_us) for p, e in walk])
     return hashlib.md5(text.encode()).hexdigest()
 
@@ -174,9 +161,8 @@ def _to_str(values: pa.Array) -> pa.Array:
 
 # -- partitions ----------------------------------------------------------------------------
 def in_partition_order(table: pa.Table) -> pa.Table:
-    """The rows grouped by partition, each partition's in canonical order: as a fetch writes
-    them (partition after partition, each walked in canonical order), which is checked in one
-    pass, or sorted so."""
+    """The rows grouped by partition, each in canonical order: checked in one pass (a fetch writes
+    them so), sorted only when not."""
     pids = table["partition_id"].combine_chunks()
     keys = canonical_sort_key(table["path"].combine_chunks())
     runs = pc.run_end_encode(pids, run_end_type=pa.int64()).values
@@ -192,9 +178,8 @@ def in_partition_order(table: pa.Table) -> pa.Table:
 
 
 def summarize(table: pa.Table) -> dict[str, dict]:
-    """partition_id -> {hash, n_folders, n_files, n_media, bytes} over listing rows.
-
-    hash equals partition_hash over each partition's rows."""
+    """partition_id -> {hash, n_folders, n_files, n_media, bytes} over listing rows; the hash
+    equals partition_hash over each partition's rows."""
     if table.num_rows == 0:
         return {}
     t = in_partition_order(table).combine_chunks()
@@ -246,12 +231,9 @@ def folder_keys(table: pa.Table, column: str = "path") -> pa.Array:
 
 
 def folder_summaries(table: pa.Table, seed: FolderSeed | None = None) -> pa.Table:
-    """Every folder row's Merkle hash and content hash, as folder_hashes
-    computes them over the rows of its share (with_times True and False), and its subtree's
-    file count and bytes. Works level by level from the deepest rows up, vectorised.
-
-    `seed`: folder key (folder_keys) -> (hash, content_hash, n_files, bytes) of folders
-    whose rows are in `table` but whose children are not: their summaries as known."""
+    """Every folder row's Merkle and content hash (as folder_hashes with_times True and False) and
+    its subtree's file count and bytes, level by level from the deepest. `seed`: folder key ->
+    (hash, content_hash, n_files, bytes) of folders whose children are not in `table`."""
     if not pc.any(table["is_dir"]).as_py():
         return FOLDERS.empty_table()
     table = table.combine_chunks()

@@ -1,11 +1,7 @@
-"""Walk one partition of a share in canonical order (children by name, depth first).
-
-The walk stops where child partitions begin, so every entry is yielded by exactly one
-partition's walk. A folder that cannot be opened (access denied, deleted mid-walk) is
-yielded with no children; a denied one is also noted in `WalkStats.denied`, so that its
-stored rows are kept rather than taken for deleted. Losing the host (unreachable, timed
-out) ends the walk with the error.
-"""
+"""Walk one partition of a share in canonical order (children by name, depth first), stopping
+where child partitions begin. A folder that cannot be opened is yielded without children; a
+denied one is noted in `WalkStats.denied` so its stored rows are kept. Losing the host ends
+the walk with the error."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Crawl filters: the rules language (`parse`, where its syntax is), the rules compiled per
-share and the source that applies them (`match`) and automatic rules from prefix statistics
-(`auto`). The store that rereads the rules every round is pipeline.rules_store.
-
-Part of jobs: may import crawl_io alone.
-"""
+"""Crawl filters: the rules language (`parse`), rules compiled per share and the filtering
+source (`match`), automatic rules from prefix statistics (`auto`). May import crawl_io alone."""
 
 from jobs.crawl_rules.auto import auto_rule, auto_rule_id, auto_rules
 from jobs.crawl_rules.match import NO_RULES, FilteredSource, Rules, ShareRules, filtered, load_rules

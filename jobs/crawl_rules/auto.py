@@ -35,12 +35,9 @@ def auto_rules(
     max_media_share: float = 0.0,
     min_host_media: int = 0,
 ) -> list[Rule]:
-    """Exclusion rules for folders with at least `min_entries` entries below them of which at
-    most `max_media_share` of the files are media (0: none at all -- such a rule removes no
-    media), on hosts with at least `min_host_media` media (not to judge a host before enough of
-    it is known, as the filter generator of "Optimising document collection with Nutch" waits
-    for a threshold). Only the topmost such folder of a subtree gets a rule; share roots
-    never do."""
+    """Exclusion rules for the topmost folders with at least `min_entries` entries below them and
+    at most `max_media_share` of their files media, on hosts with at least `min_host_media` media
+    (a threshold, as Nutch's filter generator waits for one). Share roots never get a rule."""
     import duckdb  # here, not at the top: fetch workers import this module and never need it
 
     con = duckdb.connect()

@@ -240,9 +240,8 @@ def _for_share(pending: Sequence[_Pending], host: str, share: str) -> ShareRules
 
 
 class FilteredSource:
-    """A Source that hides what the rules exclude: excluded shares are not offered, excluded
-    entries are not returned, so an excluded folder is never listed. Wrapping the source is
-    all the walk needs (and the partition hashes cover exactly what is crawled)."""
+    """A Source that hides what the rules exclude (shares not offered, entries not returned), so an
+    excluded folder is never listed and partition hashes cover exactly what is crawled."""
 
     def __init__(self, source: Source, rules: Rules, host_key: str) -> None:
         self.source = source
