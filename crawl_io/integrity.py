@@ -15,9 +15,9 @@ passes at once and the rounds after it start from a whole version. Damaged state
 round refuses to start from it, and `check --repair` points CURRENT at the newest usable
 version instead, moving the newer versions and segments aside (never deleting them).
 
-The fetchlog's spans and kept parts (crawl_io.fetchlogs) are read in full too: once their
-segments are gone they are the only copy of those rounds' scans. A damaged one is moved aside
-by `check --repair`; the view then reads those rounds from their segments, where they are.
+The fetchlog's kept parts (crawl_io.fetchlogs) are read in full too: once their segments are
+gone they are the only copy of those rounds' scans. A damaged one is moved aside by
+`check --repair`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import duckdb
 
 from crawl_io.atomic import fsync_folder, temp_name
 from crawl_io.crawldir import SEGMENT_NAME, STATE_TABLES, CrawlDamaged, CrawlDir
-from crawl_io.fetchlogs import damaged_fetchlogs, spans
+from crawl_io.fetchlogs import damaged_fetchlogs
 from crawl_io.host_parts import ROW_TABLES, parse_part_file
 from crawl_io.media_changes import FILE_NAME as MEDIA_CHANGES_FILE
 from crawl_io.version_manifest import (
@@ -202,9 +202,6 @@ def repair_crawl(crawl: CrawlDir) -> Repair:
             for p in sorted(crawl.segments.glob("r*"))
             if (number := SEGMENT_NAME.fullmatch(p.name)) and int(number[1]) > chosen.version
         ]
-        # a span holding rounds run again would stand for them: its rounds at or before the
-        # chosen one are still in their segments (keep_rounds 0; else no span reaches here)
-        newer += [s.path for s in spans(crawl.segments) if s.last > chosen.version]
         moved = _move_aside(crawl, newer, aside)
         crawl.publish(chosen.version)
         lines.append(f"{crawl.crawldb / 'CURRENT'} now names {chosen.name} (was: {was})")
@@ -216,13 +213,10 @@ def repair_crawl(crawl: CrawlDir) -> Repair:
     else:
         lines.append(f"{chosen.name}: CURRENT already names the newest usable version")
     lines += _repair_parts(crawl, chosen, aside)
-    # A damaged span or kept fetchlog goes aside: the view reads the rounds a span held from
-    # their segments where these are still there, and the next crawl writes the span again.
     fetchlogs = [path for path, _ in damaged_fetchlogs(crawl.segments)]
     for path in _move_aside(crawl, fetchlogs, aside):
         lines.append(
-            f"moved damaged {path.relative_to(aside)} to {aside}: the fetchlog view reads "
-            "its rounds from their segments where these are still there"
+            f"moved damaged {path.relative_to(aside)} to {aside}: its round's scans are lost"
         )
     index, indexed = index_state(crawl)
     return Repair(lines, True, index is not None or indexed != chosen.name, chosen.version)

@@ -9,8 +9,8 @@ shares its unchanged parts with the next one by hard links, so removing it frees
 it alone held.
 
 A removed round's scans stay: its segment's fetchlog (45 KB of the 7.4 MiB above) moves to
-`segments/fetchlogs/rNNNNNN.parquet`, which the `fetchlog` view reads as before (and which
-goes into a span of rounds in time: crawl_io.fetchlogs).
+`segments/fetchlogs/rNNNNNN.parquet`, which the `fetchlog` view reads as before
+(crawl_io.fetchlogs).
 
 The live version, its round's segment and anything newer (a round under way) are never
 removed, and `keep` is at least 2: the version before the live one stays for `check

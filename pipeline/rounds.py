@@ -19,7 +19,6 @@ from luigi.execution_summary import LuigiRunResult
 
 from crawl_io.crawldir import CrawlDir
 from crawl_io.disk_full import disk_full_line, is_disk_full
-from crawl_io.fetchlogs import compact_fetchlogs
 from crawl_io.lock import CrawlLock
 from crawl_io.retention import remove_old_rounds
 from crawl_io.tempfiles import remove_stale_temp_files
@@ -236,8 +235,8 @@ def run_rounds(
     crawl_dir: str, rounds: int, after_round: Callable[[int], None] | None = None
 ) -> int:
     """Run `rounds` more rounds, the first finishing an interrupted one, each followed by the
-    removal of the rounds before the last `keep_rounds` (crawl_io.retention) and the spans
-    of the fetchlogs of retired rounds (crawl_io.fetchlogs); return the last round's number.
+    removal of the rounds before the last `keep_rounds` (crawl_io.retention); return the
+    last round's number.
     SIGINT or SIGTERM stops it with Interrupted (see stop_interrupted)."""
     crawl = CrawlDir(crawl_dir)
     # Only ever called under the crawl lock (cli's cmd_crawl holds it), so no other crawl
@@ -252,7 +251,6 @@ def run_rounds(
             for n in range(first, first + rounds):
                 run_round(crawl_dir, n)
                 remove_old_rounds(crawl, sharecrawl().keep_rounds)
-                compact_fetchlogs(crawl, sharecrawl().keep_rounds)
                 if after_round:
                     after_round(n)
         except BaseException as e:
