@@ -206,12 +206,6 @@ def _status(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="print one JSON object: the same report, every list whole",
     )
-    option(
-        sp,
-        "--plot",
-        metavar="FILE.png",
-        help="also draw partition sizes and media per host to FILE.png (its folder must exist)",
-    )
     crawl_dir_option(sp)
 
 

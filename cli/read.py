@@ -17,7 +17,6 @@ from cli.inputs import (
     UsageError,
     check_count,
     check_number,
-    check_output_file,
     setting,
 )
 
@@ -159,16 +158,9 @@ def cmd_sql(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from queries.status import format_report, round_report
 
-    if args.plot:
-        check_output_file("--plot", args.plot)
     crawl = existing_crawl(args)
     report = round_report(crawl)
     print(json.dumps(report, default=str) if args.json else format_report(report))
-    if args.plot:
-        from cli.plots import plot_status
-
-        plot_status(crawl.version_dir(crawl.current()), Path(args.plot))
-        print(f"sharecrawl: status: plot written to {args.plot}", file=sys.stderr)
     return 0
 
 

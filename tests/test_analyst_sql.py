@@ -1,5 +1,4 @@
-"""The SQL examples of docs/analysts.md, each run with `sharecrawl sql` on a small crawl, and
-the status plot."""
+"""The SQL examples of docs/analysts.md, each run with `sharecrawl sql` on a small crawl."""
 
 from __future__ import annotations
 
@@ -10,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from cli.plots import plot_status, status_figures
-from crawl_io.crawldir import CrawlDir
 from tests.conftest import LAN
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "analysts.md"
@@ -131,23 +128,6 @@ def test_readme_queries_run(crawled: LAN, run_json: Callable[..., object]) -> No
     assert len(queries) == 2
     for query in queries:
         assert run_json(crawled, "sql", query), query
-
-
-def test_status_plot(crawled: LAN, tmp_path: Path) -> None:
-    crawl = CrawlDir(crawled.crawl_dir)
-    vdir = crawl.version_dir(crawl.current())
-    data = status_figures(vdir)
-    assert data["hosts"] == ["pc-1", "pc-2"]
-    assert data["audio"] == [6, 3] and data["video"] == [0, 1]
-    assert len(data["entries"]) == crawl.read(crawl.current(), "partitions").num_rows
-    out = tmp_path / "plots" / "status.png"
-    plot_status(vdir, out)
-    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-def test_status_plot_of_an_empty_version(tmp_path: Path) -> None:
-    plot_status(tmp_path / "v000000", tmp_path / "empty.png")
-    assert (tmp_path / "empty.png").stat().st_size > 0
 
 
 def test_text_output_is_a_row_a_line_whatever_a_share_names_or_tags(

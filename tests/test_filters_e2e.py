@@ -69,11 +69,3 @@ def test_automatic_rule_removes_a_big_folder_without_media(lan: LAN, run_json, l
     crawl(lan)
     n = run_json(lan, "sql", "SELECT count(*) AS n FROM files WHERE path LIKE 'node_modules%'")
     assert n[0]["n"] > 60  # disabled for good: crawled again, never regenerated
-
-
-def test_status_plot_draws_a_png(lan: LAN, tmp_path) -> None:
-    build(lan)
-    crawl(lan, "")
-    out = tmp_path / "status.png"
-    assert lan.cli("status", "--plot", str(out)) == 0
-    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -250,8 +250,8 @@ def test_bad_input_leaves_an_existing_crawl_dir_unchanged(
         lambda: small_lan.cli("crawl", "--rules-file", str(tmp_path / "absent.rules")),
         lambda: small_lan.cli("search", "--limit", "0", "music"),
         lambda: small_lan.cli("search", "--limit", "-1", "music"),
-        lambda: small_lan.cli("status", "--plot", str(tmp_path / "new" / "dir" / "s.png")),
-        lambda: small_lan.cli("status", "--plot", str(tmp_path)),
+        lambda: small_lan.cli("simulate", "--plot", str(tmp_path / "new" / "dir" / "s.png")),
+        lambda: small_lan.cli("simulate", "--plot", str(tmp_path)),
     ]
     for run in bad:
         capsys.readouterr()
@@ -288,12 +288,6 @@ def test_options_argparse_refuses_get_one_line(small_lan: LAN, capsys) -> None:
 def test_default_rules_file_may_be_absent(small_lan: LAN, luigi_cfg, tmp_path: Path) -> None:
     luigi_cfg(f"[sharecrawl]\nrules_file = {tmp_path / 'not-written-yet.rules'}\n")
     small_lan.crawl()  # luigi.cfg names a rules file nobody wrote: no rules, no error
-
-
-def test_status_plot_into_an_existing_folder_still_works(small_lan: LAN, tmp_path: Path) -> None:
-    small_lan.crawl()
-    assert small_lan.cli("status", "--plot", str(tmp_path / "s.png")) == 0
-    assert (tmp_path / "s.png").stat().st_size > 0
 
 
 # -- name resolution under one deadline ----------------------------------------------------------

@@ -90,4 +90,3 @@ def test_the_readme_commands_run_in_a_fresh_login_shell(tmp_path: Path) -> None:
     search = next(c for c in commands if c.startswith("sharecrawl search") and "--json" not in c)
     assert "Madonna — Music" in outputs[search], outputs[search]
     assert (tmp_path / "crawl" / "crawldb" / "CURRENT").exists()
-    assert (tmp_path / "crawl.png").stat().st_size > 0  # status --plot ran
