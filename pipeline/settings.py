@@ -77,6 +77,9 @@ class sharecrawl(luigi.Config):  # lower case: Luigi names a Config by its secti
     sql_timeout_s = luigi.FloatParameter()
     sql_memory_limit = luigi.Parameter()
     sql_temp_limit = luigi.Parameter()
+    # `serve`'s streams open at once (cli.services reads and checks them)
+    stream_per_host = luigi.IntParameter()
+    stream_total = luigi.IntParameter()
 
 
 def scheduler_url() -> str:

@@ -158,7 +158,7 @@ class SmbReader:
         credentials = credentials_for(host)
         session = {
             "username": credentials.user or "guest",  # unknown users map to guest (Samba)
-            "password": credentials.password or "",
+            "password": (credentials.password or "") if credentials.user else "",
             "port": port,
             "connection_cache": pool.connections,
             "connection_timeout": max(1, int(pool.settings.timeout_s)),
@@ -166,6 +166,9 @@ class SmbReader:
             "require_signing": bool(credentials.user),  # a guest session cannot sign
         }
         unc = f"\\\\{host.hostname}\\{copy.share}\\{smb_path(copy.path)}"
+        # A guest session has no key to sign the check of the negotiation with (the crawler's
+        # SMB source does not make that check either)
+        smbclient.ClientConfig(require_secure_negotiate=False)
         try:
             with pool.host_lock(host.host):  # one connection per host, not one per stream
                 smbclient.register_session(host.hostname, **session)
