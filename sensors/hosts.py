@@ -1,11 +1,7 @@
-"""The watched hosts: which shares each one has watched, when to try a lost one again, and the
-threads that connect them (connecting blocks; the watch loop never does).
-
-Backoff after a failure: 1 s, 2 s, 4 s ... up to `max_backoff_s`, each delay drawn in [½, 1] of
-that (jitter, so a thousand hosts lost with one switch do not come back in step). The count
-starts again only after a connection has lasted a minute, so a host that accepts and drops at
-once is not hammered.
-"""
+"""The watched hosts: their watched shares, when to retry a lost one, and the threads that
+connect them (connecting blocks; the watch loop never does). Backoff 1 s, 2 s, 4 s ... up to
+`max_backoff_s`, jittered in [½, 1] so hosts lost together do not return in step; it resets
+only after a connection lasted a minute."""
 
 from __future__ import annotations
 

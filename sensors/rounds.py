@@ -1,15 +1,7 @@
-"""`watch --crawl`: rounds for the hints, started by the watcher.
-
-When hints have come and no new one has for `settle_s` (a copy of an album is a burst of
-notifications: one round for all of it), the watcher starts `sharecrawl crawl --rounds 1
---hinted-only` in a child process: a round whose Generate takes the hinted partitions alone
-(pipeline.generate). While another crawl holds the crawl directory's lock (a scheduled round
-from cron), nothing is started; the hints wait, and the check comes again every `settle_s`.
-That check reads /proc/locks and never takes the lock itself, so the watcher can never make a
-scheduled crawl find the lock held. Hints that arrive while a round runs make the next one. A
-round that fails is reported in one line; the next hints try again, and the scheduled rounds
-take hinted partitions first anyway.
-"""
+"""`watch --crawl`: once hints have come and none for `settle_s` (an album copied is a burst),
+start `sharecrawl crawl --rounds 1 --hinted-only` in a child. While another crawl holds the
+lock nothing starts; the check reads /proc/locks and never takes the lock, so a scheduled
+crawl never finds it held by the watcher. A failed round is one line; the next hints retry."""
 
 from __future__ import annotations
 

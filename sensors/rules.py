@@ -53,10 +53,9 @@ class HintRules:
         return True
 
     def excludes(self, host: str, share: str, path: str) -> bool:
-        """Is a hint for `path` of no use because the crawl never looks there: a folder above it
-        excluded, or the entry itself? A notification does not say whether it names a file or
-        a folder, so an entry excluded as either is dropped (`ext=tmp` drops `a.tmp`; only an
-        empty folder of that name would go unhinted, and it holds nothing to crawl)."""
+        """Is a hint for `path` useless, the crawl never looking there (an excluded folder
+        above it, or the entry)? A notification does not say file or folder: excluded as
+        either drops it."""
         rules = self.rules.for_share(host, share)
         if rules.whole_share_excluded:
             return True

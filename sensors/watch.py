@@ -1,15 +1,8 @@
-"""`sharecrawl watch`: SMB change notifications from every host, kept as hints for the rounds.
-
-One thread runs a select loop over every host's connection (crawl_io.notify keeps a tree watch
-per share on it); a few short-lived threads connect hosts, since connecting blocks. Every
-notification becomes a hint (crawl_io.hints), flushed twice a second; the watches file is
-rewritten every few seconds as a heartbeat. A lost connection is tried again with backoff
-(sensors.hosts), and once back each of its shares gets an overflow hint: what changed while it
-was away is unknown. A share that refuses notifications is reported once and left to the
-schedule. Hints for paths the crawl rules exclude are dropped. SIGTERM, SIGINT or the end of
-`--seconds` cancel the watches and exit 0. The watcher never takes the crawl lock: the rounds
-only read what it writes.
-"""
+"""`sharecrawl watch` (docs/watch.md): one thread's select loop over every host's connection
+(crawl_io.notify), a few threads to connect. Notifications become hints (crawl_io.hints),
+flushed twice a second; the watches file is a heartbeat. A host back after a loss gets an
+overflow hint per share (what changed meanwhile is unknown). Hints for excluded paths are
+dropped. The watcher never takes the crawl lock."""
 
 from __future__ import annotations
 

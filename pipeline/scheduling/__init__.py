@@ -1,7 +1,4 @@
-"""Scheduling: which partitions a round scans. `rates` estimates how often a partition
-changes, `history` keeps the scan outcomes it learns from, `choice` holds what every policy
-shares (state, budget, packing), `policies` names them, `optimal` and `sensors` are the two
-that plan under the budget, and `signals` is what change notifications tell any policy.
-
-Part of pipeline: may import crawl_io, jobs, queries and pipeline.
-"""
+"""Scheduling: which partitions a round scans (docs/DESIGN.md, Scheduling). `rates` estimates
+change rates from `history`, `choice` is what every policy shares, `policies` names them,
+`optimal` and `sensors` plan under the budget, `signals` is what notifications tell any policy.
+Part of pipeline: may import crawl_io, jobs, queries and pipeline."""

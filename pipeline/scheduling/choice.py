@@ -1,15 +1,7 @@
-"""What every scheduling policy shares (DESIGN.md, Scheduling; thesis §3.5): the partitions'
-state, the round's budget, and the one way a choice is made.
-
-Every policy scores the partitions at time `now` and hands the order to one packer, so all of
-them obey the same rules: partitions with untagged media first, then hinted ones (a change
-notification arrived), then never-scanned ones, then those that must be scanned (a watched one
-whose safety interval has passed), then by the policy's score; offline hosts are
-skipped; the round's total cost fits `crawlers * round_seconds` and no host is busier than
-`round_seconds` (a partition costlier than that may still go alone to its host, so that
-nothing starves). Policies are pure selection logic over `PartitionState`; the only state they
-keep is a memo of values derived from the history (the adaptive intervals).
-"""
+"""What every scheduling policy shares (docs/DESIGN.md, Scheduling; thesis §3.5): the partitions'
+state, the round's budget and the one packer. Order: untagged media, hinted, never scanned,
+must-scan (a watched one past its safety interval), then the policy's score; offline hosts
+skipped. Policies are pure selection over `PartitionState`, keeping only memos of the history."""
 
 from __future__ import annotations
 
@@ -55,10 +47,9 @@ class Policy(Protocol):
     name: str
 
     def choose(self, parts: Sequence[PartitionState], now: float, budget: Budget) -> list[str]:
-        """partition_ids to scan this round, in order; total cost fits crawlers*round_seconds,
-        no host's total cost exceeds round_seconds (a single partition costlier than
-        round_seconds may still be chosen alone for its host so that nothing starves),
-        offline hosts' partitions are not chosen; untagged and hinted ones come first."""
+        """partition_ids to scan this round, in order, within crawlers*round_seconds and
+        round_seconds per host (one costlier partition may go alone); offline hosts never,
+        untagged and hinted first."""
         ...
 
 
@@ -77,9 +68,8 @@ def _column(parts: list[PartitionState], name: str) -> np.ndarray:
 
 @dataclass
 class PartitionTable(Sequence[PartitionState]):
-    """Partitions as columns beside their rows, for a caller that keeps their numbers in
-    arrays anyway (the simulator, every round): policies read the columns (None as nan) and
-    use the rows only for ids and histories. The caller keeps the two in step."""
+    """Partitions as columns beside their rows (None as nan), for a caller that keeps arrays anyway;
+    rows serve only for ids and histories. The caller keeps the two in step."""
 
     rows: list[PartitionState]
     host: np.ndarray  # an integer per host: equal hosts, equal values
@@ -174,17 +164,10 @@ def pack(
     due: np.ndarray | None = None,
     fill_s: float = 0.0,
 ) -> list[str]:
-    """Fill the round in priority then score order (higher score first); with `due`, the
-    scored partitions that are not due are left out (untagged, hinted and new never are),
-    except that those with a positive score, nearest to due first, still fill what the others
-    leave of `fill_s` seconds of each crawler (time a round takes anyway: it then costs
-    nothing).
-
-    Vectorised greedy: a partition is taken when everything its host was offered before it
-    plus itself fits `round_seconds` (or it is the host's first and costs more than that:
-    alone, so that it is scanned eventually), and the round's running total of taken costs
-    fits `crawlers * round_seconds`.
-    """
+    """Fill the round in priority then score order (a vectorised greedy). With `due`, scored
+    partitions not due are left out, but those with a positive score, nearest to due first, may
+    fill `fill_s` seconds of each crawler. A host's first partition may exceed `round_seconds`
+    alone, so that nothing starves."""
     n = len(cands.parts)
     if n == 0 or budget.crawlers <= 0 or budget.round_seconds <= 0:
         return []
@@ -229,10 +212,9 @@ def pack(
 
 
 class ScoringPolicy:
-    """A policy defined by a score per online partition (higher = scan sooner). With
-    `due_only`, a scored partition goes into the round only once its score reaches 1 (it is
-    due), so a round holds what is due and no more (but for `fill_s` seconds of each crawler,
-    see `pack`); otherwise the budget is filled."""
+    """A policy defined by a score per online partition (higher = sooner). With `due_only`, a
+    partition goes in only once its score reaches 1 (but see `pack`'s `fill_s`); otherwise the
+    budget is filled."""
 
     name = "base"
     summary = ""  # what it does, in a few words (help texts)

@@ -1,17 +1,8 @@
-"""Partitions' scan histories as flat arrays.
-
-The `history` column of `partitions` keeps a month of (scan time, found a change) events per
-partition: at hourly rounds and ten thousand partitions that is millions of events, and
-turning them into Python datetimes every round would cost minutes. Here they stay numpy
-arrays with per-partition offsets; the rate estimate solves all partitions at once.
-
-An event is `complete` when every change since the previous scan was notified (the scan's
-share was watched without a break on a host whose notifications are trusted): its interval
-then counts as watched time and its change as a notified one, a complete signal, not as the
-outcome of a scan (`pipeline.scheduling.rates`). Scans made because a notification came are
-not independent of the changes, so counting them as scan outcomes would take every interval
-for one with a change and the rate for much higher than it is.
-"""
+"""Partitions' scan histories as flat numpy arrays with per-partition offsets (a month of events
+for ten thousand partitions would take minutes as Python datetimes); rates solve all at once.
+A `complete` event (its interval watched unbroken on a trusted host) counts as watched time
+with its change notified, not as a scan outcome: scans made because a notification came
+would otherwise read as "always changed"."""
 
 from __future__ import annotations
 
@@ -67,8 +58,7 @@ class Histories:
         since_us: int | None = None,
     ) -> Histories:
         """The histories of `ids` (unknown ones empty): stored events from `since_us` on,
-        then each id's new event from `new` (time in microseconds, changed, and complete
-        when given)."""
+        then each id's new event from `new` (time in µs, changed, complete when given)."""
         row = {pid: i for i, pid in enumerate(self.ids)}
         where = np.array([row.get(pid, -1) for pid in ids], dtype=np.int64)
         starts = np.where(where >= 0, self.offsets[where], 0)
@@ -96,9 +86,8 @@ class Histories:
         return Histories(list(ids), offsets, t_us, changed, complete)
 
     def rates_per_s(self, now: float, window_s: float = DEFAULT_WINDOW_S) -> np.ndarray:
-        """Every partition's change rate from its scans inside the window (the prior for a
-        partition with none): `rates.estimate_rate` for all of them at once, a complete
-        event's interval counted as watched time with its change notified."""
+        """Every partition's change rate from its scans inside the window (the prior for none), as
+        `rates.estimate_rate` for all at once."""
         n = len(self.ids)
         owner = np.repeat(np.arange(n), np.diff(self.offsets))
         t = self.t_us / 1e6

@@ -1,8 +1,5 @@
-"""The optimal policy: revisit rates that maximise expected freshness under the budget.
-
-Also the two formulas the simulator's freshness bound uses (`optimal_frequencies`,
-`freshness_of`).
-"""
+"""The optimal policy, and the formulas the simulator's freshness bound uses
+(`optimal_frequencies`, `freshness_of`)."""
 
 from __future__ import annotations
 
@@ -14,21 +11,11 @@ from pipeline.scheduling.choice import Budget, Candidates, ScoringPolicy
 
 
 class OptimalPolicy(ScoringPolicy):
-    """Revisit rates that maximise expected freshness per unit of scan cost under the budget
-    (Cho & Garcia-Molina's optimal refresh; Azar et al. 2018; Kolobov et al. 2019).
-
-    A partition refreshed every 1/f seconds is fresh a share F = (f/l)(1 - e^{-l/f}) of the
-    time. Maximising sum F_i subject to sum c_i f_i = B (B = crawlers * utilisation,
-    crawler-seconds per second) gives, with a Lagrange multiplier m,
-    1 - (1 + r_i) e^{-r_i} = m c_i l_i for r_i = l_i / f_i, or f_i = 0 when m c_i l_i >= 1
-    (a partition changing too fast to be worth its cost). m is found by bisection; f_i is
-    capped at one scan per `min_interval_s`. The schedule takes partitions by deficit, the
-    number of intervals 1/f_i elapsed since the last scan, largest first; only due ones
-    (deficit >= 1) unless `due_only=False`, so a round holds what is due and no more, but
-    for `fill_s` seconds of each crawler, nearest to due first: the fixed steps of a round
-    (generate, update, index) take about that long, so rounds are no longer for it, and a
-    small LAN is rescanned whole every round.
-    """
+    """Revisit rates maximising expected freshness per unit of scan cost under the budget (Cho &
+    Garcia-Molina's optimal refresh; Azar et al. 2018; Kolobov et al. 2019), f_i capped at one scan
+    per `min_interval_s`. Partitions are taken by deficit (intervals 1/f_i elapsed since the last
+    scan), largest first; only due ones (deficit >= 1) unless `due_only=False`, but for `fill_s`
+    seconds of each crawler (a round's fixed steps take about that long anyway)."""
 
     name = "optimal"
     summary = "revisit rates that maximise expected freshness for the budget (Cho & Garcia-Molina)"
@@ -112,11 +99,9 @@ def optimal_frequencies(
     tolerance: float = 1e-3,
     hint: float | None = None,
 ) -> tuple[np.ndarray, float]:
-    """Scans per second maximising sum(weight * freshness) subject to
-    sum(cost * freq) <= budget_rate, and log m, the log of the Lagrange multiplier (pass it
-    back as `hint` to start the bisection near it; the answer is the same to `tolerance` in
-    log m). A weight is the share of the time its partition counts (1 by default): the
-    optimum then solves w_i F'(f_i) = m c_i."""
+    """Scans per second maximising sum(weight * F(f)) subject to sum(cost * f) <= budget_rate, with
+    F = (f/l)(1 - e^{-l/f}), and log m of the Lagrange multiplier (pass it back as `hint`). The
+    optimum solves w_i F'(f_i) = m c_i, or f_i = 0 when a partition is not worth its cost."""
     lam = np.maximum(np.asarray(rate_per_s, dtype=float), 1e-15)
     cost = np.maximum(np.asarray(cost_s, dtype=float), 1e-6)
     c_lam = cost * lam

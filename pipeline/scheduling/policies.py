@@ -1,8 +1,5 @@
-"""Scheduling policies by name: which partitions to scan this round (DESIGN.md, Scheduling;
-thesis §3.5). The heuristics live here; `optimal` and `sensors` have modules of their own.
-Every policy makes its choice through `choice.ScoringPolicy`: a score per partition, then the
-one packer.
-"""
+"""Scheduling policies by name (docs/DESIGN.md, Scheduling; thesis §3.5): the heuristics here,
+`optimal` and `sensors` in modules of their own, all choosing through `choice.ScoringPolicy`."""
 
 from __future__ import annotations
 
@@ -42,14 +39,10 @@ def prob_changed(rate_per_s: np.ndarray, age_s: np.ndarray) -> np.ndarray:
 
 
 class LossPolicy(ScoringPolicy):
-    """Thesis §3.5.2: the highest expected loss of scanning now.
-
-    Scanning a partition that has not changed since t0 costs `s`; one that changed at t'
-    costs d + e^x - x - 1 with x = (t - t')/T: users hardly notice a short delay and grow
-    unhappy quickly past the staleness threshold T. With the first change after t0
-    exponential (rate lambda), the expectation over t' has the closed form in
-    `expected_loss`. `per_cost=True` divides it by the scan cost (not in the thesis).
-    """
+    """Thesis §3.5.2: the highest expected loss of scanning now. A scan of an unchanged partition
+    costs `s`; staleness since t' costs d + e^x - x - 1, x = (t - t')/T (threshold T). The
+    expectation is `expected_loss`; `per_cost=True` divides it by the scan cost (not in the
+    thesis)."""
 
     name = "loss"
     summary = "highest expected loss of staying stale first (thesis §3.5.2)"
@@ -81,10 +74,8 @@ def expected_loss(
     rate_per_s: np.ndarray, age_s: np.ndarray, threshold_s: float, s: float, d: float
 ) -> np.ndarray:
     """E[R] for scanning `age_s` after the last scan (thesis §3.5.2), in closed form:
-
-    s e^{-lD} + d (1 - e^{-lD}) + l e^{-lD} int_0^D e^{lv} (e^{v/T} - v/T - 1) dv
-    = ... + l (e^{D/T} - e^{-lD}) / (l + 1/T) - D/T + (1 - e^{-lD}) / (l T) - (1 - e^{-lD}).
-    """
+    s e^{-lD} + d (1 - e^{-lD}) + l (e^{D/T} - e^{-lD}) / (l + 1/T) - D/T + (1 - e^{-lD}) / (l T)
+    - (1 - e^{-lD})."""
     lam = np.maximum(rate_per_s, 1e-15)
     big = 700.0 * threshold_s  # keep e^{D/T} finite; such partitions come first anyway
     age = np.minimum(np.where(np.isfinite(age_s), age_s, big), big)
@@ -100,12 +91,9 @@ def expected_loss(
 
 
 class AdaptivePolicy(ScoringPolicy):
-    """Nutch's AdaptiveFetchSchedule: the interval shrinks by (1 - dec) after a scan that found
-    a change and grows by (1 + inc) after one that did not, within [min, max] (Nutch's
-    defaults, but an initial interval of an hour, the crawl's cron period, not 30 days). The
-    interval is replayed from the history, memoised per partition. As in Nutch's generator
-    only due partitions (age >= interval) are chosen, most overdue first; `due_only=False`
-    fills the budget."""
+    """Nutch's AdaptiveFetchSchedule: the interval shrinks by (1 - dec) after a change and grows by
+    (1 + inc) otherwise, within [min, max], starting at an hour (the cron period); replayed from
+    the history. Only due partitions, most overdue first, unless `due_only=False`."""
 
     name = "adaptive"
     summary = "Nutch's adaptive interval: shorter after a change, longer after none"

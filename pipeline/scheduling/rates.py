@@ -1,31 +1,12 @@
-"""Change-rate estimation from the outcomes of scans at irregular intervals (thesis §3.5).
-
-A scan only tells whether a partition changed since the previous scan, not how many times.
-Counting detected changes per unit of time (`naive_rate`) therefore saturates at one change
-per scan interval and is biased low as soon as changes outpace scans. The estimator here is
-the maximum-likelihood one for a Poisson process observed at irregular intervals (Cho &
-Garcia-Molina, "Estimating frequency of change", 2003): a scan after an interval dt finds a
-change with probability 1 - exp(-lambda dt), so
-
-    log L(lambda) = sum_changed log(1 - exp(-lambda dt_i)) - lambda * sum_unchanged dt_j.
-
-It is maximised over u = log(lambda), where it is concave, by Newton's method. A log-normal
-prior centred on `prior_rate_per_s` (weight = 1 / variance of log lambda) keeps the estimate
-finite when every scan found a change or none did, and gives new partitions a sensible rate.
-
-Those are incomplete signals. A host whose shares are watched (SMB change notifications) gives
-complete ones: each notification is a change at a known time, so over a watched time T with k
-notified changes the log-likelihood gains k log(lambda) - lambda T, whose maximum alone is
-k / T (Kolobov et al., "Staying up to date with online content changes using reinforcement
-learning for scheduling", NeurIPS 2019: complete and incomplete change observations).
-Both kinds add up in the same concave objective, so a partition whose watch broke now and
-then learns from the notifications while it was watched and from scan outcomes otherwise; a
-time span must be counted in one kind only.
-
-`estimate_rate` takes one partition's history; `estimate_rates` solves many partitions at once
-from the same sufficient statistics (weighted intervals of changed scans and the total time
-of unchanged ones), which is what the simulator uses.
-"""
+"""Change-rate estimation from scans at irregular intervals (thesis §3.5; docs/DESIGN.md,
+Scheduling). A scan tells only whether a partition changed, so counting changes
+(`naive_rate`) saturates at one a scan. The estimate is maximum likelihood for a Poisson
+process (Cho & Garcia-Molina, "Estimating frequency of change", 2003):
+    log L(l) = sum_changed log(1 - exp(-l dt_i)) - l * sum_unchanged dt_j,
+concave in u = log(l), solved by Newton's method, with a log-normal prior at
+`prior_rate_per_s` keeping it finite. Notified changes are complete signals (Kolobov et al.,
+NeurIPS 2019): k changes over watched time T add k log(l) - l T. A time span must be counted
+in one kind only."""
 
 from __future__ import annotations
 
@@ -81,12 +62,9 @@ def estimate_rate(
     notified_changes: int = 0,
     watched_s: float = 0.0,
 ) -> float:
-    """Changes per second of one partition from its (scan time, found a change) history and,
-    for a watched share, the changes notified during `watched_s` seconds of unbroken watch
-    (the scans of `history` must then cover only the time outside the watch).
-
-    Uses the scans of the last `window_s` seconds; with nothing usable the prior is returned.
-    """
+    """Changes per second of one partition from its (scan time, changed) history over the last
+    `window_s` and, when watched, `notified_changes` in `watched_s` seconds (the scans then cover
+    only the time outside the watch); the prior when nothing is usable."""
     dt, changed = intervals(history, now, window_s)
     rates = estimate_rates(
         changed_dt=dt[changed],
@@ -112,14 +90,9 @@ def estimate_rates(
     notified_changes: np.ndarray | None = None,
     watched_s: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Maximum a posteriori rates (changes per second) of many partitions at once.
-
-    Incomplete signals: changed_dt[k], changed_weight[k]: interval and multiplicity of scans
-    that found a change, belonging to partition changed_group[k]; unchanged_s[g]: total
-    interval of partition g's scans that found nothing (its length is the number of
-    partitions). Complete signals: notified_changes[g] changes notified during watched_s[g]
-    seconds of unbroken watch.
-    """
+    """MAP rates (changes per second) of many partitions. Scans that found a change: changed_dt[k]
+    with weight changed_weight[k], of partition changed_group[k]; unchanged_s[g]: total interval
+    of g's unchanged scans; notified_changes[g] during watched_s[g] seconds of watch."""
     n = len(unchanged_s)
     unchanged_s = np.asarray(unchanged_s, dtype=float)
     notified = np.zeros(n) if notified_changes is None else np.asarray(notified_changes, float)

@@ -1,18 +1,7 @@
-"""The sensors policy: scan where the hosts say something changed, schedule the rest.
-
-Zemskov's simulation study of collection concepts (Mathematical Structures and Modeling,
-vol. 10, 2002) found a crawler that only polls ("robots") far less fresh than one that is
-told about changes ("sensors"). SMB2 CHANGE_NOTIFY tells us, for the hosts whose shares can
-be watched:
-- a hinted partition (a notification for a path in it arrived since its last scan) comes
-  first; the packer does that for every policy, so that a real hint is never left waiting;
-- a watched partition (its share's watch unbroken since its last scan) without a hint did
-  not change: it is skipped until `safety_s` after its last scan, in case a server dropped a
-  notification. A broken watch ends that trust until the next scan (the watcher then posts an
-  overflow hint, "rescan the share", which makes the partition hinted);
-- everything else (hosts without notify, watches that are down) gets the optimal schedule,
-  whose budget is no longer spent on the silent watched partitions.
-"""
+"""The sensors policy (docs/DESIGN.md, Scheduling; Zemskov, Mathematical Structures and
+Modeling vol. 10, 2002: crawlers told of changes beat polling ones): a watched partition with
+no hint did not change and is skipped until `safety_s` after its last scan; the rest gets the
+optimal schedule. Hinted partitions come first through the packer, for every policy."""
 
 from __future__ import annotations
 

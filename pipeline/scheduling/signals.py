@@ -1,23 +1,9 @@
-"""What change notifications tell a real round's Generate, whatever the policy (DESIGN.md,
-Scheduling; Zemskov's "sensors" against "robots"):
-
-- hinted: a path in the partition was hinted since its last scan, or its share overflowed (the
-  server lost count): it is taken first, within the round's budget (the packer's hinted class).
-- silent: its host's notifications are trusted (`?notify=trusted` in the hosts file), its
-  share's watch has been unbroken since its last scan, and no hint came: it did not change,
-  and is skipped until `safety_s` after its last scan; then it must be scanned (`due`), in
-  case a server dropped a notification. A broken watch (a disconnect, a refusal, a restart of
-  the watcher, hints lost to retention) starts a new `since`, later than every last scan, so
-  the trust ends until each partition's next scan. Untrusted hosts (Samba does not report
-  changes made on the server's own disk below the watched folder) get their hints taken
-  first, and their silence means nothing.
-- a hinted scan: a partition of a trusted, unbroken share hinted only for a few paths lists
-  just those paths' folders and keeps the rest of its stored rows (jobs.hinted_walk); an
-  overflow, an untrusted host or new crawl rules list it whole.
-- watched: the scan's interval was watched without a break on a trusted host, so every
-  change in it was notified: a complete signal for the rate estimate (pipeline.scheduling.
-  history).
-"""
+"""What change notifications tell a round's Generate, whatever the policy (docs/DESIGN.md,
+Scheduling): hinted partitions (or overflowed shares) first; silent ones on trusted, unbroken
+watches skipped until `safety_s` after their last scan, then due; hinted scans for a few
+paths (jobs.hinted_walk); and `watched` scans, complete signals for the rate estimate.
+A broken watch starts a new `since`, later than every last scan, ending trust until each
+partition's next scan. Untrusted hosts' hints are taken first, their silence means nothing."""
 
 from __future__ import annotations
 
