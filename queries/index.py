@@ -2,7 +2,7 @@
 a crawldb version, or brought up to a later version by an update that costs what changed.
 Either way the new index is written under a hidden temporary name beside the live one and
 swapped in by rename, so readers (queries.index_store) see the old file or the new one,
-whole, by a name that only ever names that file (queries.index_store.link_by_identity).
+whole.
 Both read rows and group them into works with the same SQL (queries.index_works).
 
 Tables in the index:
@@ -54,7 +54,7 @@ from crawl_io.atomic import clone_file, start_writeback, write_atomic
 from crawl_io.host_parts import changed_parts, table_parts
 from crawl_io.media_changes import INDEXED_COLUMNS, recorded_changes
 from queries.fuzzy import term_key_rows
-from queries.index_store import FORMAT, link_by_identity, prune_identity_links
+from queries.index_store import FORMAT
 from queries.index_works import (
     BEST_COPY_ORDER,
     LOSSLESS_FORMATS,
@@ -70,30 +70,13 @@ from queries.index_works import (
 )
 
 
-def publish(out_path: Path, write: Callable[[Path], None]) -> None:
-    """Write an index file with `write` under a temporary name, give it its second name
-    (queries.index_store), rename it over `out_path`, and remove the second names of the
-    files it replaced. A writer killed between naming its file and renaming it leaves a
-    second name that keeps the file's space: it goes first, before this write takes more."""
-
-    def write_and_link(tmp_path: Path) -> None:
-        write(tmp_path)
-        link_by_identity(tmp_path, out_path)
-
-    prune_identity_links(out_path)
-    try:
-        write_atomic(out_path, write_and_link)
-    finally:  # a file that failed to land must not live on through its second name
-        prune_identity_links(out_path)
-
-
 def _write(
     out_path: Path,
     fill: Callable[[duckdb.DuckDBPyConnection], None],
     start_from: Path | None = None,
 ) -> None:
     """Write an index with `fill` under a temporary name (a copy of `start_from`, or a new
-    file), then publish it at `out_path`."""
+    file), then rename it over `out_path`."""
 
     def write(tmp_path: Path) -> None:
         wal = Path(f"{tmp_path}.wal")  # DuckDB's log of a failed write
@@ -122,7 +105,7 @@ def _write(
             if writeback is not None:
                 writeback.join()
 
-    publish(out_path, write)
+    write_atomic(out_path, write)
 
 
 def build_index(version_dir: Path, out_path: Path) -> None:

@@ -8,16 +8,9 @@ even when a round replaces it meanwhile (the old file lives on while DuckDB hold
 a reader sees the old index or the new one, never a mix. The old file is closed when its
 last reader leaves.
 
-A file is attached by a name that only ever names it: a writer gives each index file it
-publishes a second name, `.by-identity/<inode>-<mtime>-<size>.duckdb` beside it, before the
-rename (`link_by_identity`), and removes the names of files no longer live after it
-(`prune_identity_links`). A reader stats the index path and attaches the file by the name
-of that identity; if a swap removed that name meanwhile, it stats again. A file without such
-a name (where hard links are refused, or the folder was deleted) is attached by the
-index path, which is checked to name the same file after the attach as before it (a round
-renames only new files over it, so a name that shows one file at both moments showed it in
-between). Either way the path DuckDB opens is a plain name: DuckDB reads a descriptor's
-/proc/self/fd/N link back into the name it points at, which a swap has changed. Each file
+A file is attached by the index path, which is checked to name the same file after the
+attach as before it (a round renames only new files over it, so a name that shows one file at
+both moments showed it in between); a swap in between is met by attaching again. Each file
 gets an in-memory DuckDB of its own: DuckDB shares an attached file between connections of
 one database, never between databases.
 
@@ -61,42 +54,6 @@ class Unopenable(Exception):
 
 
 SWAPS_TRIED = 50  # swaps met in a row while opening before giving up (a round makes one)
-IDENTITY_LINKS = ".by-identity"  # beside the index file: a second name for each file published
-
-
-def identity_link(index_path: Path, identity: Identity) -> Path:
-    """The second name of the index file of this identity (inode, mtime in ns, size)."""
-    return Path(index_path).parent / IDENTITY_LINKS / ("-".join(map(str, identity)) + ".duckdb")
-
-
-def link_by_identity(file: Path, index_path: Path) -> None:
-    """Give `file`, written whole and about to be renamed over `index_path`, its second
-    name. Where the file system refuses hard links, readers attach it by the index path."""
-    link = identity_link(index_path, _identity(os.stat(file)))
-    try:
-        link.parent.mkdir(exist_ok=True)
-        link.unlink(missing_ok=True)  # a leftover of a file that had this identity: none now
-        os.link(file, link)
-    except OSError:
-        pass
-
-
-def prune_identity_links(index_path: Path) -> None:
-    """Remove the second names of files that are no longer the index (the names left of a
-    file replaced, or of one never renamed into place): readers holding such a file keep it
-    open; new readers find the live file's name."""
-    folder = Path(index_path).parent / IDENTITY_LINKS
-    try:
-        live = identity_link(index_path, _identity(os.stat(index_path))).name
-    except FileNotFoundError:
-        live = None
-    try:
-        links = list(folder.iterdir())
-    except FileNotFoundError:
-        return
-    for link in links:
-        if link.name != live:
-            link.unlink(missing_ok=True)
 
 
 def _identity(stat: os.stat_result) -> Identity:
@@ -149,26 +106,13 @@ class IndexFile:
         self.version: str = self.meta.get("version") or "?"
 
     def _attach(self) -> None:
-        # the identity, its second name and DuckDB's open are moments apart: a swap in
-        # between is seen (the open by the index path is checked after it)
-        link = identity_link(self.path, self.identity)
-        if os.path.exists(link):
-            try:
-                self._attach_at(link)
-            except duckdb.Error:
-                if not os.path.exists(link):  # a swap removed it before DuckDB opened it
-                    raise Swapped from None
-                raise
-            return
-        try:  # by the index path, which may have named another file meanwhile
-            self._attach_at(self.path)
+        # the identity and DuckDB's open are moments apart: a swap in between is seen here
+        quoted = str(self.path).replace("'", "''")  # our own path, never request text
+        try:
+            self.con.execute(f"ATTACH '{quoted}' AS idx (READ_ONLY)")
         finally:
             if _identity(os.stat(self.path)) != self.identity:
                 raise Swapped
-
-    def _attach_at(self, source: Path) -> None:
-        quoted = str(source).replace("'", "''")  # our own path, never request text
-        self.con.execute(f"ATTACH '{quoted}' AS idx (READ_ONLY)")
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A cursor on this file (one per thread), its tables named plainly or as `idx.`;

@@ -11,14 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from queries.index import build_index, publish
-from queries.index_store import (
-    IDENTITY_LINKS,
-    IndexUnreadable,
-    link_by_identity,
-    open_index,
-    pinned,
-)
+from crawl_io.atomic import write_atomic
+from queries.index import build_index
+from queries.index_store import IndexUnreadable, open_index, pinned
 from queries.search import search
 from tests.test_search import MEDIA_ROWS, media, write_version
 
@@ -38,15 +33,7 @@ def two_indexes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def swap_in(source: Path, index: Path) -> None:
     """As a round does: a whole file written beside the live one, renamed over it."""
-    publish(index, lambda tmp: shutil.copyfile(source, tmp))
-
-
-def rename_in(source: Path, index: Path) -> None:
-    """As where hard links are refused: a whole file renamed over the live one, without a
-    second name."""
-    tmp = index.with_name(".swap")
-    shutil.copyfile(source, tmp)
-    os.replace(tmp, index)
+    write_atomic(index, lambda tmp: shutil.copyfile(source, tmp))
 
 
 def deleted_files_held() -> int:
@@ -144,63 +131,3 @@ def test_a_damaged_file_swapped_in_is_one_clear_error_then_recovers(
     swap_in(two_indexes[1], index)
     with pinned(index) as file:
         assert file.version == "v000002" and search(file, "holiday")
-
-
-def test_each_file_published_has_one_second_name_while_it_is_live(
-    tmp_path: Path, two_indexes: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Readers attach an index file by a name that only ever names it (DuckDB reads a
-    descriptor's /proc link back into the index path, which a swap changes); the names of
-    replaced files go with them, and a file renamed in without one (hard links refused) is
-    read by the index path."""
-    index = tmp_path / "search.duckdb"
-    links = tmp_path / IDENTITY_LINKS
-    for source, version in ((two_indexes[0], "v000001"), (two_indexes[1], "v000002")):
-        swap_in(source, index)
-        (link,) = links.iterdir()
-        assert link.samefile(index)
-        with pinned(index) as file:
-            assert file.version == version
-    rename_in(two_indexes[0], index)
-    with pinned(index) as file:
-        assert file.version == "v000001" and search(file, "madonna")
-    swap_in(two_indexes[1], index)  # the link of the file replaced goes, not the new one
-    assert [link.samefile(index) for link in links.iterdir()] == [True]
-
-    def no_rename(*_: object) -> None:
-        raise OSError("disk full")
-
-    # a file written and named but never renamed into place: its second name goes with it
-    monkeypatch.setattr(os, "replace", no_rename)
-    with pytest.raises(OSError, match="disk full"):
-        publish(index, lambda tmp: shutil.copyfile(two_indexes[0], tmp))
-    monkeypatch.undo()
-    assert [link.samefile(index) for link in links.iterdir()] == [True]
-    with pinned(index) as file:
-        assert file.version == "v000002"
-
-
-def test_a_second_name_left_by_a_killed_writer_goes_before_the_next_write(
-    tmp_path: Path, two_indexes: tuple[Path, Path]
-) -> None:
-    """A writer killed (SIGKILL) after naming its file and before renaming it leaves the
-    name, which holds the file's space: the next write removes it before writing."""
-    index = tmp_path / "search.duckdb"
-    links = tmp_path / IDENTITY_LINKS
-    swap_in(two_indexes[0], index)
-    orphan = tmp_path / ".search.duckdb.killed"
-    shutil.copyfile(two_indexes[1], orphan)
-    link_by_identity(orphan, index)
-    orphan.unlink()  # the killed writer's temporary file, removed as a dead writer's
-    assert len(list(links.iterdir())) == 2
-    seen: list[list[bool]] = []
-
-    def write(tmp: Path) -> None:
-        seen.append([link.samefile(index) for link in links.iterdir()])
-        shutil.copyfile(two_indexes[1], tmp)
-
-    publish(index, write)
-    assert seen == [[True]]  # only the live file's name while the new file was written
-    assert [link.samefile(index) for link in links.iterdir()] == [True]
-    with pinned(index) as file:
-        assert file.version == "v000002"

@@ -15,7 +15,7 @@ import pytest
 from crawl_io import schema
 from crawl_io.readable import readable_url
 from queries.index import build_index
-from queries.index_store import IDENTITY_LINKS, index_version
+from queries.index_store import index_version
 from queries.querylang import parse_query
 from queries.search import QueryError, format_results, search
 from queries.search_results import copy_url, episodes_gathered
@@ -353,9 +353,7 @@ def test_index_records_its_version_and_is_replaced_atomically(tmp_path: Path) ->
     build_index(second, out)
     assert index_version(out) == "v000002"
     assert search(out, "frozen")[0]["title"] == "Frozen"  # the reader saw the new file
-    # no temporary file left, and one second name: the live file's (queries.index_store)
-    assert sorted(p.name for p in out.parent.iterdir()) == [IDENTITY_LINKS, "search.duckdb"]
-    assert [link.samefile(out) for link in (out.parent / IDENTITY_LINKS).iterdir()] == [True]
+    assert [p.name for p in out.parent.iterdir()] == ["search.duckdb"]  # no temporary file left
     with duckdb.connect(str(out), read_only=True) as con:
         tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     assert {
