@@ -1,16 +1,7 @@
-"""The one way a file of the crawl directory is written: whole or not at all.
-
-A writer writes to a hidden temporary name beside the target, `.<name>.tmp<pid>@<machine>`
-(the name crawl_io.tempfiles recognises and removes once its writer is gone; the machine
-because fetch workers on several machines may write into one shared crawl directory), and
-renames it into place: a reader sees the old file or the new one, never a part of either.
-
-`durable=True` is for what the published crawldb stands on (the parts of a version, its
-manifest, CURRENT): the file's bytes are on disk before the rename, and the folder's entry
-after it, so a power cut cannot leave a name that points at bytes the disk never got.
-Everything else (segments, hints, rules) is either rewritten by the next attempt or
-advisory, and is spared the fsyncs.
-"""
+"""The one way a crawl directory file is written: whole or not at all (docs/DESIGN.md, The
+crawl directory). The temporary name `.<name>.tmp<pid>@<machine>` is what crawl_io.tempfiles
+removes once its writer is gone. `durable=True`, for what a published version stands on,
+fsyncs the bytes before the rename and the folder after it; the rest is spared the fsyncs."""
 
 from __future__ import annotations
 
@@ -45,10 +36,8 @@ _SYNC_FILE_RANGE_WRITE = 2  # linux/fs.h: start writeback, do not wait
 
 
 def start_writeback(path: Path) -> threading.Thread | None:
-    """Start writing `path`'s pages to disk without waiting for them (Linux; elsewhere
-    nothing): a big file just copied then goes out while its user computes, rather than all
-    at once when it is first synced. Asking the kernel waits while it queues the writes (up
-    to 40 ms for a 160 MiB file here), so the asking is done by the thread returned."""
+    """Start writing `path`'s pages to disk without waiting (Linux; elsewhere nothing), on the
+    thread returned, since asking the kernel blocks while it queues the writes."""
     sync_file_range = getattr(ctypes.CDLL(None), "sync_file_range", None)
     if sync_file_range is None:
         return None
@@ -69,10 +58,8 @@ FICLONE = 0x40049409  # linux/fs.h: _IOW(0x94, 9, int)
 
 
 def clone_file(source: Path, target: Path) -> bool:
-    """Make `target` a copy of `source` that shares its blocks (a reflink: XFS, btrfs, bcachefs
-    and others; Linux), and say whether it could: where the file system cannot (ext4, tmpfs,
-    another file system than the source's), nothing is made and the caller copies. Writes to
-    either file then take new blocks of their own, so the other never changes."""
+    """Make `target` a reflink copy of `source` (Linux; XFS, btrfs and others) and say whether it
+    could; where not, nothing is made and the caller copies."""
     try:
         with open(source, "rb") as src, open(target, "wb") as dst:
             fcntl.ioctl(dst.fileno(), FICLONE, src.fileno())
@@ -92,9 +79,8 @@ def fsync_folder(folder: Path) -> None:
 
 
 def write_atomic(path: str | os.PathLike, content: Content, *, durable: bool = False) -> None:
-    """Write `content` to `path` so that it appears whole or not at all: bytes, text (UTF-8),
-    or a function that writes the file it is given. The folder is created if need be; on
-    any error the temporary file goes and `path` is as it was."""
+    """Write `content` (bytes, UTF-8 text, or a function given the file) to `path` whole or not at
+    all; the folder is created if need be; on error `path` is as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_name(path)
@@ -118,9 +104,8 @@ def write_atomic(path: str | os.PathLike, content: Content, *, durable: bool = F
 
 
 def rename_into_place(built: Path, path: Path) -> None:
-    """Publish what was built whole under a hidden name (a file, or a folder such as a
-    version being built) by renaming it to `path`, durably: the rename is on disk when this
-    returns. An existing file `path` is replaced; a folder `path` must not exist."""
+    """Rename what was built under a hidden name (a file or a folder) to `path`, durably.
+    An existing file `path` is replaced; a folder `path` must not exist."""
     os.replace(built, path)
     fsync_folder(path.parent)
 
@@ -136,14 +121,9 @@ def write_parquet(
     metadata: dict[bytes, bytes] | None = None,
     compact: bool = False,
 ) -> None:
-    """Write a Parquet file atomically (write_atomic), zstd-compressed, with a CRC in every
-    page header so that a flipped bit is caught when the page is read. `metadata` goes into
-    the footer's key-value metadata (read back by pq.read_metadata).
-
-    `compact`, for the small tables a round writes whole (hosts, partitions, prefix_stats
-    parts): the footer leaves out the copy of the Arrow schema (1.6 kB; their Parquet
-    schema reads back as the same Arrow schema, as every table of crawl_io.schema's does)
-    and the min/max statistics of the columns no reader filters by (FILTERED keeps them)."""
+    """Write a Parquet file atomically, zstd-compressed, with page CRCs; `metadata` goes into the
+    footer. `compact` (small whole tables) leaves out the footer's Arrow schema copy and the
+    statistics of columns no reader filters by (FILTERED keeps them)."""
     if metadata:  # a key the table brought from the part it was read from is replaced
         kept = {k: v for k, v in (table.schema.metadata or {}).items() if k not in metadata}
         table = table.replace_schema_metadata(kept)
@@ -170,11 +150,9 @@ def write_parquet(
 
 
 def _encodings(table: pa.Table) -> tuple[list[str], dict[str, str]]:
-    """A dictionary for the columns whose values repeat (hosts, shares, partitions, times,
-    formats); none for those of mostly distinct values (paths, sizes, hashes), whose
-    dictionary indices would not compress: a part of 20 000 rows came out three times the
-    size of its share of one big part. Distinct strings are stored as differences from the
-    previous one (DELTA_BYTE_ARRAY): sorted paths share long prefixes."""
+    """Dictionary encoding for columns whose values repeat, none for mostly distinct ones (paths,
+    sizes, hashes: the indices would not compress); DELTA_BYTE_ARRAY for strings, since sorted
+    paths share long prefixes."""
     dictionary, encodings = [], {}
     for field in table.schema:
         if pa.types.is_nested(field.type):

@@ -1,25 +1,11 @@
-"""Change hints: what SMB change notifications said, kept in the crawl directory for the rounds.
-
-    crawl/hints/h0000000007-0000000007.parquet   one flush of `sharecrawl watch`
-    crawl/hints/h0000000001-0000000032.parquet   parts 1..32 compacted: it hides them
-    crawl/hints/watches.parquet                  every watched share's state, rewritten often
-    crawl/hints/watch.lock                       held by the one running `sharecrawl watch`
-
-A hint is `(host, share, path, action, overflow, seen_at)`: `path` is share-relative,
-'/'-separated, '' for the share root; `action` is added, removed, modified, renamed_from,
-renamed_to, or for an overflow hint (`overflow` true, path '') why the count was lost:
-`overflow` (the server's buffer) or `reconnected` (the connection was down). Parts appear whole
-(write + rename); a reader takes the widest parts, since a part whose number range lies inside
-another's was compacted into it (the watcher deletes it a minute later, so a reader that listed
-it can still read it). Compaction keeps the latest sighting per (host, share, path, action,
-overflow) and drops hints older than the watcher's retention; `complete_since` in the watches
-file says from when on the hints are all there.
-
-The watches file says, per share, whether its watch is `watching` (unbroken since `since`),
-`down` (connection lost), `refused` (the server refuses notifications) or `stopped`, and
-`alive_at`: every notification received before that time is in a part. Only `sharecrawl watch`
-writes here; it never takes the crawl lock, and the rounds only read.
-"""
+"""Change hints (docs/DESIGN.md, Scheduling; layout in docs/crawl-dir.md): what SMB change
+notifications said, as `h<first>-<last>.parquet` parts and `watches.parquet` under crawl/hints.
+A hint is (host, share, path, action, overflow, seen_at), path share-relative ('' the root);
+an overflow hint's action says why the count was lost (`overflow`, `reconnected`). A reader
+takes the widest parts: one whose number range lies inside another's was compacted into it
+(and is deleted only a minute later). `complete_since` says from when the hints are all there.
+A watch is `watching` (unbroken since `since`), `down`, `refused` or `stopped`; every
+notification received before `alive_at` is in a part. Only `sharecrawl watch` writes here."""
 
 from __future__ import annotations
 
@@ -216,8 +202,8 @@ class HintsSnapshot:
 
     def since(self, host: str, share: str, t: datetime | None) -> ShareSignal:
         """Hints of host/share seen after t (None: ever), and whether its watch was unbroken
-        from t on: armed at or before t, no break since, the watcher alive within
-        stale_after_s, and no hint after t dropped by retention."""
+        from t on (armed by t, no break, watcher alive within stale_after_s, nothing after t
+        lost to retention)."""
         t_us = None if t is None else timestamp_us(t)
         paths, overflow = set(), False
         for hint in self._by_share.get((host, share), ()):

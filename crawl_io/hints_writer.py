@@ -1,12 +1,7 @@
-"""Writing crawl/hints (the layout is in crawl_io.hints): one writer at a time, holding
-watch.lock; every part and the watches file appear whole (write + rename).
-
-Compaction has two levels, so its cost stays near what was written: FRESH_LIMIT single-flush
-parts are merged into one; when MERGED_LIMIT merged parts have piled up (or a day has passed),
-all parts are merged into one, keeping the latest sighting per (host, share, path, action,
-overflow) and dropping hints older than the retention. A compacted part stays readable for
-GRACE_S before it is deleted, so a reader that listed it can still read it.
-"""
+"""Writing crawl/hints (layout: crawl_io.hints): one writer, holding watch.lock; parts appear
+whole. Compaction has two levels so its cost stays near what was written: FRESH_LIMIT flush
+parts merge into one; MERGED_LIMIT merged parts (or a day) merge all, keeping the latest
+sighting per key and dropping hints past retention. A compacted part is deleted GRACE_S later."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
-"""Is a host there? A cheap check every round, for every host: no session, no listing.
-
-An smb:// host is online when its port accepts a TCP connection within a short timeout; a
-file:// host when its folder exists. Each answer carries a `hosts.status` code (refused,
-timed_out, unknown_name, offline) besides the reason in words.
-
-Names are resolved first, all at once, under one deadline equal to the liveness timeout:
-the system resolver (getaddrinfo) has no timeout of its own and may wait many seconds per
-unknown name, so a thousand of them must not wait one after another. A name the resolver has
-not answered by the deadline counts as unknown; its lookup is abandoned to a daemon thread.
-"""
+"""Is a host there? A cheap check per host per round, no session: an smb:// port accepting TCP
+within a timeout, a file:// folder existing, each answer with a `hosts.status` code. Names are
+resolved all at once under one deadline: getaddrinfo has no timeout and may wait seconds per
+unknown name; one unanswered by the deadline is unknown, left to a daemon thread."""
 
 from __future__ import annotations
 
@@ -51,10 +44,8 @@ def _is_address(name: str) -> bool:
 def resolve_names(
     names: Sequence[tuple[str, int]], deadline_s: float, resolver: Resolver = socket.getaddrinfo
 ) -> dict[tuple[str, int], list[tuple[Any, ...]] | Liveness]:
-    """(name, port) -> getaddrinfo's addresses, or a Liveness saying why there are none.
-
-    Every lookup runs concurrently on daemon threads (a process can exit while one still
-    waits); whatever has not answered when `deadline_s` has passed is unknown_name."""
+    """(name, port) -> getaddrinfo's addresses, or a Liveness saying why there are none; lookups
+    run concurrently on daemon threads, unanswered by `deadline_s` -> unknown_name."""
     pending: queue.SimpleQueue[tuple[str, int]] = queue.SimpleQueue()
     todo = list(dict.fromkeys(names))
     for item in todo:

@@ -1,19 +1,9 @@
-"""One crawl per crawl directory: an exclusive flock on `crawl/LOCK`.
-
-The kernel drops an flock when the last descriptor of its open file goes, so a crawl that
-is killed (even by SIGKILL) or whose machine reboots never leaves a stale lock behind, and
-no pid file has to be guessed at. Python opens files close-on-exec, and the fetch workers
-start from a forkserver, so no worker keeps the lock of a dead parent alive.
-
-The holder writes its pid, host name and start time into the file for the one line a
-refused crawl prints. Readers (search, sql, status, check) never take the lock: published
-versions are immutable and CURRENT moves by rename, so they need no coordination.
-
-Several worker processes of one round (Luigi's central scheduler) cooperate while a second,
-independent round stays refused: the round's driver holds this lock, and a fetch worker
-joins only a round whose driver holds it (`held()`), never taking it itself.
-On NFS, Linux emulates flock with POSIX byte-range locks, which the server arbitrates.
-"""
+"""One crawl per crawl directory: an exclusive flock on `crawl/LOCK`. The kernel drops it with
+its holder (even SIGKILL), so no lock goes stale; files open close-on-exec and fetch workers
+start from a forkserver, so no worker keeps a dead parent's lock. The holder records pid, host
+and start time for a refused crawl's message. Readers never take it. A round's Luigi workers
+join only a round whose driver holds it (`held()`). On NFS, Linux emulates flock with POSIX
+byte-range locks that the server arbitrates."""
 
 from __future__ import annotations
 
@@ -108,9 +98,8 @@ class CrawlLock:
             return None
 
     def held(self) -> bool:
-        """Whether a process holds the lock now. A recorded holder is probed with a shared
-        lock, which fails while it holds its exclusive one (a killed holder's record stays,
-        its lock does not); unrecorded, nobody holds it and nothing is probed."""
+        """Whether a process holds the lock now: a recorded holder is probed with a shared lock (a
+        killed holder's record stays, its lock does not); unrecorded, nobody holds it."""
         if self.holder() is None:
             return False
         try:

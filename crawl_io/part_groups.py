@@ -1,19 +1,8 @@
-"""Which group of a host's parts holds which partitions (crawl_io.host_parts).
-
-A group is rewritten whole when one of its partitions changes, so groups are kept to about
-GROUP_ROWS rows of the files table: a host up to twice that has one group (one part per
-table, as small hosts always had), a host of a million files about fifty. The plan is
-stable: a partition stays in its group from round to round, and only what changed moves:
-- a new partition joins its nearest ancestor's group (a split's ranges stay with the
-  partition they were split from), else the smallest group with room, else a new group;
-- a group grown past twice GROUP_ROWS is cut into groups of about GROUP_ROWS, in the
-  partitions' order (a host of the previous release, one part for all, is cut so the
-  first time it is rewritten);
-- groups that fell under a quarter of GROUP_ROWS (their partitions emptied or gone) are
-  compacted together as soon as there are two: a few small parts, cheap to rewrite, instead
-  of a pile of them.
-Partitions without rows belong to no group (there is nothing of theirs to read).
-"""
+"""Which group of a host's parts holds which partitions (docs/DESIGN.md, The crawl directory).
+A group is rewritten whole when one of its partitions changes, so groups hold about GROUP_ROWS
+files rows. The plan is stable: new partitions join their nearest ancestor's group (else the
+smallest with room, else a new one), a group past twice GROUP_ROWS is cut in order, groups
+under a quarter are compacted together. Partitions without rows belong to no group."""
 
 from __future__ import annotations
 
@@ -29,11 +18,8 @@ def plan_groups(
     parent: Mapping[str, str | None],
     target: int | None = None,
 ) -> dict[int, list[str]]:
-    """The host's groups now: group -> its partition ids, in `order`.
-
-    old: the host's groups in the previous version and their partitions; rows: files rows
-    per partition now; order: the host's partitions in canonical order (a parent before its
-    children; partitions with rows and not in it go last); parent: partition -> parent."""
+    """The host's groups now: group -> its partition ids, in `order` (canonical, parents first;
+    others last), from the `old` groups, files `rows` per partition and `parent` links."""
     target = target or GROUP_ROWS
     ordered = [p for p in order if rows.get(p, 0) > 0]
     listed = set(ordered)

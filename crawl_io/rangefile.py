@@ -1,13 +1,7 @@
 """A read-only, seekable file object over a source's byte ranges, with a small span cache.
-
-Tag readers seek and read in small pieces; over SMB each piece would be a round trip. Tags
-sit at a file's head (ID3v2, FLAC and Vorbis headers, faststart MP4) and at its tail (ID3v1,
-APE, an MP4 moov atom written last, the last Ogg page), so: reads near the head fetch an
-aligned block (a bigger read, such as a tag with cover art, one request of whole blocks), and
-any read that reaches into the tail fetches everything from it to the end in one request. A
-typical file costs one or two requests, and no file more than MAX_BYTES: a damaged header
-that claims a huge tag must not make the crawler read a whole film.
-"""
+Tags sit at a file's head and tail: a read near the head fetches an aligned block, a read into
+the tail fetches all of it to the end, so a file costs one or two requests. No file costs more
+than MAX_BYTES: a damaged header claiming a huge tag must not read a whole film."""
 
 from __future__ import annotations
 

@@ -1,16 +1,8 @@
-"""URLs, paths and counts as people read them in the command's text output.
-
-A URL is shown as an IRI (RFC 3987, §3.2 "Converting URIs to IRIs"): percent-encoded UTF-8
-is decoded, so a Cyrillic folder reads as its owner wrote it, and an IDN host name shows its
-Unicode labels. Only what would break the line or deceive the reader stays escaped: control
-characters, line and paragraph separators, bidirectional overrides and other invisible
-format characters, and spaces at the ends of a name. A `%` stays `%25` and a `/` inside a
-name `%2F`, so the IRI still names the one file. Programs get the percent-encoded URL
-(`search --json`'s `url`); the readable one is beside it (`iri`).
-
-Plain text from a share or a host (a path, an error) is escaped the same way, with
-backslash escapes (`\\x1b`, `\\u202e`) since it is no URL.
-"""
+"""URLs, paths and counts as people read them in text output. A URL is shown as an IRI (RFC 3987
+§3.2): percent-encoded UTF-8 and IDN labels decoded, except what would break the line or
+deceive (controls, line separators, bidi overrides, invisible format characters, edge spaces);
+`%` stays `%25` and an in-name `/` `%2F`, so the IRI names one file. Plain text from a share
+is escaped the same way with backslash escapes (`\\x1b`), since it is no URL."""
 
 from __future__ import annotations
 

@@ -1,24 +1,9 @@
-"""Old rounds removed: the crawldb versions and segments of the rounds before the last
-`keep` (luigi.cfg [sharecrawl] keep_rounds; 0, the default, keeps every one).
-
-Without it a crawl directory grows by what each round changed, for ever: at 1,000 hosts
-and 20 M files with 1 % of the partitions changed, about 11 MiB of files a round (a 3.7 MiB
-version of new parts, state tables and manifest, and a 7.4 MiB segment), 14 MiB of the
-disk's blocks (small parts fill whole blocks), 10 GB a month of hourly rounds. A version
-shares its unchanged parts with the next one by hard links, so removing it frees only what
-it alone held.
-
-A removed round's scans stay: its segment's fetchlog (45 KB of the 7.4 MiB above) moves to
-`segments/fetchlogs/rNNNNNN.parquet`, which the `fetchlog` view reads as before
-(crawl_io.fetchlogs).
-
-The live version, its round's segment and anything newer (a round under way) are never
-removed, and `keep` is at least 2: the version before the live one stays for `check
---repair` to fall back on and for a `serve` still reading the index it had. Each folder is
-renamed to a temporary name first, which readers and `check --repair` do not see, then
-deleted; a removal cut short leaves that folder for the next crawl to remove
-(crawl_io.tempfiles).
-"""
+"""Old rounds removed: the crawldb versions and segments before the last `keep` (luigi.cfg
+[sharecrawl] keep_rounds; 0 keeps all). A version shares unchanged parts with the next by hard
+links, so removing it frees only what it alone held. A removed round's fetchlog moves to
+`segments/fetchlogs/rNNNNNN.parquet` (crawl_io.fetchlogs). The live version, its segment and
+anything newer stay, and `keep` is at least 2 (`check --repair` and a running `serve` may
+need the one before). Folders are renamed to a temporary name, then deleted."""
 
 from __future__ import annotations
 
@@ -56,9 +41,8 @@ def old_rounds(crawl: CrawlDir, keep: int) -> list[tuple[int, Path]]:
 
 
 def remove_old_rounds(crawl: CrawlDir, keep: int) -> list[Path]:
-    """Remove what old_rounds finds (under the crawl lock), keeping each segment's fetchlog
-    (kept_fetchlog); return what went. A folder that cannot be renamed stays, with one
-    warning: the round is done, the next one tries again."""
+    """Remove what old_rounds finds (under the crawl lock), keeping each segment's fetchlog; return
+    what went. A folder that cannot be renamed stays, with one warning."""
     removed = []
     for round_, path in old_rounds(crawl, keep):
         gone = temp_name(path)

@@ -1,11 +1,7 @@
 """ASF files (wma, wmv, asf), read from their header object (ASF specification 1.20, §3).
-
-mutagen takes the stream properties of the header's last stream, whatever its type (a film's
-video stream gives the sample rate and channels), and lists a field's values by object type
-rather than as stored. So the header is parsed here: the audio stream gives rate, channels
-and bitrate, a video stream makes the file a video, and a field's values are taken in the
-order they are stored (the header extension usually comes first), the first one winning.
-"""
+Parsed here because mutagen takes the last stream's properties whatever its type and orders a
+field's values by object type: here the audio stream gives rate, channels and bitrate, a video
+stream makes a video, and a field's first stored value wins."""
 
 from __future__ import annotations
 

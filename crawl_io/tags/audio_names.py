@@ -1,7 +1,6 @@
-"""What an untagged audio file's name says: `Artist - Title`, `NN. Artist - Title`, or
-`Artist - Album - NN - Title`, the ways people name ripped and downloaded songs. Names
-that read otherwise (`track01`, `Artist - Album - Title`) say nothing: a wrong artist would
-group the file with another song, a missing one only leaves it to its name words."""
+"""What an untagged audio file's name says: `Artist - Title`, `NN. Artist - Title` or `Artist -
+Album - NN - Title`. Other names say nothing: a wrong artist would group the file with another
+song, a missing one only leaves it to its name words."""
 
 from __future__ import annotations
 

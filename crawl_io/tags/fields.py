@@ -1,9 +1,6 @@
-"""Which tag key of each tag format fills which column, and the filling itself.
-
-Several keys may name one column (ID3 `TDRC`, then `TORY`): the first key with a usable
-value wins. A column that is already set keeps its value: a reader fills the tag that comes
-first in its format's order of authority, then the others fill only the gaps.
-"""
+"""Which tag key of each format fills which column, and the filling: the first key with a usable
+value wins, and a column already set keeps its value (readers fill the most authoritative tag
+first, the others fill gaps)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""FLAC files, read block by block from their metadata blocks (FLAC format, "METADATA_BLOCK").
-
-mutagen reads every metadata block whole (a cover picture of a megabyte) and rejects the file
-for a damaged block it does not need (a second, zeroed STREAMINFO; one cut short). So the
-blocks are walked here by their headers: STREAMINFO (the first only) and VORBIS_COMMENT are
-read, every other block is skipped. The Vorbis comment is the format's own tag and comes
-first; an ID3v2 tag in front of the stream (rippers such as EAC wrote one) fills its gaps.
-"""
+"""FLAC files, read by their metadata block headers (FLAC format, "METADATA_BLOCK"): mutagen
+reads every block whole (cover art) and rejects a file for a damaged block it does not need.
+Only the first STREAMINFO and the VORBIS_COMMENT are read; an ID3v2 tag in front of the
+stream (EAC wrote one) fills the Vorbis comment's gaps."""
 
 from __future__ import annotations
 

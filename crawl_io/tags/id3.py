@@ -1,12 +1,7 @@
-"""ID3 tags wherever they are (mp3, a FLAC file's head, WAV and AIFF chunks): mutagen decodes
-the frames; these helpers keep what mutagen would lose, and never keep a value cut short.
-
-- A tag cut off mid-way (an interrupted download) is read up to its last whole frame.
-- mutagen drops a text frame whose bytes do not decode as the encoding it declares (Latin
-  text marked UTF-8 is common); such a frame is decoded here with replacement characters, as
-  tinytag does, rather than lost.
-The layout is ID3v2.2, v2.3 and v2.4 (id3.org, "ID3 tag version 2.x", §3 and §4) and ID3v1.
-"""
+"""ID3 tags wherever they are (mp3, a FLAC head, WAV and AIFF chunks), decoded by mutagen, with
+what it would lose kept: a tag cut mid-way is read to its last whole frame, and a text frame
+that does not decode as declared (Latin marked UTF-8) is decoded with replacement characters,
+as tinytag does. Layout: ID3v2.2-2.4 (id3.org, "ID3 tag version 2.x", §3 and §4) and ID3v1."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""MP4 files (m4a, m4b, mp4, m4v): tags and stream by mutagen, plus what it does not tell.
-
-- Audio or video: by the handlers of the tracks (ISO/IEC 14496-12 §8.4.3): a file with a
-  sound track and no video track is audio, whatever its extension.
-- A film with no sound track: its length from the movie header (mvhd), as mutagen gives none.
-- A cut file (an interrupted download) whose moov atom runs past the end: mutagen rejects
-  it, so the atoms that are there are kept, each container shortened to what it holds and
-  the cut leaf (a cover picture, usually last) dropped, and that is read as the file.
-"""
+"""MP4 files (m4a, m4b, mp4, m4v): tags and stream by mutagen, plus what it does not tell: audio
+or video by the tracks' handlers (ISO/IEC 14496-12 §8.4.3), a silent film's length from mvhd,
+and a cut file whose moov runs past the end read from the atoms that are there (containers
+shortened, the cut leaf dropped), which mutagen rejects."""
 
 from __future__ import annotations
 

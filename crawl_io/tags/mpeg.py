@@ -1,14 +1,8 @@
-"""MPEG audio (mp3, mp2, mp1): ID3 tags by mutagen, the stream's length from frame headers.
-
-mutagen's length is not the one people compare: from a LAME header it subtracts the encoder
-delay and padding (a 9.216 s stream of frames comes out as 9.04 s, a 0.18 s MPEG-2 one as
-0.1 s), and without a Xing/VBRI header it takes the first frame's bitrate for the whole file,
-and it needs two frames in a row. So the length here is the frames' (as ffprobe and tinytag
-report it): the Xing or VBRI frame count times the samples per frame; without one, the frames
-walked in the bytes already read, counted exactly when the walk reaches the end of the audio
-and otherwise extended at their mean bitrate. The frame layout is ISO/IEC 11172-3 §2.4.2.3
-and 13818-3 §2.4.2.3; the Xing/Info and VBRI headers are the encoders' conventions.
-"""
+"""MPEG audio (mp3, mp2, mp1): ID3 tags by mutagen, the length from frame headers as ffprobe and
+tinytag report it (mutagen subtracts LAME's delay and padding, and without Xing/VBRI takes the
+first frame's bitrate): the Xing or VBRI frame count times samples per frame, else the frames
+walked in the bytes read, exact at the end of the audio, otherwise extended at their mean
+bitrate. Frame layout: ISO/IEC 11172-3 and 13818-3 §2.4.2.3."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""Ogg files (Vorbis, Opus, FLAC, Speex audio; Theora video beside them), read from their
-first and last pages only.
-
-mutagen finds a stream's last page by reading the whole file when the streams are
-multiplexed (a film's Theora and Vorbis pages alternate to the end), and wants every header
-packet whole (a cover picture in the comments can be megabytes). So the pages are parsed
-here (RFC 3533 §6): the streams' first packets in the head give codec, rate and comments, read
-as far as they are there; each stream's last granule position in the tail gives its length,
-and the file lasts as long as its longest stream.
-"""
+"""Ogg files (Vorbis, Opus, FLAC, Speex; Theora beside them), read from their first and last
+pages only (RFC 3533 §6): mutagen reads a multiplexed file whole to find its last page and
+wants every header packet whole. The head's first packets give codec, rate and comments; each
+stream's last granule position gives its length, the longest stream the file's."""
 
 from __future__ import annotations
 

@@ -67,9 +67,8 @@ FOUND_FIELDS = ("artist", "title", "album", "duration_s", "samplerate", "channel
 
 
 def read_tags(fileobj: IO[bytes], name: str) -> dict[str, Any]:
-    """The media columns (kind … tag_error) of one file; `name` gives extension and, for
-    videos, the name guessit parses. Never raises: a failure sets `tag_error`, and the
-    fields read before it stay."""
+    """The media columns (kind … tag_error) of one file; `name` gives the extension and, for videos,
+    what guessit parses. Never raises: a failure sets `tag_error`, fields read before it stay."""
     row = empty_row(name)
     try:
         _read_container(row, fileobj, name)
@@ -149,9 +148,8 @@ def _settle_kind(reader: Reader, row: dict[str, Any]) -> None:
 
 
 def reader_by_magic(fileobj: IO[bytes]) -> Reader | None:
-    """The reader a file's first bytes call for: a FLAC file named .mp3 is read as FLAC (the
-    MP3 reader would find false frame syncs in it). None when the header does not say (an
-    ID3 tag could precede anything; looking past it would cost a request)."""
+    """The reader a file's first bytes call for (a FLAC file named .mp3 is read as FLAC); None when
+    the header does not say (an ID3 tag could precede anything)."""
     fileobj.seek(0)
     header = fileobj.read(64)
     if header.startswith(b"fLaC"):

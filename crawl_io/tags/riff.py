@@ -1,13 +1,8 @@
-"""WAV (RIFF) and AIFF (IFF) files, read chunk by chunk.
-
-mutagen reads their ID3 chunk and a PCM stream, but a compressed WAV (ADPCM, GSM 6.10,
-µ-law, MP3 in WAV) it times as PCM (a 12 s ADPCM file came out as 0.003 s, and its bitrate
-thousands of times too high), it reads no RIFF INFO or AIFF NAME/AUTH tags, and it rejects a
-whole AIFF file for a sample rate it does not like. So the chunks are walked here by their
-headers (EA IFF 85; Microsoft/IBM RIFF spec 1991 §3; Apple AIFF 1.3 and AIFF-C): the
-format chunk gives the stream, a compressed WAV's `fact` chunk its length in samples, and
-only the ID3 chunk's bytes go to mutagen. ID3 comes first; the native tags fill its gaps.
-"""
+"""WAV (RIFF) and AIFF (IFF) files, read chunk by chunk (EA IFF 85; Microsoft/IBM RIFF spec
+1991 §3; Apple AIFF 1.3 and AIFF-C): mutagen times a compressed WAV as PCM, reads no RIFF INFO
+or AIFF NAME/AUTH tags and rejects AIFF sample rates it dislikes. The format chunk gives the
+stream, `fact` a compressed WAV's length; only the ID3 chunk goes to mutagen, native tags
+fill its gaps."""
 
 from __future__ import annotations
 
