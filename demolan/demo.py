@@ -1,11 +1,6 @@
-"""`sharecrawl demo`: build a LAN of real tagged media as local folders, crawl it in three
-rounds with changes in between (files added, retagged, deleted; a host switched off), print
-each round's report and the answers to a few searches.
-
-The demo's crawl directory is a crawl directory like any other, so the demo takes its lock
-as `sharecrawl crawl` does, before it clears the folder: a crawl or a demo already running
-there is never pulled from under (the second one exits 75, writing nothing).
-"""
+"""`sharecrawl demo`: build the demo LAN, crawl it in three rounds with changes between, print
+each round's report and a few searches. It takes the crawl lock as `crawl` does, before it
+clears the folder, so a running crawl or demo is never pulled from under (exit 75)."""
 
 from __future__ import annotations
 

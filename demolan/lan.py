@@ -1,13 +1,7 @@
-"""The demo LAN: four hosts as local folders full of real, tagged media files.
-
-`build_lan` writes root/hosts/<host>/<share>/... and root/hosts.txt (file:// URLs); the files
-are copies of the templates in demolan/templates with tags written by mutagen, so the crawl
-reads real tags. Many names say nothing (`song_01.mp3`, `track07.flac`): only their tags name
-the song. `change_lan` applies what happens on the network between the demo's rounds.
-
-Every file and folder gets an explicit, distinct mtime, so a change is never hidden behind an
-equal timestamp and a LAN built twice with one seed is the same byte for byte.
-"""
+"""The demo LAN: four hosts as local folders of real media tagged by mutagen (`build_lan`, with
+root/hosts.txt of file:// URLs), many named only by their tags (`song_01.mp3`), and
+`change_lan` for what happens between rounds. Every file and folder gets a distinct mtime, so
+no change hides behind an equal timestamp and one seed builds the same LAN byte for byte."""
 
 from __future__ import annotations
 
