@@ -1,14 +1,8 @@
-"""Typo tolerance: a query word of five letters or more also finds the index terms one edit
-away from it (a letter inserted, left out or replaced, or two neighbours swapped):
-'metalica' finds 'metallica'.
-
-Candidates come from deletion keys, after SymSpell (W. Garbe): a term and its forms with one
-letter deleted are its keys, and two words one edit apart always share a key (a replaced
-letter: both without it; an inserted one: the longer without it is the shorter; a swap:
-each without one of the two). The index stores the keys of its vocabulary as CRC-32 hashes
-(queries.index), sorted, so a query word's keys are looked up with a binary search;
-a hash may collide, so every candidate is checked by `one_edit` before it counts.
-"""
+"""Typo tolerance: a query word of five letters or more also finds index terms one edit away
+('metalica' -> 'metallica'). Candidates come from deletion keys after SymSpell (W. Garbe):
+two words one edit apart always share a key (a word or it with one letter deleted). The
+index keeps its vocabulary's keys as sorted CRC-32 hashes, looked up by binary search; a hash
+may collide, so `one_edit` checks every candidate."""
 
 from __future__ import annotations
 

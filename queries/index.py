@@ -1,44 +1,14 @@
-"""The search index of a crawl directory (index/search.duckdb), written: built in full from
-a crawldb version, or brought up to a later version by an update that costs what changed.
-Either way the new index is written under a hidden temporary name beside the live one and
-swapped in by rename, so readers (queries.index_store) see the old file or the new one,
-whole.
-Both read rows and group them into works with the same SQL (queries.index_works).
-
-Tables in the index:
-- `works`: copies grouped into works, with counts, the best copy and a static prior from
-  the number of copies;
-- `copies`: every media file with its work_id and what the index made of it (folder, stem,
-  resolution, lossless, online): for listing copies, for analysts, and for updates;
-- `terms` (term_id, term, df: the number of works holding it), `postings` (term_id,
-  work_id, weight, fields: sorted by term_id when made whole, so that a term's postings are
-  one stretch of the file; an update appends, and readers sort) and `term_keys` (key,
-  term_id: the terms' deletion keys for typo tolerance, queries.fuzzy, as CRC-32 hashes).
-  A term no work holds any more is dropped with its keys, as a full build never makes it;
-- `strings`, `words`: every distinct string and word met, with its terms and forms;
-- `hosts`: host, url, online (to build URLs of copies);
-- `meta`: key/value pairs: the crawldb version the index holds, the format, counts, and the
-  version of its last full build.
-
-An update reads the media rows that changed, as the new version's record of them says
-(crawl_io.media_changes) for the hosts it covers, and otherwise as the media parts that
-differ between the two versions (crawl_io.host_parts) say, read old and new and their rows
-compared. Copies gone or changed are deleted, new or changed ones inserted, hosts that went
-on or off line relabel their copies, and only the works those copies belong to (before or
-after) are grouped, weighed and posted anew, so that the result is the index a full build
-would make.
-
-Works whose copies are unchanged but some of which are on a host that went on or off line
-(an update's "relabel" works) keep their terms, counts, modes and newest copy; their online
-counts move by the copies and hosts that switched (all of a host's copies share its online
-state), and their best copy is the first of the old best and their copies on the switched
-hosts (a copy elsewhere did not change, and came after the old best). This holds unless
-the old best is on a host that went off line: those works are grouped anew from all their
-copies. When the best copy changes, so do the columns taken from it (kind, series, season,
-episode; the title when the copies have none) and the title's mode is read again for those
-works alone. Grouping them anew would read every copy: a popular work has thousands, and
-the hosts that switched hold few of them.
-"""
+"""The search index (index/search.duckdb) written: built in full from a crawldb version, or
+brought up to a later one by an update that costs what changed (docs/DESIGN.md, Search). The
+new file is written under a hidden name and swapped in by rename (queries.index_store). Build
+and update group rows into works with the same SQL (queries.index_works), so an update gives
+the index a full build would.
+Tables: `works`, `copies`, `terms`/`postings`/`term_keys` (postings sorted by term_id when
+made whole; an update appends and readers sort; a term no work holds is dropped), `strings`,
+`words`, `hosts`, `meta` (version, format, counts, last full build).
+Works whose copies only went on or off line are relabelled, not regrouped: online counts move,
+and the best copy is the first of the old best and their copies on switched hosts, unless the
+old best went offline (then regrouped): a popular work has thousands of copies, few switched."""
 
 from __future__ import annotations
 
@@ -265,17 +235,10 @@ def _apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) 
 
 
 def _compare_rows(con: duckdb.DuckDBPyConnection, before: str, after: str) -> None:
-    """Temp tables `gone` (host, share, path): every path with a row that differs between
-    relations `before` and `after` (as the index sees rows: INDEXED_COLUMNS), and `came`:
-    the new rows of those paths, which replace every copy of them.
-
-    Rows are compared by a 64-bit hash of their columns, with their multiplicity: a (path,
-    hash) whose count differs between the sides marks a path changed. One aggregate over
-    both sides cost a third less than EXCEPT ALL each way, and comparing the rows' every
-    column several times more. The new side is read again for the rows of changed paths:
-    reading its parts twice costs less than holding all its rows in a table (the comparison
-    takes 0.11 s rather than 0.14 s over the 166 parts of bench/index_update.py). A changed
-    row whose hash stays the same would be missed with a probability of 2^-64."""
+    """Temp tables `gone` (host, share, path): paths whose rows (INDEXED_COLUMNS) differ between
+    relations `before` and `after`, and `came`: their new rows. Rows are compared by a 64-bit
+    hash with multiplicity (a miss has probability 2^-64); the new side is read again for the
+    changed paths rather than held in a table."""
     columns = ", ".join(INDEXED_COLUMNS)
     con.execute(
         f"""
@@ -338,10 +301,8 @@ def _note_switched(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _relabel_works(con: duckdb.DuckDBPyConnection) -> None:
-    """Update in `works` the works of temp table `relabel` (work_id; _note_switched), whose
-    copies did not change but for the online state of those on the hosts that switched
-    (temp table `moved`). Temp table `regroup` (work_id): the ones left to group anew from
-    their copies."""
+    """Update in `works` the works of temp table `relabel`, whose copies changed only in
+    online state (temp table `moved`); temp table `regroup` gets those left to group anew."""
     con.execute(
         """
         CREATE TEMP TABLE regroup AS

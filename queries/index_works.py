@@ -1,27 +1,15 @@
-"""From a crawldb version's media rows to works and their postings: the SQL that a full
-build runs over every copy and an update over the works it touched, so that both give the
-same rows.
-
-- Rows: the media rows with their paths split up, blanks filled from guessit, and every
-  distinct string's normalised form, terms and genericness (queries.text) kept in table
-  `strings`, each word's forms in `words`, so that an update tokenises only the strings and
-  stems only the words it has not met (a new string is mostly of known words). Python splits
-  strings into words and forms each distinct word once; DuckDB assembles the per-string
-  results, several times faster than text.terms string by string.
-- A copy's work key comes from the copy alone (same normalised artist + title; same series,
-  season and episode; same film title + year; else the same name stem, in its folder when
-  the name is generic), and its work id from the key: the top 53 bits of its MD5 (a number
-  JavaScript holds exactly), so a work keeps its id across rounds and rebuilds. Keys whose
-  ids collide (about once in 10^4 builds of two million works) are told apart by hashing
-  the key again with a counter, in key order.
-- A work's display columns are the most common value among its copies (ties: the greatest),
-  its best copy the first in BEST_COPY_ORDER: online, lossless, resolution, bitrate, size.
-- A posting's weight is the BM25F term frequency part of the work's score (field-weighted,
-  length-normalised, saturated): it depends on that work alone, since the pivot of length
-  normalisation is a fixed length per field rather than the collection's average (pivoted
-  normalisation, after Singhal, Buckley and Mitra). The idf, which depends on the whole
-  collection, is applied when the index is read (queries.search_arrays).
-"""
+"""From a crawldb version's media rows to works and postings: the SQL a full build runs over
+every copy and an update over the works it touched, so both give the same rows.
+- Strings are tokenised and words stemmed once each (tables `strings`, `words`), so an update
+  handles only what it has not met.
+- A work key comes from the copy alone (artist + title; series, season, episode; film title +
+  year; else the name stem, in its folder when generic); its id is the top 53 bits of its MD5
+  (exact in JavaScript), colliding keys rehashed with a counter in key order.
+- Display columns are the copies' most common value (ties: the greatest); the best copy is
+  the first in BEST_COPY_ORDER.
+- A posting's weight is BM25F's term-frequency part, with a fixed pivot per field (pivoted
+  normalisation, after Singhal, Buckley and Mitra), so it depends on its work alone; the idf
+  is applied when read (queries.search_arrays)."""
 
 from __future__ import annotations
 
@@ -60,11 +48,8 @@ STRING_COLUMNS = (
 
 
 def media_rows(con: duckdb.DuckDBPyConnection, parts: Sequence[Path]) -> str:
-    """A relation, as SQL text for a FROM clause, of the media parts' INDEXED_COLUMNS; of
-    no parts, an empty one (registered on `con`). The parts are read by the query that
-    names it, into a table (the index names no path). A read_parquet in the query rather
-    than a relation of DuckDB's Python API: binding that relation cost 0.46 s more over the
-    2,100 parts of 2 M media, 0.02 s over 83."""
+    """A relation, as SQL text for a FROM clause, of the media parts' INDEXED_COLUMNS (an empty one,
+    registered on `con`, for no parts); a read_parquet in the query binds faster than a relation."""
     columns = ", ".join(INDEXED_COLUMNS)
     if not parts:
         con.register("no_media", schema.MEDIA.empty_table().select(list(INDEXED_COLUMNS)))
@@ -91,10 +76,8 @@ def load_hosts(con: duckdb.DuckDBPyConnection, version_dir: Path) -> None:
 
 
 def prepare_rows(con: duckdb.DuckDBPyConnection, source: str, target: str) -> None:
-    """Temp table `target` (ROW_COLUMNS): the media rows of relation `source`, cleaned, the
-    path split into folder, file name and stem. String functions rather than regular
-    expressions on the whole path: several times cheaper per row; a resolution is looked
-    for only in paths holding three digits."""
+    """Temp table `target` (ROW_COLUMNS): the media rows of relation `source`, cleaned, the path
+    split into folder, file name and stem (string functions: cheaper than regular expressions)."""
     lossless = ", ".join(f"'{f}'" for f in LOSSLESS_FORMATS)  # our constants
     con.execute(
         f"""
@@ -127,10 +110,8 @@ def prepare_rows(con: duckdb.DuckDBPyConnection, source: str, target: str) -> No
 
 
 def key_media(con: duckdb.DuckDBPyConnection, source: str, *, few: bool = False) -> None:
-    """Temp table `mk`: the media rows of relation `source`, prepared (prepare_rows), the
-    blanks of videos with neither series nor title filled by guessit, with their work keys
-    (key_rows); their strings added to `strings`. guessit, the slowest step per name, runs
-    in a child process meanwhile."""
+    """Temp table `mk`: the prepared rows of `source`, videos with neither series nor title filled
+    by guessit (in a child process meanwhile), with their work keys; their strings added."""
     prepare_rows(con, source, "m")
     guesses = start_guessing(
         [
@@ -332,9 +313,8 @@ def work_id_sql(key: str, attempt: int = 0) -> str:
 
 
 def key_rows(con: duckdb.DuckDBPyConnection, rows: str, target: str, *, few: bool = False) -> None:
-    """Temp table `target`: the prepared rows of `rows` with their work keys. `few` rows
-    (an update's) first take the few strings they hold out of the big `strings` table, in
-    one pass, rather than probe it with each of their five columns."""
+    """Temp table `target`: the prepared rows of `rows` with their work keys. `few` rows first take
+    their strings out of the big `strings` table in one pass."""
     strings = "strings"
     if few:
         strings = "row_strings"
@@ -374,9 +354,8 @@ def key_rows(con: duckdb.DuckDBPyConnection, rows: str, target: str, *, few: boo
 
 
 def assign_work_ids(con: duckdb.DuckDBPyConnection, keyed: str, *, existing: bool) -> None:
-    """Temp table `keyed_ids` (work_key, work_id) for the keys of `keyed`: a key the `works`
-    table holds keeps its id (`existing`), a new one gets its hash, told apart from every
-    id in use."""
+    """Temp table `keyed_ids` (work_key, work_id) for the keys of `keyed`: a key in `works` keeps
+    its id (`existing`), a new one gets its hash, distinct from every id in use."""
     known = "LEFT JOIN works w USING (work_key)" if existing else ""
     kept = "w.work_id" if existing else "NULL::BIGINT"
     con.execute(
@@ -441,10 +420,8 @@ def mode_select(column: str, rows: str = "c", count: str = "count(*)") -> str:
 
 
 def works_select(keys: str, copies: str = "copies", *, materialize: bool = False) -> str:
-    """The `works` rows of the works named in `keys` (work_id, work_key) that have copies in
-    relation `copies` (every copy of those works: the index's table, or a query of some of
-    its rows). A query is read once, into memory (`materialize`), rather than once for
-    each aggregate: its filter over every copy costs more than the rows it keeps."""
+    """The `works` rows of the works in `keys` (work_id, work_key) with copies in relation `copies`
+    (every copy of those works). A query is read once into memory (`materialize`)."""
     cte = "MATERIALIZED " if materialize else ""
     modes = "\n".join(
         f"LEFT JOIN ({mode_select(column, 'tags', 'sum(n)')}) USING (work_id)"
@@ -489,9 +466,8 @@ def works_select(keys: str, copies: str = "copies", *, materialize: bool = False
 
 
 def work_postings(con: duckdb.DuckDBPyConnection, copies: str = "copies") -> None:
-    """Temp table `new_postings` (work_id, term, fields, weight) of the works whose copies
-    are in relation `copies` (every copy of each: the index's table, or a query of some of
-    its rows)."""
+    """Temp table `new_postings` (work_id, term, fields, weight) of the works whose copies (every
+    copy of each) are in relation `copies`."""
     values = " UNION ALL ".join(
         f"SELECT DISTINCT work_id, {FIELD_BITS[field]} AS field, {column} AS v FROM c"
         for field, column in FIELD_COLUMNS.items()

@@ -53,10 +53,8 @@ def page_damage(path: Path) -> str | None:
 def damages(
     con: duckdb.DuckDBPyConnection, parts: list[Path], schema: pa.Schema
 ) -> list[str | None]:
-    """Why each of `parts` cannot serve as a part of `schema`'s table (None: it can).
-    DuckDB reads every footer at once, on its own threads, and keeps them for the query
-    (parquet_metadata_cache); only should one of them fail is each part read on its own, to
-    name the damaged ones."""
+    """Why each of `parts` cannot serve as a part of `schema`'s table (None: it can): every footer
+    read at once by DuckDB, each part alone only should that fail."""
     if not parts:
         return []
     try:
@@ -91,10 +89,8 @@ def _top_level_columns(elements: list[tuple[str, str, int]]) -> dict[str, set[st
 
 
 def vouched_by_manifest(version_dir: Path) -> Callable[[Path], bool]:
-    """Whether the manifest of `version_dir` vouches for a part: lists it, with the size it
-    has now (a stat). Update wrote such a part with its table's columns, so its footer need
-    not be read before the query; a garbled manifest vouches for nothing. The manifest is
-    read when first asked (a query of the fetchlog alone never asks)."""
+    """Whether the manifest of `version_dir` lists a part at its current size (its footer
+    need not be read first); a garbled manifest vouches for nothing. Read when first asked."""
     root = f"{version_dir}{os.sep}"  # strings, not Paths: a big LAN's tables have thousands
     manifests: list[Manifest] = []
 

@@ -1,20 +1,8 @@
-"""The search query language, as small composable pieces (in the style of beets' dbcore).
-
-A query string is a list of parts joined by AND:
-
-    madonna music                 free words, matched in any field
-    artist:madonna title:"frozen" words restricted to fields (quotes keep words together)
-    year:2000..2005  year:1999    numeric fields: a value or a range (open ends allowed)
-    season:6  episode:3..         likewise for video works
-    s01e02  S1E2  1x02            an episode code: season 1, episode 2 (of the other words' series)
-    kind:video                    audio or video
-    host:lab-2  format:flac       works with a copy on that host, in that format
-
-Each piece knows what it contributes: text pieces give words to look up in the postings,
-filter pieces a condition over in-memory columns of the works (what queries.search uses).
-A field name the language does not know is searched as text, and noted in `unknown`.
-The query text never reaches SQL.
-"""
+"""The search query language as small composable pieces (in the style of beets' dbcore): parts
+joined by AND, e.g. `madonna artist:madonna title:"frozen" year:2000..2005 season:6 s01e02
+kind:video host:lab-2 format:flac`. Text pieces give words for the postings, filter pieces a
+condition over the works' in-memory columns. An unknown field is searched as text and noted
+in `unknown`. The query text never reaches SQL."""
 
 from __future__ import annotations
 

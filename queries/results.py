@@ -1,7 +1,5 @@
 """Analysts' query results in files (`sharecrawl sql --output FILE`): CSV, Parquet or JSON by
-the file's extension. The CLI writes them from the result, never the SQL (the sandbox's
-connection cannot write a file at all), and writes them whole or not at all (a temporary
-file beside the target, then a rename)."""
+extension, written by the CLI from the result (the sandbox cannot write), whole or not at all."""
 
 from __future__ import annotations
 

@@ -1,17 +1,9 @@
-"""The analysts' SQL sandbox: only read statements over the crawl's views run, and nothing
-they run reads or writes a file outside the live version.
-
-Three layers, so that what slips through one is stopped by another:
-1. the statement: exactly one, of type SELECT (which covers WITH, DESCRIBE, SHOW,
-   SUMMARIZE, VALUES, FROM-first queries) or EXPLAIN without ANALYZE of such a statement;
-2. its parse tree (DuckDB's own, through json_serialize_sql): only read query nodes (a
-   SELECT may hide `WITH x AS (COPY ... TO 'file')` or an INSERT in a CTE), table functions
-   from an allow-list (no read_text, glob, query, arrow_scan, enable_profiling ...), no
-   table named like a file (DuckDB reads `FROM '/etc/x.csv'` as that file);
-3. the connection: external access off, file access only to the live version's folder and
-   the fetchlog parts, no extension loading, no Python replacement scans, and the
-   configuration locked so no statement can undo any of it.
-"""
+"""The analysts' SQL sandbox: only reads over the crawl's views run, and nothing reads or writes a
+file outside the live version. Three layers: the statement (exactly one SELECT-type, or
+EXPLAIN without ANALYZE); its DuckDB parse tree (read nodes only, as a CTE may hide COPY or
+INSERT; allow-listed table functions; no table named like a file); the connection (external
+access off, files limited to the version and fetchlogs, no extensions or replacement scans,
+configuration locked)."""
 
 from __future__ import annotations
 
@@ -268,10 +260,8 @@ def lock(
     temp_dir: Path,
     limits: Limits = NO_LIMITS,
 ) -> None:
-    """Close `con` to every file but `directories` (and what is below them) and `paths`,
-    bound its memory and temporary files by `limits`, then lock its configuration. Call once
-    the views are defined (and the search index attached: an attached database keeps
-    working)."""
+    """Close `con` to every file but `directories` (and below) and `paths`, bound its memory and
+    temporary files by `limits`, and lock its configuration. Call once the views are defined."""
 
     def literal(items: list[str]) -> str:
         return "[" + ", ".join(quote(i) for i in items) + "]"

@@ -1,25 +1,10 @@
-"""Ranked search over the index (queries.index), in numpy.
-
-The index holds each work's BM25F weight per term, so ranking is sums: per query word the
-best impact of its terms (surface form, stem, loose spelling, the joined forms it is part
-of) in each work, summed over the words, plus the work's copies prior. Planning even a
-small DuckDB statement costs milliseconds, so the ranking runs over arrays loaded once per
-index file (queries.search_arrays). The works matching the most words are kept (all of them
-when any work matches them all; a field-restricted word is a must), filters are applied,
-and the top k come from a partial sort.
-
-Typos: when the works matching every word exactly do not fill the page, each query word of
-five letters or more also matches the index terms one edit away from it (queries.fuzzy), at
-half the impact. A work's typos (the words it matches only that way) rank before its score:
-every work matching all words exactly comes before any that needs a typo, and fewer typos
-before more (as in Algolia's typo criterion). So the top k never change by looking for
-typos only when the exact matches are fewer than k.
-
-Only the display rows of the top k works are fetched: from an Arrow copy of the works
-table in a long-lived process, or with one small SQL lookup on the first search of a
-process (the CLI runs one search per process). The query text never reaches SQL: the
-lookups' only parameters are lists of terms, hashes, ids and one copy value.
-"""
+"""Ranked search over the index (docs/DESIGN.md, Search), in numpy over arrays loaded once per
+index file (queries.search_arrays): planning even a small DuckDB statement costs milliseconds.
+Score: per query word the best impact of its terms in a work, summed, plus the copies prior.
+The works matching the most words are kept (a field-restricted word is a must), filtered, and
+the top k partially sorted. Typos (queries.fuzzy, half impact) are looked for only when exact
+matches fill fewer than k, and a work's typo count ranks before its score (Algolia's typo
+criterion), so the top k are the same either way. The query text never reaches SQL."""
 
 from __future__ import annotations
 
@@ -64,12 +49,9 @@ def search(
     all_hosts: bool = False,
     latest: bool = False,
 ) -> list[dict]:
-    """Works matching `query`, best first, in DESIGN.md's --json shape. `index`: the index
-    file's path, or an index file a caller holds open (queries.index_store).
-
-    Raises QueryError for a malformed query, FileNotFoundError when there is no index and
-    IndexUnreadable when its file is damaged. A query of punctuation only finds nothing.
-    """
+    """Works matching `query`, best first, in DESIGN.md's --json shape; `index` is a path or an open
+    index file (queries.index_store). Raises QueryError (malformed query), FileNotFoundError (no
+    index), IndexUnreadable (damaged). Punctuation alone finds nothing."""
     parsed = parse_query(query)
     if parsed.is_empty():
         return []

@@ -1,15 +1,8 @@
-"""What searches need of one index file, as numpy arrays, kept with the file
-(queries.index_store): the works' ids and filter columns, the postings by term with their
-impacts, the deletion keys of the vocabulary, and the works' display rows.
-
-A posting's impact is its stored weight (the work's part of BM25F) times the term's idf,
-Lucene's ln(1 + (N - df + 0.5) / (df + 0.5)) over the N works of the index: always
-positive, so that tiny collections still rank. The idf is applied here, not stored, so
-that an update which changes the collection need not rewrite every posting.
-
-A process's first search reads only the postings of its terms (the CLI runs one search per
-process); from the second on, all postings and display rows are held in memory.
-"""
+"""What searches need of one index file as numpy arrays, kept with the file (queries.index_store):
+works' ids and filter columns, postings by term with impacts, deletion keys, display rows.
+Impact = stored weight times Lucene's idf ln(1 + (N - df + 0.5) / (df + 0.5)), always positive;
+applied here so an update need not rewrite postings. A process's first search reads only its
+terms' postings; later ones hold all in memory."""
 
 from __future__ import annotations
 

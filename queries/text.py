@@ -1,24 +1,10 @@
-"""Text normalisation for search: words, transliteration, stems, terms.
-
-One function decides what a piece of text means to the index, for the index builder and for
-queries alike, so both sides always agree:
-
-- casefold, Unicode NFC, split into words (letters and digit runs apart: 'track01' is
-  'track' + '01');
-- Cyrillic words are transliterated to Latin (a common informal scheme: 'Мумий Тролль' ->
-  'mumiy troll'), so one Latin form serves both scripts;
-- accents are stripped ('Beyoncé' -> 'beyonce', 'Björk' -> 'bjork'), and the Latin letters
-  that carry no accent to strip are folded too ('Røyksopp' -> 'royksopp', 'æ' -> 'ae');
-- punctuation inside a name folds away: a hyphenated or apostrophised compound is indexed
-  whole as well as by its parts ('Spider-Man' -> 'spider', 'man', 'spiderman'; "Don't" ->
-  'dont'), and initials joined by dots are one word ('B.O.S.E.' -> 'bose'); a query joins
-  its adjacent words the same way ('spider man' also looks for 'spiderman');
-- every word yields its surface form and a Snowball stem (Russian stemmer on the Cyrillic
-  form before transliteration, English on Latin words), so 'песни' meets 'песня' and
-  'songs' meets 'song';
-- and a loose spelling that folds common transliteration variants ('kh'/'h', 'j'/'y',
-  '-iy'/'-ii'/'-ij'), so 'holidey' meets 'Холидей' and 'mumii' meets 'Мумий'.
-"""
+"""Text normalisation for search (docs/DESIGN.md, Search): one function decides what text means
+to the index, for builder and queries alike. Casefold, NFC, words (letters and digit runs
+apart: 'track01' -> 'track' + '01'); Cyrillic transliterated ('Мумий Тролль' -> 'mumiy
+troll'); accents stripped and letters like 'ø', 'æ' folded; compounds indexed whole and by
+parts ('Spider-Man' -> 'spider', 'man', 'spiderman'; 'B.O.S.E.' -> 'bose'); a Snowball stem
+per word (Russian before transliteration, else English); and a loose spelling folding common
+transliteration variants ('kh'/'h', 'j'/'y', '-iy'/'-ii'/'-ij')."""
 
 from __future__ import annotations
 
@@ -188,10 +174,9 @@ def terms(text: str | None) -> list[str]:
 
 
 def query_words(text: str) -> list[tuple[str, ...]]:
-    """Per query word, the terms that may match it: its own forms (surface, stem, loose),
-    then those of the joined forms it is part of: the compound it was typed in
-    ('spider-man'), and its pairing with the query word before or after it ('spider man'
-    -> 'spiderman'). Initials joined by dots are one word ('b.o.s.e' -> 'bose')."""
+    """Per query word, the terms that may match it: its own forms (surface, stem, loose), then the
+    joined forms it is part of (the typed compound, and its pairing with a neighbour: 'spider
+    man' -> 'spiderman')."""
     folded = unicodedata.normalize("NFC", text.casefold())
     initials = {m.start(): m for m in _INITIALS_RE.finditer(folded)}
     items: list[tuple[str, int, int]] = []  # (word, start, end) in the folded text

@@ -1,10 +1,6 @@
-"""Series, season, episode (or film title and year) of videos the crawler left without a
-series and a title, guessed from their file names by guessit (crawl_io.tags.video_names,
-the one mapping) for the search index.
-
-guessit takes ~15 ms a name: with many names it runs in a child process (`python -m
-queries.video_guess`) while DuckDB and the tokeniser work.
-"""
+"""Series, season, episode (or film title and year) of videos left without series and title,
+guessed from file names by guessit (crawl_io.tags.video_names) for the search index; guessit
+is slow per name, so many names go to a child process (`python -m queries.video_guess`)."""
 
 from __future__ import annotations
 

@@ -1,29 +1,10 @@
-"""DuckDB views over the live crawldb version, for analysts' SQL.
-
-Views: files, media, hosts, partitions, prefix_stats, fetchlog (every round's), folders and
-duplicate_folders (the same content on two hosts or more), works and copies (from the search
-index, when it exists). The connection is the sandbox of queries.sandbox: only reads over
-these views run.
-
-A damaged part (a truncated or garbled Parquet file: a full disk, bit rot) must not take every
-query down. A part the version's manifest vouches for (listed, and still of the size it
-states: Update wrote it with its table's columns) is read by the query alone; the footer of
-every other part of the tables a query reads (one not in the manifest, one whose size
-changed, every part of a version without a manifest, the fetchlog's and the hints') is read
-when the views are defined, by DuckDB in one call, and kept for the query
-(parquet_metadata_cache); a part whose footer or columns are wrong (the call fails: each
-part is then read on its own) is left out of its view with one warning naming it. A part
-whose footer or pages do not read is found by the first query that reads it, left out, and
-the query run again; should DuckDB not define a view over the parts, or define it with other
-columns than its table's, every part of it is checked as above. A table with no readable
-part is an empty view of its schema. Timed by bench/sql_views.py and bench/host_parts.py.
-
-A query naming views alone gets only those (and the views they are over) defined. With that,
-the analysts' queries of bench/host_parts.py over parts per group of partitions (73 media
-parts) take 1.09 of the time they take over one part per host (21), timed in one run: 1.17
-when every part's footer was read first. Reading them first costs less only for a query
-DuckDB answers from the footers alone (`count(*)`: bench/sql_views.py).
-"""
+"""DuckDB views over the live crawldb version for analysts' SQL (files, media, hosts, partitions,
+prefix_stats, fetchlog, folders, duplicate_folders, works and copies), in the sandbox of
+queries.sandbox. A damaged part must not take every query down: a part the manifest vouches
+for is read by the query alone; other parts' footers are read when the views are defined
+(kept in DuckDB's parquet_metadata_cache). A part that does not read is left out of its view
+with one warning, and a failed query is run again without it; a table with no readable part
+is an empty view of its schema. A query naming views alone gets only those defined."""
 
 from __future__ import annotations
 
@@ -103,12 +84,9 @@ class CrawlViews:
         only_reads: bool = False,
         limits: Limits = NO_LIMITS,
     ) -> None:
-        """`reads`: the tables and views a query reads, whose parts are checked now (None:
-        all of them); the others' parts are checked should a query fail on one. `only_reads`:
-        define only the views in `reads` (and those they are over), when it names views
-        alone: a query reads nothing else, and each view costs a listing and a footer (the
-        fetchlog's, one part per round, grows without end). `limits`: the memory and
-        temporary files a query may take (its time is query()'s to bound)."""
+        """`reads`: the tables and views a query reads, whose parts are checked now (None: all).
+        `only_reads`: define only those views (and what they are over). `limits`: the memory and
+        temporary files a query may take."""
         self.crawl = crawl
         self.warn = warn
         self.version_dir = crawl.version_dir(version).resolve()
@@ -162,10 +140,9 @@ class CrawlViews:
     def _table(
         self, name: str, parts: list[Path], check: bool, vouched: Callable[[Path], bool]
     ) -> None:
-        """Define the view of table `name` over those of `parts` that read. Checked, the
-        footer of each part the manifest does not vouch for is read now, and the view must
-        have its table's columns; unchecked, only that the parts exist is seen to. DuckDB
-        reads a footer to define the view: should that fail, or the columns be others,
+        """Define the view of table `name` over those of `parts` that read. Checked: parts the
+        manifest does not vouch for have their footers read and the view must have its
+        table's columns; unchecked, only their existence is seen to. Should DuckDB fail,
         every part is checked."""
         schema = VIEW_TABLES[name]
         if check:
@@ -255,9 +232,8 @@ class CrawlViews:
             )
 
     def leave_out(self, error: duckdb.Error, tables: frozenset[str]) -> bool:
-        """Leave out the parts whose pages do not read, if `error` may be theirs: the part
-        it names, else (DuckDB does not always say which file) every part of the tables
-        the query reads. Say so for each; True if any was left out."""
+        """Leave out the parts whose pages do not read, if `error` may be theirs (the part it names,
+        else every part the query reads), saying so for each; True if any was left out."""
         if isinstance(error, _QUERY_ERRORS):
             return False
         message = str(error)
