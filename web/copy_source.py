@@ -11,6 +11,7 @@ counted per host and in all (luigi.cfg `stream_per_host`, `stream_total`); past 
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import stat
@@ -29,6 +30,8 @@ from queries.index_store import IndexFile
 from queries.search_results import COPY_ID_SQL
 
 ID = re.compile(r"[0-9a-f]{16}")
+for _name in ("smbprotocol", "smbclient"):  # a line per SMB message otherwise, at INFO
+    logging.getLogger(_name).setLevel(logging.WARNING)
 
 
 class NotStreamable(Exception):
@@ -177,7 +180,9 @@ class SmbReader:
             raise NotStreamable("The copy's host cannot be reached now.") from None
         try:
             st = smbclient.stat(unc, **session)
-            self.file = smbclient.open_file(unc, mode="rb", buffering=0, **session)
+            # shared: other streams of the file, and its owner, may open it meanwhile
+            shared = {"buffering": 0, "share_access": "rwd"}
+            self.file = smbclient.open_file(unc, mode="rb", **shared, **session)
         except SMBOSError:
             raise Changed("The file is no longer where the index saw it.") from None
         except Exception:

@@ -29,7 +29,7 @@ from queries.index_store import IndexFile
 from web.copy_source import Busy, Changed, Copy, NotStreamable, Reader, Streams, find
 from web.live import LiveIndex, Unavailable
 
-CHUNK = 1024 * 1024
+CHUNK = 4 * 1024 * 1024
 FIRST_CHUNK = 256 * 1024  # the first bytes sooner: a player starts on them
 
 CONTENT_TYPES = {
