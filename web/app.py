@@ -6,9 +6,11 @@
                               prints them, and `view`, the page model static/app.js renders
     GET /copy/{id}            a copy's bytes from its share (web/stream.py), the `link` of
                               results and copies
+    GET /cover/{id}           the cover of that copy's work, a thumbnail (web/covers.py)
     GET /static/...           app.css, app.js
 
-Read-only: the crawl directory is only read (the index through a read-only DuckDB). Every
+Read-only: the crawl directory is only read (the index through a read-only DuckDB), but for
+the thumbnails of covers (`covers/`). Every
 response carries a Content-Security-Policy without inline script or style, nosniff, no
 referrer and no framing. Templates autoescape: a file named `<img src=x onerror=...>.mp3`
 is shown as text.
@@ -38,6 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from queries.index_store import IndexFile
 from web import pages
 from web.copy_source import Streams, StreamSettings
+from web.covers import Covers, cache_mb, cover_route
 from web.live import LiveIndex, Unavailable
 from web.stream import copy_route, withhold_links
 
@@ -104,7 +107,8 @@ class SecurityHeaders:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 headers += SECURITY_HEADERS
-                headers.append((b"cache-control", b"no-cache" if static else b"no-store"))
+                if not any(name == b"cache-control" for name, _ in headers):  # covers have theirs
+                    headers.append((b"cache-control", b"no-cache" if static else b"no-store"))
                 message["headers"] = headers
             await send(message)
 
@@ -206,6 +210,7 @@ def create_app(
         Route("/", page, methods=["GET", "HEAD"]),
         Route("/api/search", api_search, methods=["GET"]),
         Route("/copy/{id}", copy_route(live, streams), methods=["GET", "HEAD"]),
+        Route("/cover/{id}", cover_route(Covers(live, streams, cache_mb())), methods=["GET"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
 

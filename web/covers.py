@@ -1,0 +1,254 @@
+"""`GET /cover/{id}`: the cover of the work whose copy has this id, as a small JPEG.
+
+The picture is a `folder.jpg`/`cover.jpg`/`front.jpg`/`poster.jpg` beside the copy (found in
+the version's `files` rows: no crawl cost), else the one in its tags (ID3 APIC, MP4 `covr`,
+FLAC and Vorbis pictures, through mutagen over crawl_io.rangefile, at most its 16 MiB). It
+is read from the share on first view through the streams (web/copy_source.py: the same
+checks, caps and connections), scaled with Pillow and kept in `<crawl_dir>/covers/` under a
+hash of the copy's listing (host, share, path, size, mtime), so a changed file gets a new one;
+an empty file there means "no cover". The folder is capped (luigi.cfg `cover_cache_mb`), the
+oldest files going first. Anything else (no picture, a host withheld or gone, a corrupt or
+huge image) answers the placeholder SVG: a page never shows a broken image.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import io
+import logging
+import os
+import threading
+import warnings
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+import duckdb
+import luigi.configuration
+import mutagen
+from mutagen.flac import Picture
+from PIL import Image
+from starlette.requests import Request
+from starlette.responses import Response
+
+from crawl_io.atomic import write_atomic
+from crawl_io.host_parts import parse_part_file, table_parts
+from crawl_io.rangefile import RangeFile
+from queries.index_store import IndexFile
+from web.copy_source import Busy, Changed, Copy, NotStreamable, Reader, Streams, find
+from web.live import LiveIndex, Unavailable
+
+SIDE = 240  # pixels, the longer side of a thumbnail (twice the page's 120 px, for sharp screens)
+MAX_PICTURE = 12 * 1024 * 1024  # bytes of a picture file read
+MAX_PIXELS = 40_000_000  # a bigger image is refused before it is decoded
+COVER_NAMES = ("folder.jpg", "cover.jpg", "front.jpg", "poster.jpg")
+CACHE_HEADERS = {"cache-control": "public, max-age=604800"}  # a week; the ETag names the bytes
+PLACEHOLDER = (
+    b'<svg xmlns="http://www.w3.org/2000/svg" width="120" height="120" viewBox="0 0 120 120">'
+    b'<rect width="120" height="120" fill="#e2e8f0"/><circle cx="60" cy="60" r="30" '
+    b'fill="none" stroke="#a0aec0" stroke-width="6"/><circle cx="60" cy="60" r="6" '
+    b'fill="#a0aec0"/></svg>'
+)
+log = logging.getLogger("sharecrawl.web")
+Image.MAX_IMAGE_PIXELS = MAX_PIXELS  # Pillow's decompression-bomb guard, tighter
+
+
+class _Ranges:
+    """A stream Reader as the Source crawl_io.rangefile reads from."""
+
+    def __init__(self, reader: Reader) -> None:
+        self.reader = reader
+
+    def read(self, share: str, path: str, offset: int, length: int) -> bytes:
+        return self.reader.read(offset, length)
+
+
+def embedded_picture(reader: Reader, copy: Copy) -> bytes | None:
+    """The front cover (or first picture) in a media file's tags, or None."""
+    try:
+        tagged = mutagen.File(RangeFile(_Ranges(reader), copy.share, copy.path, copy.size))
+    except Exception:  # mutagen's many errors, the read cap: no picture from this file
+        return None
+    pictures = list(getattr(tagged, "pictures", []))  # FLAC
+    tags = getattr(tagged, "tags", None)
+    if hasattr(tags, "getall"):  # ID3
+        pictures += tags.getall("APIC")
+    elif tags is not None and "covr" in tags:  # MP4
+        return bytes(tags["covr"][0]) if tags["covr"] else None
+    elif tags is not None and "metadata_block_picture" in tags:  # Vorbis comments
+        for block in tags["metadata_block_picture"]:
+            try:
+                pictures.append(Picture(base64.b64decode(block)))
+            except Exception:  # a garbled block: look at the next
+                continue
+    pictures.sort(key=lambda p: getattr(p, "type", 0) != 3)  # the front cover first
+    return pictures[0].data if pictures else None
+
+
+def read_all(reader: Reader, size: int) -> bytes:
+    chunks, at = [], 0
+    while at < size:
+        data = reader.read(at, min(size - at, 1024 * 1024))
+        if not data:
+            break
+        chunks.append(data)
+        at += len(data)
+    return b"".join(chunks)
+
+
+def cache_mb() -> int:
+    """luigi.cfg [sharecrawl] cover_cache_mb: the covers folder's cap."""
+    from pipeline import settings  # noqa: F401  (puts the repository's luigi.cfg first)
+
+    return max(1, luigi.configuration.get_config().getint("sharecrawl", "cover_cache_mb", 64))
+
+
+def thumbnail(data: bytes) -> bytes | None:
+    """A JPEG of at most SIDE pixels a side, or None for what Pillow cannot or must not read."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as image:
+                if image.width * image.height > MAX_PIXELS:
+                    return None
+                image.draft("RGB", (SIDE, SIDE))  # JPEG: decode at a fraction of the size
+                image.thumbnail((SIDE, SIDE))
+                out = io.BytesIO()
+                image.convert("RGB").save(out, "JPEG", quality=82)
+                return out.getvalue()
+    except Exception:  # corrupt, truncated, a bomb, an unknown format: no cover
+        return None
+
+
+class Covers:
+    """The thumbnails of one crawl directory, read through `streams`."""
+
+    def __init__(self, live: LiveIndex, streams: Streams, cache_mb: int) -> None:
+        self.live, self.streams = live, streams
+        self.folder = live.crawl.root / "covers"
+        self.cap = cache_mb * 1024 * 1024
+        self._lock = threading.Lock()
+        self._bytes: int | None = None  # the folder's size, counted once then kept up
+
+    def _key(self, copy: Copy) -> str:
+        listing = f"{copy.host.host}\0{copy.share}\0{copy.path}\0{copy.size}\0{copy.mtime_us}"
+        return hashlib.sha256(listing.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+    def _beside(self, file: IndexFile, copy: Copy) -> Copy | None:
+        """A cover picture in the copy's folder, from the version's files rows."""
+        folder = copy.path.rpartition("/")[0]
+        version_dir = self.live.version_dir(file)
+        parts = [
+            str(p)
+            for p in table_parts(version_dir, "files")
+            if (parse_part_file(p.name) or ("",))[0] == copy.host.host
+        ]
+        if not parts:
+            return None
+        con = duckdb.connect()
+        try:
+            rows = con.execute(
+                "SELECT path, size, epoch_us(mtime) FROM read_parquet(?) WHERE share = ? AND "
+                "NOT is_dir AND size <= ? AND lower(path) IN (SELECT unnest(?::VARCHAR[]))",
+                [
+                    parts,
+                    copy.share,
+                    MAX_PICTURE,
+                    [f"{folder}/{n}".lower() if folder else n for n in COVER_NAMES],
+                ],
+            ).fetchall()
+        finally:
+            con.close()
+        rows.sort(key=lambda r: COVER_NAMES.index(r[0].rpartition("/")[2].lower()))
+        return Copy(copy.host, copy.share, rows[0][0], rows[0][1], rows[0][2]) if rows else None
+
+    def _read(self, copy: Copy, whole: bool) -> bytes | None:
+        """A picture file's bytes (whole) or the picture in a media file's tags."""
+        self.streams.take(copy.host.host)
+        try:
+            reader = self.streams.open(copy)
+            try:
+                return read_all(reader, copy.size) if whole else embedded_picture(reader, copy)
+            finally:
+                reader.close()
+        finally:
+            self.streams.give_back(copy.host.host)
+
+    def _make(self, file: IndexFile, copy: Copy) -> bytes:
+        beside = self._beside(file, copy)
+        picture = None
+        if beside is not None:
+            with contextlib.suppress(Changed):  # gone since the crawl: try the tags
+                picture = self._read(beside, True)
+        if picture is None:
+            picture = self._read(copy, False)
+        return (thumbnail(picture) if picture else None) or b""
+
+    def _store(self, path: Path, data: bytes) -> None:
+        write_atomic(path, data)
+        with self._lock:
+            if self._bytes is None:
+                self._bytes = sum(e.stat().st_size for e in os.scandir(self.folder))
+            else:
+                self._bytes += len(data)
+            if self._bytes > self.cap:
+                self._bytes = self._evict()
+
+    def _evict(self) -> int:
+        """Remove the oldest covers until the folder holds 90 % of its cap; its new size."""
+        entries = sorted(
+            (e.stat().st_mtime_ns, e.stat().st_size, e.path) for e in os.scandir(self.folder)
+        )
+        total = sum(size for _, size, _ in entries)
+        for _, size, name in entries:
+            if total <= self.cap * 0.9:
+                break
+            try:
+                os.unlink(name)
+                total -= size
+            except FileNotFoundError:  # another server process took it
+                total -= size
+        return total
+
+    def get(self, copy_id: str) -> tuple[bytes, str] | None:
+        """(JPEG, ETag) of the cover of the copy with this id, or None: the placeholder."""
+        with self.live.acquire() as file:
+            copy = find(file, copy_id)
+            if self.streams.withheld(copy.host):
+                return None
+            key = self._key(copy)
+            path = self.folder / f"{key}.jpg"
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:
+                data = self._make(file, copy)
+                self._store(path, data)
+        return (data, f'"{key}"') if data else None
+
+
+def cover_route(covers: Covers):
+    """The endpoint of `GET /cover/{id}`; reads run two at a time, beside the page's."""
+    threads: list[anyio.CapacityLimiter] = []
+
+    async def endpoint(request: Request) -> Response:
+        if not threads:
+            threads.append(anyio.CapacityLimiter(2))
+        try:
+            found = await anyio.to_thread.run_sync(
+                covers.get, request.path_params["id"], limiter=threads[0]
+            )
+        except (NotStreamable, Unavailable, Changed, Busy, OSError) as e:
+            # no cover now, but maybe on the next look: cached briefly
+            log.debug("sharecrawl: serve: no cover for %s: %s", request.path_params["id"], e)
+            return Response(PLACEHOLDER, 200, {"cache-control": "no-cache"}, "image/svg+xml")
+        if found is None:
+            return Response(PLACEHOLDER, 200, CACHE_HEADERS, "image/svg+xml")
+        data, etag = found
+        headers = CACHE_HEADERS | {"etag": etag}
+        if request.headers.get("if-none-match") == etag:
+            return Response(status_code=304, headers=headers)
+        return Response(data, 200, headers, "image/jpeg")
+
+    return endpoint
