@@ -19,7 +19,6 @@ from pathlib import Path
 
 from cli.inputs import NUMERIC_SETTINGS, UsageError, check_count, check_number, setting
 from cli.inputs import check_readable_file as check_file
-from cli.native import import_native
 from crawl_io.lock import LOCK_NAME, CrawlLock, CrawlLocked
 from crawl_io.sources import check_credentials, read_hosts_file
 
@@ -60,33 +59,21 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         )
     if not args.join:  # a worker of another process's round: that lock is meant to be held
         refuse_if_locked(Path(args.crawl_dir or setting("crawl_dir") or "."))
-    import_native()
-
-    from pipeline.interrupt import interruptible
-
-    with interruptible(watchdog=True):  # from here on a signal stops the crawl cleanly
-        return _join(args) if args.join else _crawl(args)
+    return _join(args) if args.join else _crawl(args)
 
 
 def _crawl(args: argparse.Namespace) -> int:
     from cli.inputs import load_settings
     from crawl_io.crawldir import CrawlDir
-    from pipeline import settings as config
     from pipeline.scheduling.policies import get_policy
 
-    config.override(
-        hosts_file=args.hosts_file,
-        rules_file=args.rules_file,
-        crawl_dir=args.crawl_dir,
-        crawlers=args.crawlers,
-        round_seconds=args.round_seconds,
+    _override(
+        args,
         policy=args.policy,
         runner=args.runner,
         hinted_only=args.hinted_only or None,
         spark_master=args.spark_master,
     )
-    if args.scheduler_url:
-        config.set_scheduler_url(args.scheduler_url)
     flags = {"crawlers": "--crawlers", "round_seconds": "--round-seconds"}  # settings' checks
     settings = load_settings({k: v for k, v in flags.items() if getattr(args, k) is not None})
     if args.hosts_file is None:
@@ -119,20 +106,28 @@ def _crawl(args: argparse.Namespace) -> int:
     return 1 if refused else 0
 
 
+def _override(args: argparse.Namespace, **more: object) -> None:
+    """The settings the flags of `crawl` (and `crawl --join`) override."""
+    from pipeline import settings as config
+
+    config.override(
+        hosts_file=args.hosts_file,
+        rules_file=args.rules_file,
+        crawl_dir=args.crawl_dir,
+        crawlers=args.crawlers,
+        round_seconds=args.round_seconds,
+        **more,
+    )
+    if args.scheduler_url:
+        config.set_scheduler_url(args.scheduler_url)
+
+
 def _join(args: argparse.Namespace) -> int:
     """`crawl --join`: fetch shards of the round a crawl on a central scheduler runs."""
     from pipeline import settings as config
     from pipeline.rounds import main as join_main
 
-    config.override(
-        crawl_dir=args.crawl_dir,
-        hosts_file=args.hosts_file,
-        rules_file=args.rules_file,
-        crawlers=args.crawlers,
-        round_seconds=args.round_seconds,
-    )
-    if args.scheduler_url:
-        config.set_scheduler_url(args.scheduler_url)
+    _override(args)
     if not config.scheduler_url():
         raise UsageError(
             "--join needs a central scheduler: --scheduler-url http://HOST:8082 "
@@ -144,7 +139,6 @@ def _join(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    import_native()
     from demolan.demo import run_demo
 
     return run_demo(Path(args.workdir))

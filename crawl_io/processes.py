@@ -1,65 +1,118 @@
-"""Processes a crawl starts: tying a helper process's life to its parent's, and ending a
-process tree (Linux /proc; elsewhere a watcher thread and whatever the standard library sees).
+"""Processes a crawl starts, and the one way a command stops on SIGINT or SIGTERM.
 
-A crawl's fetch workers are children of multiprocessing's fork server, which is a child of the
-crawl process. Each asks the kernel to kill it when its parent exits (PR_SET_PDEATHSIG,
-prctl(2)), so killing the crawl process, even with SIGKILL, takes the server and then the
-workers along: none of them writes into the crawl directory after the crawl is gone.
+`main` installs `stop_on_signals()` first thing. The handler never raises (an exception
+landing in an import or a library's cleanup is a traceback, or is dropped); it runs in the
+main thread wherever that waits, and does the whole stop there:
+  1. SIGKILL every process below this one (fetch workers, the fork server, the local runner's
+     tasks, Spark's) and wait until none runs, so that none writes after the crawl;
+  2. run the cleanup the running crawl registered (`stopping`): temporary files go, and it
+     returns the line that says where the round stands;
+  3. print that line and leave at once with 128 + the signal's number (130, 143).
+Leaving at once is safe because every file is written whole or not at all (crawl_io.atomic)
+and the kernel drops the lock. A worker whose crawl died without a stop (SIGKILL) sees its
+pipe to the crawl hang up, and exits: `exit_with_parent`.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
+import select
+import shutil
 import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
 
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_cleanup: Callable[[], str] | None = None  # the running crawl's: says where it stopped
 
 
-def _prctl_pdeathsig(signum: int) -> bool:
-    if not sys.platform.startswith("linux"):
-        return False
+def stop_on_signals() -> None:
+    """From now on SIGINT and SIGTERM stop this process as the module docstring says."""
+    for signum in SIGNALS:
+        signal.signal(signum, _stop)
+
+
+@contextmanager
+def stopping(cleanup: Callable[[], str]) -> Iterator[None]:
+    """Within, a stop runs `cleanup` (after the processes below this one are gone) and prints
+    the line it returns."""
+    global _cleanup
+    _cleanup = cleanup
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
+        yield
+    finally:
+        _cleanup = None
 
 
-def die_with_parent(watch: int | None = None) -> None:
-    """End this process when its parent exits, and at once if process `watch` (the crawl
-    process, for a grandchild) is gone already.
+def _stop(signum: int, _frame: object) -> None:
+    for other in SIGNALS:  # one stop: a second Ctrl-C changes nothing
+        signal.signal(other, signal.SIG_IGN)
+    end_children()
+    line = "interrupted"
+    if _cleanup is not None:
+        try:
+            line = _cleanup()
+        except Exception as e:  # the line still goes out, and the exit status
+            line = f"interrupted ({e}); run the same command again"
+    if "multiprocessing" in sys.modules:  # its pymp-* folder, which only a normal exit removes
+        from multiprocessing.util import get_temp_dir
 
-    The kernel's signal covers the parent; the check after asking for it closes the window
-    in which `watch` died before. (A fork server that lost its parent before asking ends by
-    itself: multiprocessing's alive pipe closes.) Without prctl a daemon thread polls."""
-    if _prctl_pdeathsig(signal.SIGKILL):
-        if watch is not None and not alive(watch):
-            os._exit(1)
-        return
-    parent = os.getppid()
+        shutil.rmtree(get_temp_dir(), ignore_errors=True)
+    with suppress(Exception):  # the main thread may be inside a write to stderr
+        sys.stderr.flush()
+    os.write(2, f"sharecrawl: {line}\n".encode())
+    os._exit(128 + signum)
 
-    def poll() -> None:
-        while os.getppid() == parent and (watch is None or alive(watch)):
-            time.sleep(0.5)
+
+def exit_with_parent(pipe: int) -> None:
+    """In a worker: exit once the crawl process is gone, seen as the hang-up of `pipe`, the
+    worker's end of its pipe to the crawl, whose other end only the crawl holds (the kernel
+    closes it when the crawl dies, even by SIGKILL). Not the fork server's exit: every
+    worker holds the pipe that would tell the server, so it waits for them."""
+    fd = os.dup(pipe)  # the watch's own: the worker may close its end
+
+    def watch() -> None:
+        poller = select.poll()
+        poller.register(fd, select.POLLRDHUP)  # hang-ups, not data (POLLHUP comes unasked)
+        poller.poll()
         os._exit(1)
 
-    threading.Thread(target=poll, name="die-with-parent", daemon=True).start()
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
-def _stat(pid: int) -> tuple[str, int] | None:
-    """(state, parent pid) of a process from /proc, None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2 :].split()  # the name may hold spaces and ')'
-    return fields[0], int(fields[1])
+def children(pid: int) -> list[int]:
+    """The processes `pid` started that are still there (zombies too), from /proc."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        with suppress(OSError):
+            found += [int(child) for child in task.read_text().split()]
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`: its children, theirs, and so on."""
+    level = children(pid)
+    found = list(level)
+    while level:
+        level = [c for p in level for c in children(p)]
+        found += level
+    return found
+
+
+def end_children(limit_s: float = 2.0) -> None:
+    """SIGKILL every process below this one; return once none runs (or after `limit_s`)."""
+    deadline = time.monotonic() + limit_s
+    while (left := [p for p in descendants(os.getpid()) if alive(p)]) and (
+        time.monotonic() < deadline
+    ):
+        for pid in left:
+            with suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
 
 
 def alive(pid: int) -> bool:
@@ -70,48 +123,8 @@ def alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    stat = _stat(pid)
-    if stat is None:
-        return not os.path.isdir("/proc")  # without /proc, kill(0) is all there is to know
-    return stat[0] != "Z"
-
-
-def descendants(pid: int) -> list[int]:
-    """Living processes below `pid` (children first, then theirs), from /proc."""
-    children: dict[int, list[int]] = {}
     try:
-        names = os.listdir("/proc")
+        stat = Path(f"/proc/{pid}/stat").read_text(errors="replace")
     except OSError:
-        return []
-    for name in names:
-        if name.isdigit():
-            stat = _stat(int(name))
-            if stat is not None and stat[0] != "Z":
-                children.setdefault(stat[1], []).append(int(name))
-    found: list[int] = []
-    level = children.get(pid, [])
-    while level:
-        found += level
-        level = [c for p in level for c in children.get(p, [])]
-    return found
-
-
-def end_processes(pids: Iterable[int], grace_s: float = 2.0) -> list[int]:
-    """SIGTERM each process, SIGKILL those still there after `grace_s`; return any that
-    outlived both (stuck in the kernel)."""
-    pids = list(pids)
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 1.0)):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-        deadline = time.monotonic() + wait_s
-        while True:
-            pids = [pid for pid in pids if alive(pid)]
-            if not pids or time.monotonic() >= deadline:
-                break
-            time.sleep(0.02)
-        if not pids:
-            break
-    return pids
+        return not os.path.isdir("/proc")  # without /proc, kill(0) is all there is to know
+    return stat[stat.rindex(")") + 2] != "Z"  # the name may hold spaces and ')'

@@ -21,7 +21,6 @@ import os
 import pickle
 import signal
 import sys
-import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,12 +29,12 @@ from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_ready
 from multiprocessing.context import BaseContext
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 
-from crawl_io.processes import die_with_parent
+from crawl_io.processes import children, exit_with_parent
 
-# What the fork server imports once; its guard first (it dies with the crawl process).
+# What the fork server imports once.
 PRELOADED = [
-    "crawl_io.forkserver_guard",
     "pipeline.fetch_workers",
     "crawl_io.tags",
     "crawl_io.smb",
@@ -49,10 +48,10 @@ def worker_context() -> multiprocessing.context.BaseContext:
     """The workers' start method, its server started (once per process).
 
     Starting it is asynchronous: called before a round's Inject, its imports overlap Inject
-    and Generate. The server dies with this process (crawl_io.forkserver_guard), and starts
-    with SIGINT blocked, a mask its workers inherit: a Ctrl-C reaches the whole process
-    group and is this process's to handle (it ends the workers), not a traceback of theirs.
-    multiprocessing starts its own resource tracker the same way."""
+    and Generate. The server exits when this process does (multiprocessing's own pipe to it
+    closes), and starts with SIGINT blocked, a mask its workers inherit: a Ctrl-C reaches
+    the whole process group and is this process's to handle (crawl_io.processes ends the
+    workers), not a traceback of theirs. multiprocessing starts its resource tracker so."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOADED)
     resource_tracker.ensure_running()  # first: it would unblock SIGINT after starting
@@ -66,7 +65,13 @@ def worker_context() -> multiprocessing.context.BaseContext:
 
 def server_pid() -> int | None:
     """The fork server's process id, once started: its children are the workers."""
-    return forkserver._forkserver._forkserver_pid
+    for pid in children(os.getpid()):
+        try:
+            if b"multiprocessing.forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return pid
+        except OSError:  # gone meanwhile
+            continue
+    return None
 
 
 @contextmanager
@@ -149,7 +154,7 @@ def run_calls(
 
     try:
         for _ in range(min(max(1, processes), len(calls))):
-            process, conn = start_worker(context, serve_calls, os.getpid())
+            process, conn = start_worker(context, serve_calls)
             workers[conn] = process
             give_next(conn)
         while workers:
@@ -206,14 +211,13 @@ def report(event: object) -> None:
         _reporting.send(("event", event))
 
 
-def serve_calls(conn: Connection, crawl_pid: int) -> None:
+def serve_calls(conn: Connection) -> None:
     """A worker of run_calls: run the calls that come down `conn`, one after the other,
     until None comes, answering each with ("result", what it returned), or ("error", the
     exception it raised, its traceback); ("event", ...) messages come before, as the call
-    reports them. It dies with the fork server, which dies with the crawl process
-    `crawl_pid`."""
+    reports them. It exits once the crawl process is gone."""
     global _reporting
-    die_with_parent(watch=crawl_pid)
+    exit_with_parent(conn.fileno())
     _reporting = conn
     try:
         while (call := conn.recv()) is not None:
@@ -238,16 +242,10 @@ def _picklable(error: Exception) -> Exception:
     return error
 
 
-def stop_processes(processes: list[BaseProcess], grace_s: float = 2.0) -> None:
-    """End worker processes now, SIGKILL after `grace_s`; what they were doing is lost (a
-    rerun fetches those hosts or runs that job again)."""
+def stop_processes(processes: list[BaseProcess]) -> None:
+    """End worker processes now (SIGKILL); what they were doing is lost (a rerun fetches
+    those hosts or runs that job again)."""
     for process in processes:
-        if process.is_alive():
-            process.terminate()
-    deadline = time.monotonic() + grace_s
+        process.kill()
     for process in processes:
-        process.join(max(0.0, deadline - time.monotonic()))
-    for process in processes:
-        if process.is_alive():
-            process.kill()
-            process.join(1.0)
+        process.join()

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import os
-import signal
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -24,7 +22,7 @@ from multiprocessing.context import BaseContext
 from multiprocessing.process import BaseProcess
 
 from crawl_io.disk_full import is_disk_full
-from crawl_io.processes import die_with_parent
+from crawl_io.processes import exit_with_parent
 from crawl_io.workers import ended, start_worker, stop_processes, worker_context
 from pipeline.fetch_host import HostJob, HostResult, fetch_host, host_lost, set_progress
 from pipeline.progress import FetchProgress, HostProgress
@@ -43,15 +41,13 @@ class _PipeProgress:
         self.conn.send(("progress", message))
 
 
-def serve_hosts(conn: Connection, crawl_pid: int) -> None:
+def serve_hosts(conn: Connection) -> None:
     """A fetch worker: fetch the hosts whose jobs come down `conn`, one after the other,
     until None comes, sending for each its progress and then ("result", HostResult), or
-    ("failed", why and the traceback) for an error no fetch should meet (a bug). The worker
-    dies with the fork server that started it (which dies with the crawl process
-    `crawl_pid`), and leaves a Ctrl-C, which reaches the whole process group, to the crawl
-    process: it ends its workers."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    die_with_parent(watch=crawl_pid)
+    ("failed", why and the traceback) for an error no fetch should meet (a bug). It exits
+    once the crawl process is gone, and leaves a Ctrl-C to the crawl process (SIGINT is
+    blocked in the fork server's processes), which ends it."""
+    exit_with_parent(conn.fileno())
     set_progress(_PipeProgress(conn))
     try:
         while (job := conn.recv()) is not None:
@@ -82,8 +78,7 @@ def fetch_hosts(jobs: list[HostJob], crawlers: int) -> None:
     the host it was fetching: that host is recorded as not fetched, with why
     (pipeline.fetch_host.host_lost), and fetched again next round; a new worker takes the
     hosts left. (A pool lost every host in flight and failed the round, every round a host
-    killed its worker.) Interrupted (a signal), it ends the workers at once: a worker must
-    not write into the crawl after it stopped."""
+    killed its worker.)"""
     context = worker_context()
     progress = FetchProgress({job.host: HostProgress(due=len(job.due)) for job in jobs})
     waiting = list(reversed(jobs))
@@ -98,13 +93,13 @@ def fetch_hosts(jobs: list[HostJob], crawlers: int) -> None:
                     if result is not None:
                         progress.event(result.host, "done", summary=result.summary())
                         _carry_on(context, workers, workers[conn], waiting)
-        except BaseException:  # a signal (KeyboardInterrupt), or a host not recorded
+        except BaseException:  # a host not recorded: its worker must not write on
             stop_processes([w.process for w in workers.values()])
             raise
 
 
 def _start(context: BaseContext, workers: dict[Connection, _Worker]) -> _Worker:
-    process, conn = start_worker(context, serve_hosts, os.getpid())
+    process, conn = start_worker(context, serve_hosts)
     worker = workers[conn] = _Worker(process, conn)
     return worker
 

@@ -20,20 +20,13 @@ from luigi.execution_summary import LuigiRunResult
 from crawl_io.crawldir import CrawlDir
 from crawl_io.disk_full import disk_full_line, is_disk_full
 from crawl_io.lock import CrawlLock
+from crawl_io.processes import stopping
 from crawl_io.retention import remove_old_rounds
 from crawl_io.tempfiles import remove_stale_temp_files
 from crawl_io.workers import worker_context
 from jobs.runner import remove_job_temp_dirs
 from pipeline.fetch import FetchShard
 from pipeline.index import Index
-from pipeline.interrupt import (
-    Interrupted,
-    end_child_processes,
-    interruptible,
-    on_interrupt,
-    received,
-    stop,
-)
 from pipeline.settings import (
     SMB_CONNECTIONS,
     connection_cap,
@@ -237,7 +230,7 @@ def run_rounds(
     """Run `rounds` more rounds, the first finishing an interrupted one, each followed by the
     removal of the rounds before the last `keep_rounds` (crawl_io.retention); return the
     last round's number.
-    SIGINT or SIGTERM stops it with Interrupted (see stop_interrupted)."""
+    SIGINT or SIGTERM stops it (crawl_io.processes; the line: stop_interrupted)."""
     crawl = CrawlDir(crawl_dir)
     # Only ever called under the crawl lock (cli's cmd_crawl holds it), so no other crawl
     # writes here: the temporary files of writers that are gone are a killed run's leftovers.
@@ -245,29 +238,19 @@ def run_rounds(
     remove_stale_temp_files(crawl.root)
     remove_job_temp_dirs()
     first = unfinished_round(crawl)
-    with interruptible():
-        on_interrupt(lambda: stop_interrupted(crawl))
-        try:
-            for n in range(first, first + rounds):
-                run_round(crawl_dir, n)
-                remove_old_rounds(crawl, sharecrawl().keep_rounds)
-                if after_round:
-                    after_round(n)
-        except BaseException as e:
-            signum = received()
-            if signum is None:
-                raise
-            raise Interrupted(signum, stop()) from e
-        finally:
-            on_interrupt(None)
+    with stopping(lambda: stop_interrupted(crawl)):
+        for n in range(first, first + rounds):
+            run_round(crawl_dir, n)
+            remove_old_rounds(crawl, sharecrawl().keep_rounds)
+            if after_round:
+                after_round(n)
     return first + rounds - 1
 
 
 def stop_interrupted(crawl: CrawlDir) -> str:
-    """Clean up after a signal stopped a round, before this process exits: its helper
-    processes end (none may write after it), temporary files go; the live version is
-    untouched. Returns the line that tells the operator where things stand."""
-    end_child_processes(grace_s=1.0)
+    """Clean up after a signal stopped a round, its helper processes gone, before this
+    process exits: temporary files go; the live version is untouched. Returns the line that
+    tells the operator where things stand."""
     remove_job_temp_dirs()
     remove_stale_temp_files(crawl.root)
     live, pending = crawl.current(), unfinished_round(crawl)

@@ -65,7 +65,7 @@ def test_a_fetch_that_raises_is_recorded_for_its_host_alone(
     assert "Traceback" in caplog.text and "KeyError" in caplog.text
 
 
-def exit_at_once(conn: Connection, crawl_pid: int) -> None:
+def exit_at_once(conn: Connection) -> None:
     os._exit(3)
 
 
