@@ -29,6 +29,8 @@ from typing import Any
 
 import duckdb
 
+from crawl_io.version_manifest import first_line
+
 # The index's format: readers take no other, and an index of another format is rebuilt in
 # full, never updated. It changes whenever what the index holds or how text is read
 # (queries.text) does.
@@ -58,10 +60,6 @@ SWAPS_TRIED = 50  # swaps met in a row while opening before giving up (a round m
 
 def _identity(stat: os.stat_result) -> Identity:
     return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
-
-
-def _first_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0][:160]
 
 
 class IndexFile:
@@ -99,7 +97,7 @@ class IndexFile:
             except (Swapped, FileNotFoundError):
                 raise
             except (duckdb.Error, OSError, UnicodeError, IndexUnreadable) as e:
-                raise Unopenable(self.identity, _first_line(e)) from None
+                raise Unopenable(self.identity, first_line(e)[:160]) from None
         except BaseException:
             self.con.close()
             raise

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import duckdb
 
 from crawl_io.duck import cursor
+from crawl_io.version_manifest import first_line
 
 
 class SQLError(ValueError):
@@ -117,7 +118,7 @@ def _parse(sql: str) -> list[duckdb.Statement]:
     try:
         return duckdb.extract_statements(sql)
     except duckdb.Error as e:
-        raise SQLError(_first_line(e)) from None
+        raise SQLError(first_line(e)) from None
 
 
 def _explained(query: str) -> tuple[str, str]:
@@ -198,7 +199,7 @@ def _check_read(query: str) -> tuple[frozenset[str], frozenset[str]]:
         serialized = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [query]).fetchone()
         tree = json.loads(serialized[0] if serialized else "{}")
     except duckdb.Error as e:  # out of memory, say: a failure, not a traceback
-        raise SQLError(_first_line(e)) from None
+        raise SQLError(first_line(e)) from None
     finally:
         con.close()
     if tree.get("error") or "statements" not in tree:
@@ -290,11 +291,7 @@ def quote(text: str) -> str:
 def refusal(error: duckdb.Error) -> SQLRefused | None:
     """The refusal DuckDB's lock made, if this error is one (a file outside the allowed
     ones, a setting while locked)."""
-    message = _first_line(error)
+    message = first_line(error)
     if isinstance(error, duckdb.PermissionException) or "configuration has been locked" in message:
         return SQLRefused(f"{message} ({ALLOWED_USE})")
     return None
-
-
-def _first_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 from urllib.parse import urlencode
 
-from crawl_io.readable import human_bytes, readable_url
+from crawl_io.readable import human_bytes, plural, readable_url
 from crawl_io.sources import ConfigError, parse_host_url
 from queries.search_results import copy_link, copy_url
 
@@ -86,10 +86,6 @@ def copy_row(row: dict, hosts: HostInfo, best: bool) -> dict:
     }
 
 
-def _plural(n: int, word: str, plural: str | None = None) -> str:
-    return f"{n} {word if n == 1 else (plural or word + 's')}"
-
-
 def headline(work: dict, *, in_series: bool = False) -> tuple[str, str]:
     """(title, subtitle) of a work card."""
     if work.get("series") and work.get("episode") is not None:
@@ -116,7 +112,7 @@ def work_card(
     copies = [copy_row(r, hosts, i == 0 and marked) for i, r in enumerate(rows)]
     total = work["copies"] if offline else work["online_copies"]
     n_offline = work["copies"] - work["online_copies"]
-    summary = f"{_plural(work['copies'], 'copy', 'copies')} on {_plural(work['hosts'], 'host')}"
+    summary = f"{plural(work['copies'], 'copy', 'copies')} on {plural(work['hosts'], 'host')}"
     if n_offline:
         summary += f", {n_offline} offline" + ("" if offline else " (hidden)")
     return {
@@ -192,7 +188,7 @@ def pager(
 def status_text(status: dict, current: str) -> str:
     """The status line: hosts online, media files, version and time of the last round."""
     parts = [
-        f"{status['hosts_online']} of {_plural(status['hosts'], 'host')} online",
+        f"{status['hosts_online']} of {plural(status['hosts'], 'host')} online",
         f"{status['media']:,} media files in {status['works']:,} works",
         f"version {status['version']}"
         + (f", published {status['published'].replace('T', ' ')}" if status["published"] else ""),
