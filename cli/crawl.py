@@ -19,7 +19,6 @@ from pathlib import Path
 
 from cli.inputs import NUMERIC_SETTINGS, UsageError, check_count, check_number, setting
 from cli.inputs import check_readable_file as check_file
-from cli.native import import_native
 from crawl_io.lock import LOCK_NAME, CrawlLock, CrawlLocked
 from crawl_io.sources import check_credentials, read_hosts_file
 
@@ -60,12 +59,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         )
     if not args.join:  # a worker of another process's round: that lock is meant to be held
         refuse_if_locked(Path(args.crawl_dir or setting("crawl_dir") or "."))
-    import_native()
-
-    from pipeline.interrupt import interruptible
-
-    with interruptible(watchdog=True):  # from here on a signal stops the crawl cleanly
-        return _join(args) if args.join else _crawl(args)
+    return _join(args) if args.join else _crawl(args)
 
 
 def _crawl(args: argparse.Namespace) -> int:
@@ -145,7 +139,6 @@ def _join(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    import_native()
     from demolan.demo import run_demo
 
     return run_demo(Path(args.workdir))
