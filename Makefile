@@ -41,6 +41,12 @@ test-deps: $(STAMP)
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    --no-install-recommends xfsprogs >/dev/null; \
 	fi
+	@# nmap, the reference of the address sweep's benchmark (bench/discover.py)
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v nmap >/dev/null; then \
+	  echo "installing nmap from Debian's packages"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends nmap >/dev/null; \
+	fi
 
 test: test-deps
 	@echo "dependencies the tests run with:"; $(BIN)/python -m pip list --format=freeze 2>/dev/null | \

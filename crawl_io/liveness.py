@@ -5,7 +5,6 @@ unknown name; one unanswered by the deadline is unknown, left to a daemon thread
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import queue
 import socket
@@ -16,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from crawl_io.sources import HOST_OK, HostURL
+from crawl_io.sources import HOST_OK, HostURL, is_ip_address
 
 Resolver = Callable[..., list[tuple[Any, ...]]]  # socket.getaddrinfo's signature
 RESOLVER_THREADS = 1024  # lookups at once; each mostly waits on the network
@@ -31,14 +30,6 @@ class Liveness:
     @property
     def online(self) -> bool:
         return self.status == HOST_OK
-
-
-def _is_address(name: str) -> bool:
-    try:
-        ipaddress.ip_address(name)
-        return True
-    except ValueError:
-        return False
 
 
 def resolve_names(
@@ -119,7 +110,7 @@ def check_hosts(
     """One Liveness per host: names resolved under one deadline of `timeout_s`, then each
     resolved host's port tried with a timeout of `timeout_s`."""
     smb = [(h.hostname, h.port or 445) for h in hosts if h.scheme != "file"]
-    to_resolve = [item for item in smb if not _is_address(item[0])]
+    to_resolve = [item for item in smb if not is_ip_address(item[0])]
     resolved = resolve_names(to_resolve, timeout_s, resolver) if to_resolve else {}
 
     def check(host: HostURL) -> Liveness:

@@ -133,17 +133,22 @@ def short_repr(text: str, limit: int = 60) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
+def is_ip_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return False
+
+
 def check_hostname(name: str) -> str | None:
     """None when `name` is an IP address or a DNS name, else why it is not one.
 
     International names (IDN) are accepted when they encode with IDNA (RFC 3490), as the
     socket layer will encode them; the rules then apply to the encoded form: at most 253
     characters, labels of 1 to 63 (RFC 1035 §2.3.4)."""
-    try:
-        ipaddress.ip_address(name)
+    if is_ip_address(name):
         return None
-    except ValueError:
-        pass
     ascii_name = name
     if not name.isascii():
         try:
@@ -256,8 +261,74 @@ def _keyed(text: str, host: HostURL, key: str) -> HostURL:
     return replace(host, host=key)
 
 
-def read_hosts_file(path: str | os.PathLike) -> list[HostURL]:
-    """Hosts, one URL per line, '#' starts a comment. Raises ConfigError with the line."""
+@dataclass(frozen=True)
+class AddressRange:
+    """A hosts-file line naming a range of addresses (`smb://10.20.0.0/16`, a network address
+    and exactly `/N`; or `smb://10.20.0.1-10.20.3.254`): every share of each host found there.
+    `host` is a HostURL of the first address, carrying the line's port, user and option."""
+
+    line: str  # the line as written (no password can be on it): hosts.discovered_by
+    first: ipaddress.IPv4Address | ipaddress.IPv6Address
+    last: ipaddress.IPv4Address | ipaddress.IPv6Address
+    host: HostURL
+
+    @property
+    def size(self) -> int:
+        return int(self.last) - int(self.first) + 1
+
+    def addresses(self) -> Iterable[str]:
+        kind = type(self.first)
+        return (str(kind(n)) for n in range(int(self.first), int(self.last) + 1))
+
+    def at(self, address: str, key: str) -> HostURL:
+        """The host found at `address`, under the key its identity gives it."""
+        return replace(self.host, hostname=address, host=key)
+
+
+WIDEST_RANGE = 1 << 16  # addresses a range names at most without --allow-wide-ranges
+_SPAN = re.compile(r"(?P<user>[^@/?#]*@)?(?P<a>[0-9.]+)-(?P<b>[0-9.]+)(?P<port>:[0-9]*)?")
+
+
+def parse_range_url(text: str) -> AddressRange | None:
+    """The range a hosts-file line names, None when it names a host; ConfigError when
+    it is a malformed range. An address followed by exactly `/N` is always a range."""
+    text = text.strip()
+    rest, _, query = text.partition("?")
+    if not rest.startswith("smb://"):
+        return None
+    netloc, slash, path = rest[len("smb://") :].partition("/")
+    query = f"?{query}" if query else ""
+    span = _SPAN.fullmatch(netloc)
+    if span:
+        try:
+            first, last = (ipaddress.IPv4Address(span[k]) for k in ("a", "b"))
+        except ValueError as e:
+            raise _bad(text, f"a range runs between two IPv4 addresses: {e}") from None
+        if path or slash or last < first:
+            raise _bad(text, "a range is smb://FIRST-LAST[:port], FIRST not after LAST")
+        user, port = span["user"] or "", span["port"] or ""
+    else:
+        if not re.fullmatch(r"[0-9]+", path):
+            return None
+        host = parse_host_url(f"smb://{netloc}")  # a malformed host: its own message
+        if not is_ip_address(host.hostname):
+            return None  # a share named by digits on a named host
+        try:  # strict: host bits set is a typo, not a host
+            net = ipaddress.ip_network(f"{host.hostname}/{path}")
+        except ValueError as e:
+            raise _bad(text, f"an address and /N name a network: {e}") from None
+        first, last = net.network_address, net.broadcast_address
+        user = f"{host.user}@" if host.user else ""
+        port = f":{host.port}" if host.port else ""
+    name = f"[{first}]" if first.version == 6 else str(first)
+    return AddressRange(text, first, last, parse_host_url(f"smb://{user}{name}{port}{query}"))
+
+
+def read_hosts_lines(
+    path: str | os.PathLike, allow_wide: bool = False
+) -> tuple[list[HostURL], list[AddressRange]]:
+    """Hosts and ranges, one URL per line, '#' starts a comment. Raises ConfigError with the
+    line; a range wider than WIDEST_RANGE addresses unless `allow_wide`."""
     try:
         lines = Path(path).read_text(encoding="utf-8-sig").splitlines()  # Notepad's BOM
     except FileNotFoundError:
@@ -265,18 +336,33 @@ def read_hosts_file(path: str | os.PathLike) -> list[HostURL]:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"hosts file {str(path)!r} cannot be read: {e}") from None
     hosts: list[HostURL] = []
+    ranges: list[AddressRange] = []
     for number, line in enumerate(lines, 1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
         try:
-            hosts.append(parse_host_url(line))
+            found = parse_range_url(line)
+            if found is None:
+                hosts.append(parse_host_url(line))
+            elif found.size > WIDEST_RANGE and not allow_wide:
+                raise ConfigError(
+                    f"range {line} names {found.size:,} addresses, more than a /16: "
+                    "give --allow-wide-ranges to sweep it"
+                )
+            else:
+                ranges.append(found)
         except ConfigError as e:
             raise ConfigError(f"{path}:{number}: {e}") from None
-    if not hosts:
+    if not hosts and not ranges:
         raise ConfigError(f"hosts file {str(path)!r} names no host")
     _check_unique(hosts)
-    return hosts
+    return hosts, ranges
+
+
+def read_hosts_file(path: str | os.PathLike, allow_wide: bool = False) -> list[HostURL]:
+    """The hosts a hosts file lists by name (its ranges checked and left out)."""
+    return read_hosts_lines(path, allow_wide)[0]
 
 
 def _check_unique(hosts: Iterable[HostURL]) -> None:

@@ -45,7 +45,7 @@ CATIA_MAPPINGS = ",".join(f"0x{ord(ch):02x}:0x{0xF020 + i:04x}" for i, ch in enu
 
 CONFIG = """\
 [global]
-  netbios name = SCTEST{port}
+  netbios name = {netbios}
   workgroup = WORKGROUP
   server role = standalone server
   map to guest = Bad User
@@ -210,12 +210,15 @@ def start_smbd(
     audit: bool = True,
     extra_config: str = "",
     host: str = "127.0.0.1",
+    netbios_name: str | None = None,
 ) -> SmbServer:
     """Start smbd over `root_dir` (its subfolders media/ and private/ are created if absent),
     listening on `host` only (a loopback address: "::1" for IPv6, see ipv6_skip_reason).
 
     audit=False leaves out full_audit and catia (they slow Samba down: for benchmarks).
-    `extra_config` is appended to smb.conf: more shares, or a second `[global]` section."""
+    `extra_config` is appended to smb.conf: more shares, or a second `[global]` section.
+    `netbios_name` is the name the server gives in NTLM (SCTEST<port> when None); started
+    again on the same `base` (its state directory), it is the same machine elsewhere."""
     port = port or free_port(host)
     for name in ("lock", "state", "cache", "private", "pid", "ncalrpc", "log"):
         (base / name).mkdir(parents=True, exist_ok=True)
@@ -225,7 +228,8 @@ def start_smbd(
     config.write_text(
         CONFIG.format(
             port=port,
-            host=host,
+            host=f"{host}/8" if "." in host else host,  # any 127/8 address binds as itself
+            netbios=netbios_name or f"SCTEST{port}",
             base=base,
             root=root_dir,
             catia=CATIA_MAPPINGS,
