@@ -93,20 +93,49 @@ class Refusal(NamedTuple):
     reason: str
 
 
-class _WakeEvent(threading.Event):
-    """A request's answered-event that also writes a byte to the wake-up pipe the caller's
-    select loop waits on (smbprotocol's receive thread sets it)."""
+class _Waker:
+    """A pipe smbprotocol's receive thread writes a byte to when an answer comes in; its read
+    end is what the caller's select loop waits on."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self) -> None:
+        self.read_fd, self._write_fd = os.pipe()
+        os.set_blocking(self.read_fd, False)
+        os.set_blocking(self._write_fd, False)
+        self._lock = threading.Lock()  # no write after close: the number may be reused
+
+    def wake(self) -> None:
+        with self._lock:
+            if self._write_fd >= 0:
+                try:
+                    os.write(self._write_fd, b"\0")
+                except BlockingIOError:  # full: the loop wakes anyway
+                    pass
+
+    def drain(self) -> None:
+        try:
+            while os.read(self.read_fd, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def close(self) -> None:
+        with self._lock:
+            if self._write_fd >= 0:
+                os.close(self.read_fd)
+                os.close(self._write_fd)
+                self._write_fd = -1
+
+
+class _WakeEvent(threading.Event):
+    """A request's answered-event (set by the receive thread) that also wakes the loop."""
+
+    def __init__(self, waker: _Waker) -> None:
         super().__init__()
-        self._fd = fd
+        self._waker = waker
 
     def set(self) -> None:
         super().set()
-        try:
-            os.write(self._fd, b"\0")
-        except OSError:  # full (the loop wakes anyway) or closed (the session retired)
-            pass
+        self._waker.wake()
 
 
 def share_path(name: str) -> str:
@@ -147,9 +176,7 @@ class NotifySession(SMBSource):
         self._echo: Request | None = None
         self.cancels_confirmed = 0  # watch requests the server answered STATUS_CANCELLED
         self._echo_sent = self._last_echo = time.monotonic()
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        self._waker = _Waker()
         super().__init__(host, credentials, timeout_s=timeout_s, window=1)
 
     # -- setting up -----------------------------------------------------------------------
@@ -173,7 +200,7 @@ class NotifySession(SMBSource):
         before that may not be reported, so a watch counts from here."""
         with self._bounded("confirm watches"):
             while any(r.async_id is None and not answered(r) for r in self._pending):
-                select.select([self._wake_r], [], [], self._remaining())
+                select.select([self._waker.read_fd], [], [], self._remaining())
                 self._drain()
         return self.watched
 
@@ -206,18 +233,14 @@ class NotifySession(SMBSource):
         """Have the request's answer wake the select loop (under the lock the receive thread
         holds while it files an answer, so none is missed)."""
         with request.response_event_lock:
-            event = _WakeEvent(self._wake_w)
+            event = _WakeEvent(self._waker)
             if request.response_event.is_set():
                 event.set()
             request.response_event = event
         return request
 
     def _drain(self) -> None:
-        try:
-            while os.read(self._wake_r, 4096):
-                pass
-        except BlockingIOError:
-            pass
+        self._waker.drain()
         if not self._conn.transport.connected:
             raise ConnectionError("the server closed the connection")
 
@@ -226,7 +249,7 @@ class NotifySession(SMBSource):
     def fileno(self) -> int:
         """Readable when an answer has come in; call `receive` then."""
         self._check_usable()
-        return self._wake_r
+        return self._waker.read_fd
 
     def receive(self) -> None:
         """Take note of the answers that came in (it does not block)."""
@@ -319,8 +342,4 @@ class NotifySession(SMBSource):
 
     def _retire(self, failure: SourceError) -> None:
         super()._retire(failure)
-        for fd in (self._wake_r, self._wake_w):
-            try:
-                os.close(fd)
-            except OSError:  # closed before
-                pass
+        self._waker.close()
