@@ -27,8 +27,6 @@ computed again from the host's files; never a partition's rows.
 from __future__ import annotations
 
 import logging
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -49,7 +47,6 @@ from pipeline.publish import VersionBuild
 
 STATS = "prefix_stats"
 KEY = [("host", "ascending"), ("share", "ascending"), ("prefix", "ascending")]
-STATS_WRITERS = 4  # parts written at once
 
 log = logging.getLogger("sharecrawl")
 
@@ -107,69 +104,34 @@ def write_stats(
     stats = stats.sort_by(KEY)
     runs = pc.run_end_encode(stats["host"].combine_chunks(), run_end_type=pa.int64())
     start = 0
-    with PartWriter(build) as writer:
-        for host, end in zip(runs.values.to_pylist(), runs.run_ends.to_pylist(), strict=True):
-            rows = stats.slice(start, end - start)
-            start = end
-            quiet_rows = quiet.get(host) if host in carried and host in stored else None
-            if host not in regrouped and quiet_rows == rows.num_rows:
-                # its rows are its stored ones, which counted no change: every part as it was
-                for group, _ in stored[host]:
+    for host, end in zip(runs.values.to_pylist(), runs.run_ends.to_pylist(), strict=True):
+        rows = stats.slice(start, end - start)
+        start = end
+        quiet_rows = quiet.get(host) if host in carried and host in stored else None
+        if host not in regrouped and quiet_rows == rows.num_rows:
+            # its rows are its stored ones, which counted no change: every part as it was
+            for group, _ in stored[host]:
+                build.link_part(STATS, host, group)
+            done["linked"] += len(stored[host])
+            continue
+        footers = HostFooters(build, new, host)
+        groups = None if host in regrouped else _old_groups(stored.get(host, []), rows)
+        if groups is None:
+            groups = _folder_groups(build, new, host, rows, footers)
+        column = pa.array(groups, pa.int64())
+        for group in sorted(set(groups)):
+            mine = rows.filter(pc.equal(column, group))
+            before = old.parts.get((host, group))
+            footer = footers.get(group)
+            if before is not None and _same(mine, before):
+                prev = build.crawl.version_dir(build.prev) / STATS / part_file(host, group)
+                if host not in regrouped or footer_partitions(prev) == footer:
                     build.link_part(STATS, host, group)
-                done["linked"] += len(stored[host])
-                continue
-            footers = HostFooters(build, new, host)
-            groups = None if host in regrouped else _old_groups(stored.get(host, []), rows)
-            if groups is None:
-                groups = _folder_groups(build, new, host, rows, footers)
-            column = pa.array(groups, pa.int64())
-            for group in sorted(set(groups)):
-                mine = rows.filter(pc.equal(column, group))
-                before = old.parts.get((host, group))
-                footer = footers.get(group)
-                if before is not None and _same(mine, before):
-                    prev = build.crawl.version_dir(build.prev) / STATS / part_file(host, group)
-                    if host not in regrouped or footer_partitions(prev) == footer:
-                        build.link_part(STATS, host, group)
-                        done["linked"] += 1
-                        continue
-                writer.write(host, group, mine, footer)
-    done["written"] = writer.written
+                    done["linked"] += 1
+                    continue
+            build.write_group(host, group, {STATS: mine}, footer)
+            done["written"] += 1
     return done
-
-
-class PartWriter:
-    """Parts written a few at once in threads: each is synced to disk as it is written
-    (durable), and several at once overlap their waits; a round after one that changed
-    every host writes every host's parts. At most a few parts wait in memory. On an error
-    or an interrupt the parts not started are not written."""
-
-    def __init__(self, build: VersionBuild) -> None:
-        self.build = build
-        self.written = 0
-        self._pool = ThreadPoolExecutor(STATS_WRITERS)
-        self._pending: deque[Future[None]] = deque()
-
-    def write(self, host: str, group: int, rows: pa.Table, footer: frozenset[str] | None) -> None:
-        self._pending.append(
-            self._pool.submit(self.build.write_group, host, group, {STATS: rows}, footer)
-        )
-        while len(self._pending) > 2 * STATS_WRITERS:
-            self._wait_one()
-
-    def _wait_one(self) -> None:
-        self._pending.popleft().result()
-        self.written += 1
-
-    def __enter__(self) -> PartWriter:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        try:
-            while kind is None and self._pending:
-                self._wait_one()
-        finally:
-            self._pool.shutdown(cancel_futures=True)
 
 
 def _quiet_hosts(table: pa.Table) -> dict[str, int]:

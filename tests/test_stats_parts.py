@@ -5,8 +5,6 @@ crawls of file:// hosts with a small group size, real Parquet files."""
 
 from __future__ import annotations
 
-import time
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -18,7 +16,6 @@ from crawl_io.host_parts import footer_partitions, part_file, read_parquet
 from crawl_io.schema import PREFIX_STATS
 from crawl_io.version_manifest import MANIFEST_NAME, write_manifest
 from jobs.mr_prefix_stats import host_parts, prefix_stats_here
-from pipeline.stats_parts import PartWriter
 from tests.conftest import LAN
 
 SHARES = ("a-music", "b-films", "c-talks", "d-misc")
@@ -155,34 +152,3 @@ def test_stored_parts_are_read_once_checked_then_parsed(tmp_path) -> None:
     (vdir / MANIFEST_NAME).unlink()  # a version without its manifest is damaged
     with pytest.raises(CrawlDamaged, match=r"MANIFEST\.json is missing"):
         CrawlDir(tmp_path / "crawl").stats_parts(1)
-
-
-class SlowBuild:
-    """Stands in for a version being built (pipeline.publish.VersionBuild), in a unit test
-    of the writer of parts alone: records the parts written, fails on one."""
-
-    def __init__(self, fail_group: int) -> None:
-        self.fail_group = fail_group
-        self.written: list[int] = []
-
-    def write_group(self, host: str, group: int, tables: dict, footer: object) -> None:
-        if group == self.fail_group:
-            raise OSError(28, "No space left on device")
-        time.sleep(0.01)
-        self.written.append(group)
-
-
-def test_parts_written_at_once_are_all_written_and_a_failure_stops_the_rest() -> None:
-    rows = PREFIX_STATS.empty_table()
-    build = SlowBuild(fail_group=-1)
-    with PartWriter(build) as writer:  # type: ignore[arg-type]
-        for group in range(40):
-            writer.write("h", group, rows, None)
-    assert writer.written == 40 and sorted(build.written) == list(range(40))
-
-    build = SlowBuild(fail_group=5)
-    with pytest.raises(OSError, match="No space left"):
-        with PartWriter(build) as writer:  # type: ignore[arg-type]
-            for group in range(400):
-                writer.write("h", group, rows, None)
-    assert 5 not in build.written and len(build.written) < 100  # not every part queued ran
