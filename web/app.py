@@ -52,7 +52,8 @@ SECURITY_HEADERS = [
     (
         b"content-security-policy",
         b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-        b"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+        b"media-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; "
+        b"frame-ancestors 'none'",
     ),
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"no-referrer"),
