@@ -54,6 +54,11 @@ class sharecrawl(luigi.Config):  # lower case: Luigi names a Config by its secti
     round_seconds = luigi.FloatParameter()
     host_timeout_s = luigi.FloatParameter()
     liveness_timeout_s = luigi.FloatParameter()
+    # the hosts file's ranges (pipeline.discovery): how often swept, how hard, how wide
+    discover_every_s = luigi.FloatParameter()
+    discover_concurrency = luigi.IntParameter()
+    discover_rate = luigi.FloatParameter()
+    allow_wide_ranges = luigi.BoolParameter()
     policy = luigi.Parameter()
     runner = luigi.ChoiceParameter(choices=RUNNERS)
     partition_max_seconds = luigi.FloatParameter()
@@ -80,6 +85,7 @@ class sharecrawl(luigi.Config):  # lower case: Luigi names a Config by its secti
     # `serve`'s streams open at once (cli.services reads and checks them)
     stream_per_host = luigi.IntParameter()
     stream_total = luigi.IntParameter()
+    cover_cache_mb = luigi.IntParameter()  # `serve`'s covers/ cap (web.covers reads it)
 
 
 def scheduler_url() -> str:

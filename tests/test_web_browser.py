@@ -170,7 +170,8 @@ def test_paging_through_results(browser, server: Server, shots: Path) -> None:
 def assert_no_injection(browser: WebDriver) -> None:
     with pytest.raises(NoAlertPresentException):
         browser.switch_to.alert.text  # noqa: B018 (reading it is the check)
-    assert browser.find_elements(By.CSS_SELECTOR, "img") == []
+    images = [i.get_attribute("src") for i in browser.find_elements(By.CSS_SELECTOR, "img")]
+    assert all("/cover/" in src for src in images), images  # covers only, no injected one
     scripts = [s.get_attribute("src") for s in browser.find_elements(By.TAG_NAME, "script")]
     assert scripts == [browser.current_url.split("/?")[0].rstrip("/") + "/static/app.js"]
     assert browser.find_elements(By.CSS_SELECTOR, "#results b b") == []  # the <b> tag is text
@@ -197,9 +198,10 @@ def test_copy_path_button_puts_the_windows_path_on_the_clipboard(browser, server
         {"origin": server.url, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]},
     )
     browser.get(server.url + "/?q=кино")
-    link = browser.find_element(By.CSS_SELECTOR, "#results a.smb")
-    assert link.text.endswith("/lab-1/Музыка/Кино/Группа крови.mp3")  # readable
-    assert "%D0%9C" in link.get_attribute("href")  # percent-encoded
+    link = browser.find_element(By.CSS_SELECTOR, "#results a.name")
+    assert link.text == "Группа крови.mp3"  # the file name links to its stream
+    assert "/copy/" in link.get_attribute("href")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#results .unc")) == 1  # the path once
     browser.find_element(By.CSS_SELECTOR, "#results button.copy-path").click()
     wait_for(lambda: browser.find_element(By.ID, "copied").is_displayed())
     unc = "\\\\lab-1\\Музыка\\Кино\\Группа крови.mp3"

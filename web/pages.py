@@ -155,6 +155,9 @@ def _new_page(state: IndexFile, live: LiveIndex, p: Params) -> dict:
                     "artist": work.get("artist") or "",
                     "year": work.get("year"),
                     "tracks": 0,
+                    "cover": views.cover(
+                        work, work["best_host"], work["best_share"], work["best_path"]
+                    ),
                     "href": views.link(
                         facets.with_field("", "album", work["album"]), offline=p.offline
                     ),
@@ -213,7 +216,7 @@ def _search_page(state: IndexFile, live: LiveIndex, p: Params, found: list[dict]
             p.q, p.page, p.size, PAGE_SIZE, p.offline, len(found) > end, len(shown)
         ),
         "error": None,
-        "notice": _notice(p, bool(shown)),
+        "notice": _notice(p, bool(shown), _status(live, state)),
     }
     return _envelope(state, live, p) | {
         "results": shown,
@@ -222,14 +225,17 @@ def _search_page(state: IndexFile, live: LiveIndex, p: Params, found: list[dict]
     }
 
 
-def _notice(p: Params, found: bool) -> str | None:
+def _notice(p: Params, found: bool, status: dict) -> str | None:
     """What the page says above the results: the query's unknown field names (searched as
-    text), and that nothing matched."""
+    text), and that nothing matched (offline copies named only when a host is offline)."""
     sentences = []
     if warning := parse_query(p.q).unknown_warning():
         sentences.append(f"{warning[0].upper()}{warning[1:]}.")
     if not found:
-        where = "" if p.offline else " on hosts online now: tick “offline copies” to see all"
+        some_offline = status["hosts_online"] < status["hosts"]
+        where = ""
+        if some_offline and not p.offline:
+            where = " on hosts online now: tick “offline copies” to see all"
         sentences.append(f"No works match{where}.")
     return " ".join(sentences) or None
 

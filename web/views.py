@@ -14,10 +14,13 @@ from urllib.parse import urlencode
 
 from crawl_io.readable import human_bytes, plural, readable_url
 from crawl_io.sources import ConfigError, parse_host_url
-from queries.search_results import copy_link, copy_url
+from queries.search_results import copy_id, copy_link, copy_url
 
 COPIES_SHOWN = 3  # copies listed under a work; the next ones fold away
 COPIES_FOLDED = 5  # ... up to this many more, behind a "more copies" toggle
+# What browsers play in <video> and <audio> (by format); other copies download.
+VIDEO_FORMATS = frozenset({"mp4", "webm", "m4v"})
+AUDIO_FORMATS = frozenset({"mp3", "ogg", "opus", "flac", "m4a", "wav"})
 
 HostInfo = dict[str, tuple[str | None, bool]]  # host -> (its URL, online)
 
@@ -83,7 +86,24 @@ def copy_row(row: dict, hosts: HostInfo, best: bool) -> dict:
         "online": bool(row["online"]),
         "best": best,
         "link": copy_link(host, share, path, row["online"]),  # streams it (web/stream.py)
+        "play": player(row),
     }
+
+
+def player(row: dict) -> str | None:
+    """'video' or 'audio': the element a browser plays the copy in; None: it downloads."""
+    fmt = row.get("format") or ""
+    if fmt in VIDEO_FORMATS:
+        return "video" if row.get("kind") == "video" else "audio"
+    return "audio" if fmt in AUDIO_FORMATS else None
+
+
+def cover(work: dict, host: str, share: str | None, path: str) -> str | None:
+    """The cover's URL of an album track or a film (web/covers.py), by its copy's id."""
+    film = work.get("kind") == "video" and work.get("episode") is None
+    if not (film or (work.get("kind") == "audio" and work.get("album"))):
+        return None
+    return f"/cover/{copy_id(host, share or '', path)}"
 
 
 def headline(work: dict, *, in_series: bool = False) -> tuple[str, str]:
@@ -121,8 +141,12 @@ def work_card(
         "kind": work.get("kind") or "",
         "title": title,
         "subtitle": subtitle,
+        "album": (work.get("album") or "") if work.get("kind") == "audio" else "",
         "summary": summary,
         "offline": work["online_copies"] == 0,
+        "cover": cover(work, rows[0]["host"], rows[0]["share"], rows[0]["path"])
+        if rows and rows[0]["online"]
+        else None,
         "copies": copies[:COPIES_SHOWN],
         "folded": copies[COPIES_SHOWN:],
         "more": max(total - len(copies), 0),

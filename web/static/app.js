@@ -36,40 +36,64 @@
     return a;
   }
 
-  function copyItem(c) {
+  function copyItem(c, w) {
     const li = el("li", "copy" + (c.online ? "" : " offline") + (c.best ? " best" : ""));
-    const path = el("span", "path", c.share + "/" + (c.folder ? c.folder + "/" : ""),
-                    el("b", null, c.name));
-    li.append(el("span", "where", el("span", "host", c.host), " ", path));
-    li.append(el("span", "quality", c.quality + " · " + c.size + (c.online ? "" : " · offline")));
-    const open = el("span", "open");
-    open.append(c.href ? link("smb", c.href, c.iri) : el("span", "smb", c.iri));
-    open.append(el("code", "unc", c.unc));
+    li.append(el("span", "file", c.link ? link("name", c.link, c.name) : el("b", "name", c.name)));
+    li.append(el("span", "quality", el("span", "host", c.host),
+                 " · " + c.quality + " · " + c.size + (c.online ? "" : " · offline")));
+    if (c.link) {
+      const actions = el("span", "actions");
+      if (c.play) {
+        const play = el("button", "play", "▶ Play");
+        play.type = "button";
+        play.dataset.src = c.link;
+        play.dataset.play = c.play;
+        play.setAttribute("aria-label", "Play " + w.title);
+        actions.append(play, " ");
+      }
+      const download = link("download", c.link + "?download=1", "Download");
+      download.setAttribute("download", c.name);
+      download.setAttribute("aria-label", "Download " + w.title);
+      actions.append(download);
+      li.append(actions);
+    }
     const button = el("button", "copy-path", "Copy path");
     button.type = "button";
     button.dataset.path = c.unc;
-    open.append(button);
-    li.append(open);
+    button.setAttribute("aria-label", "Copy the Windows path of " + w.title);
+    li.append(el("span", "open", el("code", "unc", c.unc), " ", button));
     return li;
   }
 
-  function copyList(list) {
+  function cover(src) {
+    const img = el("img", "cover");
+    img.src = src;
+    img.alt = "";
+    img.width = img.height = 60;
+    img.loading = "lazy";
+    return img;
+  }
+
+  function copyList(list, w) {
     const ul = el("ul", "copies");
-    for (const c of list) ul.append(copyItem(c));
+    for (const c of list) ul.append(copyItem(c, w));
     return ul;
   }
 
   function work(w) {
-    const article = el("article", "work" + (w.offline ? " offline" : ""));
+    const article = el("article", "work" + (w.offline ? " offline" : "") +
+                       (w.cover ? " has-cover" : ""));
     article.dataset.work = w.work_id;
+    article.dataset.album = w.album;
+    if (w.cover) article.append(cover(w.cover));
     article.append(el("h3", null, el("span", "kind", w.kind), " ", el("span", "title", w.title)));
     if (w.subtitle) article.append(el("p", "subtitle", w.subtitle));
     article.append(el("p", "summary", w.summary));
-    article.append(copyList(w.copies));
+    article.append(copyList(w.copies, w));
     if (w.folded.length) {
       const n = w.folded.length;
       article.append(el("details", "more",
-        el("summary", null, n + " more " + (n === 1 ? "copy" : "copies")), copyList(w.folded)));
+        el("summary", null, n + " more " + (n === 1 ? "copy" : "copies")), copyList(w.folded, w)));
     }
     if (w.more) article.append(el("p", "summary", "and " + w.more + " more not listed"));
     return article;
@@ -87,7 +111,8 @@
       return section;
     }
     const tracks = b.tracks + " new " + (b.tracks === 1 ? "track" : "tracks");
-    return el("article", "album", el("h3", null, link(null, b.href, b.title)),
+    return el("article", "album" + (b.cover ? " has-cover" : ""), b.cover ? cover(b.cover) : null,
+      el("h3", null, link(null, b.href, b.title)),
       el("p", "subtitle", b.artist + (b.year ? " · " + b.year : "") + " · " + tracks));
   }
 
@@ -193,6 +218,49 @@
     }
     const button = event.target.closest("button.copy-path");
     if (button) copyPath(button.dataset.path);
+    const play = event.target.closest("button.play");
+    if (play) start(play);
+  });
+
+  // Players: a copy's <audio> or <video> replaces its Play button; starting one pauses the
+  // others, and a track that ends starts the next work of its album on the page.
+  function start(button) {
+    const media = el(button.dataset.play, "player");
+    media.controls = true;
+    media.preload = "auto";
+    media.src = button.dataset.src;
+    media.setAttribute("aria-label", button.getAttribute("aria-label"));
+    const article = button.closest(".work");
+    media.addEventListener("ended", () => next(article));
+    button.replaceWith(media);
+    media.play().catch(() => { /* the browser wants a click on the player itself */ });
+  }
+
+  function next(article) {
+    if (!article || !article.dataset.album) return;
+    const works = Array.from(document.querySelectorAll("#results .work"));
+    const later = works.slice(works.indexOf(article) + 1)
+      .find((w) => w.dataset.album === article.dataset.album &&
+                   w.querySelector(".player, button.play"));
+    if (!later) return;
+    const player = later.querySelector(".player");
+    if (player) player.play().catch(() => {});
+    else start(later.querySelector("button.play"));
+  }
+
+  document.addEventListener("play", (event) => {
+    for (const media of document.querySelectorAll(".player")) {
+      if (media !== event.target) media.pause();
+    }
+  }, true);
+
+  // On a narrow screen the facets fold behind the Filters button (app.css).
+  const toggle = document.getElementById("facets-toggle");
+  document.body.classList.add("js");
+  toggle.hidden = false;
+  toggle.addEventListener("click", () => {
+    const open = facets.classList.toggle("open");
+    toggle.setAttribute("aria-expanded", String(open));
   });
 
   window.addEventListener("popstate", () => {
