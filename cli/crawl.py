@@ -48,8 +48,9 @@ def cmd_crawl(args: argparse.Namespace) -> int:
             check_number(flag, getattr(args, name), *NUMERIC_SETTINGS[name])
     if args.rules_file is not None:  # named: it must be there (luigi.cfg's default may not)
         check_file("--rules-file", args.rules_file)
+    wide = args.allow_wide_ranges or setting("allow_wide_ranges") in ("true", "True")
     if args.hosts_file is not None:
-        read_hosts_file(args.hosts_file)
+        read_hosts_file(args.hosts_file, wide)
     check_credentials()
     if args.scheduler_url is not None and not args.scheduler_url.startswith(
         ("http://", "https://")
@@ -72,12 +73,13 @@ def _crawl(args: argparse.Namespace) -> int:
         policy=args.policy,
         runner=args.runner,
         hinted_only=args.hinted_only or None,
+        allow_wide_ranges=args.allow_wide_ranges or None,
         spark_master=args.spark_master,
     )
     flags = {"crawlers": "--crawlers", "round_seconds": "--round-seconds"}  # settings' checks
     settings = load_settings({k: v for k, v in flags.items() if getattr(args, k) is not None})
     if args.hosts_file is None:
-        read_hosts_file(settings.hosts_file)
+        read_hosts_file(settings.hosts_file, settings.allow_wide_ranges)
     try:
         get_policy(settings.policy)
     except ValueError as e:

@@ -99,6 +99,13 @@ def _crawl(sub: argparse._SubParsersAction) -> None:
     )
     option(
         sp,
+        "--allow-wide-ranges",
+        action="store_true",
+        setting="allow_wide_ranges",
+        help="sweep hosts-file ranges wider than a /16 (65,536 addresses)",
+    )
+    option(
+        sp,
         "--spark-master",
         metavar="URL",
         setting="spark_master",

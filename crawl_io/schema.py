@@ -24,6 +24,15 @@ HOSTS = pa.schema(
         # why the host was (not) crawled in the last round: ok, refused, timed_out,
         # unknown_name, offline, auth_failed, access_denied, share_not_found, error
         ("status", pa.string()),
+        # what the host said about itself before any login (SMB negotiate, NTLM CHALLENGE)
+        ("address", pa.string()),  # the address that answered last
+        ("netbios_name", pa.string()),
+        ("dns_name", pa.string()),
+        ("server_guid", pa.string()),
+        ("dialect", pa.string()),  # "3.1.1"
+        ("signing_required", pa.bool_()),
+        ("discovered_by", pa.string()),  # the hosts file's range line; null: listed by name
+        ("addresses_seen", pa.list_(pa.string())),
     ]
 )
 

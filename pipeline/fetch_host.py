@@ -96,7 +96,7 @@ class _HostFetch:
         self.job = job
         self.url_error: SourceError | None = None
         try:
-            self.host = parse_host_url(job.url)
+            self.host = replace(parse_host_url(job.url), host=job.host)  # a range's host
         except ConfigError as e:  # a fetch list an older release wrote: the host fails alone
             self.host = HostURL("smb", job.host, "", None, None, None)
             self.url_error = SourceError(str(e))

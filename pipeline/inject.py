@@ -1,24 +1,30 @@
 """Inject: read the hosts file and the crawl rules (again every round) and check every host
 is alive.
 
-Output: the round's `inject.parquet`, one row per listed host with its liveness, written
-after `rules.txt`, the rules every fetcher of the round uses. Hosts new to the file start
-being crawled this round; hosts no longer listed are retired by Update. A malformed rules
+Output: the round's `inject.parquet`, one row per host (listed, or found by a range of the
+hosts file: pipeline.discovery, whose sweeps `discover.parquet` sums up) with its liveness
+and what it says about itself, written after `rules.txt`, the rules every fetcher uses.
+Hosts new to the file start being crawled this round; hosts no longer listed are retired by
+Update. A malformed rules
 file is reported and the last good rules stay in force.
 """
 
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
 import luigi
 import pyarrow as pa
 
-from crawl_io.crawldir import CrawlDir, write_parquet
+from crawl_io.crawldir import CrawlDir, read_parquet, write_parquet
+from crawl_io.discover import PROBE_THREADS, probe
 from crawl_io.liveness import check_hosts
-from crawl_io.sources import HostURL, read_hosts_file
+from crawl_io.schema import HOSTS
+from crawl_io.sources import HostURL, read_hosts_lines
+from pipeline.discovery import IDENTITY_COLUMNS, SWEEPS, Sweeper, identity_fields
 from pipeline.rules_store import RulesStore
 from pipeline.settings import sharecrawl
 from pipeline.targets import PublishedRound
@@ -35,6 +41,8 @@ INJECT = pa.schema(
         ("checked_at", pa.timestamp("us", tz="UTC")),
         ("status", pa.string()),  # the liveness check's hosts.status: ok, refused, ...
         ("notify_trusted", pa.bool_()),  # the hosts file's ?notify=trusted: silence is trusted
+        *((c, HOSTS.field(c).type) for c in IDENTITY_COLUMNS),
+        ("moved_from", pa.string()),  # a known machine found at a new address: its old one
     ]
 )
 
@@ -46,9 +54,21 @@ def host_rows(hosts: list[HostURL], timeout_s: float) -> list[dict]:
         by_key.setdefault(h.host, []).append(h)
     firsts = [lines[0] for lines in by_key.values()]
     checks = check_hosts(firsts, timeout_s)  # names and ports of all hosts at once
+    with ThreadPoolExecutor(max_workers=max(1, min(PROBE_THREADS, len(firsts)))) as pool:
+        said = list(
+            pool.map(
+                lambda h, c: (
+                    probe(h.hostname, h.port or 445, timeout_s)
+                    if c.online and h.scheme == "smb"
+                    else None
+                ),
+                firsts,
+                checks,
+            )
+        )
     now = datetime.now(UTC)
     rows = []
-    for (key, lines), check in zip(by_key.items(), checks, strict=True):
+    for (key, lines), check, identity in zip(by_key.items(), checks, said, strict=True):
         every = any(h.share is None for h in lines)
         shares = [] if every else sorted({h.share for h in lines if h.share})
         rows.append(
@@ -61,6 +81,7 @@ def host_rows(hosts: list[HostURL], timeout_s: float) -> list[dict]:
                 "checked_at": now,
                 "status": check.status,
                 "notify_trusted": lines[0].notify_trusted,  # the same on every line of a host
+                **(identity_fields(identity) if identity and not identity.error else {}),
             }
         )
     return rows
@@ -83,11 +104,25 @@ class Inject(luigi.Task):
 
     def run(self) -> None:
         settings = sharecrawl()
-        hosts = read_hosts_file(settings.hosts_file)
+        hosts, ranges = read_hosts_lines(settings.hosts_file, settings.allow_wide_ranges)
         seg = CrawlDir(self.crawl_dir).segment_dir(self.round)
         store = RulesStore(self.crawl_dir, settings.rules_file or None)
         rules = store.snapshot(seg / "rules.txt")
         if rules.error:
             log.warning("sharecrawl: rules: %s (the last good rules stay in force)", rules.error)
         rows = host_rows(hosts, settings.liveness_timeout_s)
+        if ranges:
+            crawl = CrawlDir(self.crawl_dir)
+            last = crawl.segment_dir(self.round - 1) / "discover.parquet"
+            before = read_parquet(last, SWEEPS).to_pylist()  # absent: empty
+            sweeper = Sweeper(
+                crawl.read(self.round - 1, "hosts").to_pylist(),
+                {s["line"]: s["swept_at"] for s in before if s["swept_at"]},
+                {r["host"] for r in rows},
+                settings,
+            )
+            listed = {(h.hostname, h.port or 445) for h in hosts if h.scheme == "smb"}
+            found, sweeps = sweeper.rows(ranges, listed)
+            rows += found
+            write_parquet(pa.Table.from_pylist(sweeps, SWEEPS), seg / "discover.parquet")
         write_parquet(pa.Table.from_pylist(rows, INJECT), Path(self.output().path))

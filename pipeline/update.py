@@ -37,6 +37,7 @@ from jobs.mr_prefix_stats import round_prefix_stats
 from jobs.prefix_stats import is_complete_round
 from jobs.scan_cost import Limits, listing_seconds
 from pipeline import repartition
+from pipeline.discovery import IDENTITY_COLUMNS
 from pipeline.fetch import Fetch
 from pipeline.host_rewrite import HostChange, rewrite_host
 from pipeline.inject import Inject
@@ -175,7 +176,11 @@ def updated_hosts(
             "first_seen": min(prev.get("first_seen") or h["checked_at"], h["checked_at"]),
             "last_check": h["checked_at"],
             "status": status,
+            # what it said about itself; kept from before while it says nothing
+            **{c: prev.get(c) if h.get(c) is None else h[c] for c in IDENTITY_COLUMNS},
         }
+        seen = prev.get("addresses_seen") or []
+        row["addresses_seen"] = seen + [a for a in [h.get("address")] if a and a not in seen]
         for column, spent, count, default in (
             ("list_s_per_folder", "listing_s", "n_folders", defaults[0]),
             ("tag_s_per_file", "tags_s", "n_tags_read", defaults[1]),

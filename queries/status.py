@@ -9,16 +9,24 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pyarrow as pa
+
 from crawl_io.crawldir import CrawlDir, read_parquet
 from crawl_io.duck import cursor
 from crawl_io.integrity import dropped_effect
 from crawl_io.readable import human_bytes, plural, readable_path, readable_text
-from crawl_io.schema import FETCHLOG
+from crawl_io.schema import FETCHLOG, HOSTS
 from crawl_io.sources import CONFIG_STATUSES, HOST_OK, UNREACHABLE_STATUSES
 from crawl_io.version_manifest import dropped_parts
 from jobs.hint_counts import hints_report
 
 MAX_LINES = 20  # per list in the text report; --json lists everything
+# what status reads of a round's sweeps (pipeline.discovery.SWEEPS) and of its moved hosts
+SWEEP_COUNTS = pa.schema(
+    [(c, pa.int64()) for c in ("n_addresses", "n_answered", "n_smb", "n_new", "n_moved", "n_gone")]
+    + [("line", pa.string()), ("swept", pa.bool_())]
+)
+MOVES = pa.schema([("host", pa.string()), ("moved_from", pa.string()), HOSTS.field("address")])
 
 
 def host_status(row: dict) -> str:
@@ -114,7 +122,19 @@ def round_report(crawl: CrawlDir) -> dict:
         "scan_reasons": by_reason,
         "hints": hints_report(crawl.root, partitions, by_reason),
         "dropped_parts": dropped_parts(crawl.version_dir(last)),
+        **discovery_report(crawl, last),
     }
+
+
+def discovery_report(crawl: CrawlDir, last: int) -> dict:
+    """The hosts file's ranges this round: addresses tried, answers, hosts new, moved, gone."""
+    seg = crawl.segment_dir(last)
+    sweeps = read_parquet(seg / "discover.parquet", SWEEP_COUNTS).to_pylist()
+    if not sweeps:
+        return {}
+    inject = read_parquet(seg / "inject.parquet", MOVES).to_pylist()
+    moved = [r for r in inject if r["moved_from"]]
+    return {"sweeps": sweeps, "moved": moved}
 
 
 def format_report(report: dict) -> str:
@@ -142,6 +162,15 @@ def format_report(report: dict) -> str:
             f"  hints: {h['waiting']} waiting, {h['consumed']} consumed; "
             f"{scanned} scanned for hints"
         )
+    for sweep in report.get("sweeps", []):
+        lines.append(
+            f"  {sweep['line']}: {sweep['n_addresses']:,} addresses "
+            f"{'swept' if sweep['swept'] else 'rechecked'}, {sweep['n_answered']} answered, "
+            f"{sweep['n_smb']} SMB; hosts {sweep['n_new']} new, {sweep['n_moved']} moved, "
+            f"{sweep['n_gone']} gone"
+        )
+    for m in report.get("moved", []):
+        lines.append(f"  {readable_text(m['host'])} moved: {m['moved_from']} -> {m['address']}")
     lines += _not_crawled_lines(report)
     n_denied = report["denied_folders"]
     lines += _capped(

@@ -1,0 +1,158 @@
+"""Ranges in the hosts file: parsed or refused in one line, swept on loopback addresses only,
+and the machines found keep their identity when their address changes (docs/DESIGN.md,
+Sources)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from crawl_io.discover import sweep
+from crawl_io.sources import ConfigError, parse_range_url, read_hosts_lines
+from tests.conftest import LAN
+from tests.smbd import SmbServer, make_base_dir, make_tree, start_smbd
+
+
+def test_range_lines_read_as_ranges_and_hosts_as_before(tmp_path) -> None:
+    net = parse_range_url("smb://bob@127.0.0.0:4455/24?notify=trusted")
+    assert net is not None and (str(net.first), str(net.last), net.size) == (
+        "127.0.0.0",
+        "127.0.0.255",
+        256,
+    )
+    assert (net.host.port, net.host.user, net.host.notify_trusted) == (4455, "bob", True)
+    span = parse_range_url("smb://10.20.0.1-10.20.3.254")
+    assert span is not None and span.size == 1022 and span.host.port is None
+    assert parse_range_url("smb://10.20.3.17/music") is None  # a share, as before
+    assert parse_range_url("smb://nas/16") is None
+    for bad in ("smb://10.20.0.5/16", "smb://127.0.0.0/33", "smb://1.2.3.9-1.2.3.1"):
+        with pytest.raises(ConfigError):
+            parse_range_url(bad)
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("smb://10.0.0.0/8\nsmb://nas/music\n")
+    with pytest.raises(ConfigError, match="allow-wide-ranges"):
+        read_hosts_lines(hosts)
+    listed, ranges = read_hosts_lines(hosts, allow_wide=True)
+    assert [h.host for h in listed] == ["nas"] and ranges[0].size == 1 << 24
+
+
+def test_a_malformed_or_wide_range_is_exit_2_and_nothing_written(lan: LAN, capsys) -> None:
+    for line in ("smb://127.0.0.7/24", "smb://10.0.0.0/15"):
+        lan.hosts_file.write_text(line + "\n")
+        assert lan.cli("crawl") == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and line in err
+        assert not lan.crawl_dir.exists()
+
+
+def test_sweep_finds_exactly_the_listeners() -> None:
+    addresses = ["127.0.0.21", "127.0.0.99", "127.0.0.200"]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    listeners = []
+    for address in addresses:
+        sock = socket.socket()
+        sock.bind((address, port))
+        sock.listen(8)
+        listeners.append(sock)
+    try:
+        net = parse_range_url(f"smb://127.0.0.0:{port}/24")
+        assert net is not None
+        assert sweep(net.addresses(), port, 1.0, concurrency=64, rate=0) == addresses
+        assert sweep(net.addresses(), port, 1.0, concurrency=8, rate=2000) == addresses
+    finally:
+        for sock in listeners:
+            sock.close()
+
+
+def _free_on_all(addresses: list[str]) -> int:
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind((addresses[0], 0))
+            port = s.getsockname()[1]
+        try:
+            for address in addresses[1:]:
+                with socket.socket() as s:
+                    s.bind((address, port))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no port free on every address")
+
+
+@pytest.fixture
+def machines(smbd_factory) -> Iterator[Callable[..., SmbServer]]:
+    """start(name, address, base=None): a machine; the same base is the same machine."""
+    port = _free_on_all([f"127.0.0.{n}" for n in (5, 6, 7, 9)])
+    started: list[SmbServer] = []
+
+    def start(name: str, address: str, base=None) -> SmbServer:
+        if base is None:
+            base = make_base_dir()
+            make_tree(base / "tree")
+        server = start_smbd(
+            base / "server", base / "tree", port=port, host=address, netbios_name=name
+        )
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+pytestmark = pytest.mark.smb
+
+
+def test_sweep_finds_machines_and_a_moved_one_keeps_its_identity(
+    lan: LAN, machines, luigi_cfg, run_json, capsys
+) -> None:
+    luigi_cfg("[sharecrawl]\nliveness_timeout_s = 1\ndiscover_every_s = 0\n")
+    alpha = machines("ALPHA", "127.0.0.5")
+    machines("BRAVO", "127.0.0.6")
+    machines("CHARLIE", "127.0.0.7")
+    port = alpha.port
+    lan.hosts_file.write_text(f"smb://127.0.0.0:{port}/24\n")
+    lan.crawl()
+    hosts = run_json(lan, "sql", "SELECT * FROM hosts ORDER BY host")
+    assert [(h["host"], h["address"], h["netbios_name"]) for h in hosts] == [
+        (f"ALPHA:{port}", "127.0.0.5", "ALPHA"),
+        (f"BRAVO:{port}", "127.0.0.6", "BRAVO"),
+        (f"CHARLIE:{port}", "127.0.0.7", "CHARLIE"),
+    ]
+    assert all(h["online"] and h["server_guid"] and h["dialect"] for h in hosts)
+    assert {h["discovered_by"] for h in hosts} == {f"smb://127.0.0.0:{port}/24"}
+    sweep_row = run_json(lan, "status")["sweeps"][0]
+    assert (sweep_row["n_addresses"], sweep_row["n_smb"], sweep_row["n_new"]) == (256, 3, 3)
+    works = run_json(lan, "sql", "SELECT * FROM works ORDER BY ALL")
+    files = run_json(lan, "sql", "SELECT host, share, path FROM files ORDER BY ALL")
+
+    alpha.stop()  # ALPHA gets another lease: same machine (state directory, name)
+    machines("ALPHA", "127.0.0.9", base=alpha.base.parent)
+    capsys.readouterr()
+    lan.crawl()
+    assert f"ALPHA:{port} moved: 127.0.0.5 -> 127.0.0.9" in capsys.readouterr().out
+    row = run_json(lan, "sql", f"SELECT * FROM hosts WHERE host = 'ALPHA:{port}'")[0]
+    assert row["address"] == "127.0.0.9" and row["online"]
+    assert row["addresses_seen"] == ["127.0.0.5", "127.0.0.9"]
+    assert len(run_json(lan, "sql", "SELECT host FROM hosts")) == 3  # no ghost
+    tags = run_json(
+        lan,
+        "sql",
+        f"SELECT coalesce(sum(n_tags_read), 0) AS n FROM fetchlog "
+        f"WHERE round = 2 AND host = 'ALPHA:{port}'",
+    )
+    assert tags == [{"n": 0}]
+    assert run_json(lan, "sql", "SELECT * FROM works ORDER BY ALL") == works
+    assert run_json(lan, "sql", "SELECT host, share, path FROM files ORDER BY ALL") == files
+
+    machines("DELTA", "127.0.0.5")  # the old lease, another machine: a new host
+    lan.crawl()
+    hosts = run_json(lan, "sql", "SELECT host, address, online FROM hosts ORDER BY host")
+    assert [h["host"] for h in hosts] == [
+        f"{n}:{port}" for n in ("ALPHA", "BRAVO", "CHARLIE", "DELTA")
+    ]
+    assert hosts[0]["address"] == "127.0.0.9" and hosts[3]["address"] == "127.0.0.5"
