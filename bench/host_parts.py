@@ -46,7 +46,7 @@ from bench.incremental import (
     write_segment,
     write_version,
 )
-from crawl_io.crawldir import CrawlDir
+from crawl_io.crawldb.crawldir import CrawlDir
 from jobs.subtree_hash import summarize
 from pipeline import settings as config
 from queries.views import query, rows

@@ -31,11 +31,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from crawl_io.atomic import write_parquet
-from crawl_io.crawldir import CrawlDir, host_file
+from crawl_io.crawldb.atomic import write_parquet
+from crawl_io.crawldb.crawldir import CrawlDir, host_file
+from crawl_io.crawldb.stored_hosts import StoredHost
+from crawl_io.crawldb.version_manifest import write_manifest as write_version_manifest
 from crawl_io.schema import FETCHLOG, HOSTS, LISTING, MEDIA, PARTITIONS, TS
-from crawl_io.stored_hosts import StoredHost
-from crawl_io.version_manifest import write_manifest as write_version_manifest
 from demolan.templates import write_tagged
 from jobs.membership import PartitionKey, share_root
 from jobs.subtree_hash import folder_summaries, summarize

@@ -9,7 +9,7 @@ few partitions each got new files (adds), lost some (deletes), had their tags re
 line and one came back. Unchanged parts are hard links to the first version's, as Publish
 makes them. `--spread` spreads the same changes over every part instead (the worst case for
 an index that compares parts: every part is read, old and new). The second version carries
-the record of its media changes that Update writes (crawl_io.media_changes), so that the
+the record of its media changes that Update writes (crawl_io.crawldb.media_changes), so that the
 index reads the changes rather than compare parts; `--no-record` removes it, for the
 comparison's cost. What writing the record costs Update is measured by bench/scale.py.
 
@@ -49,8 +49,8 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from bench.search import load_average, mixed_queries, percentile, write_version  # noqa: E402
 from crawl_io import schema  # noqa: E402
-from crawl_io.host_parts import changed_parts  # noqa: E402
-from crawl_io.media_changes import (  # noqa: E402
+from crawl_io.crawldb.host_parts import changed_parts  # noqa: E402
+from crawl_io.crawldb.media_changes import (  # noqa: E402
     FILE_NAME,
     INDEXED_COLUMNS,
     ChangesRecord,

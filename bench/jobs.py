@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from crawl_io.crawldir import write_parquet
+from crawl_io.crawldb.crawldir import write_parquet
 from crawl_io.mediatypes import MEDIA_NAME
 from crawl_io.schema import LISTING
 from crawl_io.workers import server_pid, worker_context

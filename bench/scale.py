@@ -47,7 +47,7 @@ from bench.incremental import (
     tags_of,
     write_fetched_host,
 )
-from crawl_io.crawldir import CrawlDir
+from crawl_io.crawldb.crawldir import CrawlDir
 from jobs.membership import PartitionKey
 from jobs.subtree_hash import summarize
 from pipeline import settings as config

@@ -38,9 +38,9 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir, host_file
+from crawl_io.crawldb.crawldir import PER_HOST_TABLES, CrawlDir, host_file
+from crawl_io.crawldb.version_manifest import MANIFEST_NAME, write_manifest
 from crawl_io.schema import TABLES
-from crawl_io.version_manifest import MANIFEST_NAME, write_manifest
 from queries.views import CrawlViews, query, rows
 from simulator.progress import step, track
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from crawl_io.crawldir import CrawlDir
+from crawl_io.crawldb.crawldir import CrawlDir
 from crawl_io.smb import SMBSource
 from crawl_io.sources import Credentials, parse_host_url
 from pipeline import settings as config

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from cli.inputs import NUMERIC_SETTINGS, UsageError, check_count, check_number, setting
 from cli.inputs import check_readable_file as check_file
-from crawl_io.lock import LOCK_NAME, CrawlLock, CrawlLocked
+from crawl_io.crawldb.lock import LOCK_NAME, CrawlLock, CrawlLocked
 from crawl_io.sources import check_credentials, read_hosts_file
 
 
@@ -65,7 +65,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
 
 def _crawl(args: argparse.Namespace) -> int:
     from cli.inputs import load_settings
-    from crawl_io.crawldir import CrawlDir
+    from crawl_io.crawldb.crawldir import CrawlDir
     from pipeline.scheduling.policies import get_policy
 
     _override(
@@ -88,7 +88,7 @@ def _crawl(args: argparse.Namespace) -> int:
     crawl.check(create=True)
     crawl.root.mkdir(parents=True, exist_ok=True)
     with CrawlLock(crawl.root).acquire():  # before anything else is written
-        from crawl_io.integrity import verify_round_start
+        from crawl_io.crawldb.integrity import verify_round_start
         from pipeline.rounds import run_rounds
         from queries.status import config_failure_line, format_report, round_report
 

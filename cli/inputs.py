@@ -94,7 +94,7 @@ def load_settings(flags: dict[str, str] | None = None) -> sharecrawl:
 
     import luigi
 
-    from crawl_io.retention import MIN_KEEP
+    from crawl_io.crawldb.retention import MIN_KEEP
     from pipeline.settings import sharecrawl
 
     flags = flags or {}

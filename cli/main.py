@@ -67,9 +67,9 @@ def error_status(error: BaseException) -> int | None:
     status = None
     if raised("crawl_io.sources", "ConfigError"):  # bad input, and cli.inputs.UsageError
         status = 2
-    elif raised("crawl_io.lock", "LockError"):
-        status = 75 if raised("crawl_io.lock", "CrawlLocked") else 1
-    elif raised("crawl_io.crawldir", "CrawlDamaged"):
+    elif raised("crawl_io.crawldb.lock", "LockError"):
+        status = 75 if raised("crawl_io.crawldb.lock", "CrawlLocked") else 1
+    elif raised("crawl_io.crawldb.crawldir", "CrawlDamaged"):
         status = 1
     elif raised("pipeline.rounds", "RoundFailed"):  # its message says what failed
         print(f"sharecrawl: {error}", file=sys.stderr)
@@ -77,7 +77,7 @@ def error_status(error: BaseException) -> int | None:
     if status is not None:
         print(f"sharecrawl: error: {error}", file=sys.stderr)
         return status
-    from crawl_io.disk_full import disk_full_line, is_disk_full  # small: no heavy import
+    from crawl_io.crawldb.disk_full import disk_full_line, is_disk_full  # small: no heavy import
 
     if is_disk_full(error):  # a write before or after the rounds (the lock's record)
         print(f"sharecrawl: error: {disk_full_line(error)}", file=sys.stderr)

@@ -21,12 +21,12 @@ from cli.inputs import (
 )
 
 if TYPE_CHECKING:
-    from crawl_io.crawldir import CrawlDir
+    from crawl_io.crawldb.crawldir import CrawlDir
     from queries.sandbox import Limits
 
 
 def crawl_dir(args: argparse.Namespace) -> CrawlDir:
-    from crawl_io.crawldir import CrawlDir
+    from crawl_io.crawldb.crawldir import CrawlDir
 
     return CrawlDir(args.crawl_dir or setting("crawl_dir") or ".")
 
@@ -165,8 +165,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from crawl_io.integrity import check_crawl, repair_crawl
-    from crawl_io.lock import CrawlLock
+    from crawl_io.crawldb.integrity import check_crawl, repair_crawl
+    from crawl_io.crawldb.lock import CrawlLock
 
     crawl = crawl_dir(args)
     crawl.check(create=False)

@@ -8,7 +8,7 @@ main thread wherever that waits, and does the whole stop there:
   2. run the cleanup the running crawl registered (`stopping`): temporary files go, and it
      returns the line that says where the round stands;
   3. print that line and leave at once with 128 + the signal's number (130, 143).
-Leaving at once is safe because every file is written whole or not at all (crawl_io.atomic)
+Leaving at once is safe because every file is written whole or not at all (crawl_io.crawldb.atomic)
 and the kernel drops the lock. A worker whose crawl died without a stop (SIGKILL) sees its
 pipe to the crawl hang up, and exits: `exit_with_parent`.
 """

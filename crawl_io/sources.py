@@ -255,7 +255,7 @@ def _file_host(text: str, netloc: str, path: str, trusted: bool) -> HostURL:
 
 def _keyed(text: str, host: HostURL, key: str) -> HostURL:
     key = os.path.basename(key) if host.scheme == "file" else key
-    # the key names the host's files (crawl_io.host_parts: quoted, '@<group>.parquet' after)
+    # the key names the host's files (crawl_io.crawldb.host_parts: quoted, '@<group>.parquet' after)
     if len(quote(key, safe="")) > 255 - len("@99999.parquet"):
         raise _bad(text, "the host's name is too long to name its files in the crawl directory")
     return replace(host, host=key)

@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from crawl_io.crawldir import CrawlDir
-from crawl_io.lock import LOCK_NAME, CrawlLock
+from crawl_io.crawldb.crawldir import CrawlDir
+from crawl_io.crawldb.lock import LOCK_NAME, CrawlLock
 from crawl_io.sources import ConfigError
 from demolan.lan import build_lan, change_lan
 from pipeline import settings as config

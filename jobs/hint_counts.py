@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from crawl_io.hints import WATCHING, HintsSnapshot, HintsStore, timestamp_us
+from crawl_io.crawldb.hints import WATCHING, HintsSnapshot, HintsStore, timestamp_us
 from jobs.membership import PartitionKey, Ranges, share_root
 
 

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from mrjob.protocol import JSONProtocol, RawValueProtocol
 
-from crawl_io.atomic import write_atomic
+from crawl_io.crawldb.atomic import write_atomic
 from jobs.repartition_plan import plan_repartition
 from jobs.runner import JobRunner, ManifestJob, local_tasks, read_part, run_job, write_manifest
 from jobs.scan_cost import HostCost, Limits

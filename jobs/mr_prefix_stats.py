@@ -15,9 +15,9 @@ import pyarrow as pa
 from mrjob.parse import is_uri
 from mrjob.protocol import JSONProtocol, RawValueProtocol
 
-from crawl_io.atomic import write_atomic
+from crawl_io.crawldb.atomic import write_atomic
+from crawl_io.crawldb.host_parts import VersionParts
 from crawl_io.duck import cursor
-from crawl_io.host_parts import VersionParts
 from crawl_io.schema import FILES, MEDIA, PREFIX_STATS
 from jobs.prefix_stats import (
     COUNTS,

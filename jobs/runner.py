@@ -29,7 +29,7 @@ from mrjob.job import MRJob
 from mrjob.parse import is_uri
 from mrjob.step import StepFailedException
 
-from crawl_io.atomic import write_atomic
+from crawl_io.crawldb.atomic import write_atomic
 from crawl_io.processes import alive
 from crawl_io.workers import WorkerDied, ended, run_calls
 

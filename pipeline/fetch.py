@@ -24,9 +24,9 @@ from pathlib import Path
 import luigi
 import pyarrow.parquet as pq
 
-from crawl_io.crawldir import CrawlDir, read_parquet, write_parquet
+from crawl_io.crawldb.crawldir import CrawlDir, read_parquet, write_parquet
+from crawl_io.crawldb.tempfiles import remove_stale_temp_files
 from crawl_io.schema import FETCHLOG
-from crawl_io.tempfiles import remove_stale_temp_files
 from pipeline.fetch_host import HostJob, host_done
 from pipeline.fetch_workers import fetch_hosts
 from pipeline.generate import Generate
@@ -146,7 +146,7 @@ class Fetch(luigi.Task):
         # killed run) is fetched here
         fetch_pending(self.crawl_dir, self.round, None, sharecrawl().crawlers)
         # (the driver, under the crawl lock) a fetch worker killed mid-shard left its part's
-        # temporary file: gone with it, or another machine's once stale (crawl_io.tempfiles)
+        # temporary file: gone with it, or another machine's once stale (crawl_io.crawldb.tempfiles)
         remove_stale_temp_files(self.crawl_dir)
         seg = CrawlDir(self.crawl_dir).segment_dir(self.round)
         write_parquet(read_parquet(seg / "fetchlog", FETCHLOG), Path(self.output().path))

@@ -20,7 +20,8 @@ import pyarrow as pa
 
 from crawl_io.checked import CheckedSource, ShareNotFound, mtime_datetime
 from crawl_io.connect import open_source
-from crawl_io.crawldir import CrawlDir, host_file, write_parquet
+from crawl_io.crawldb.crawldir import CrawlDir, host_file, write_parquet
+from crawl_io.crawldb.stored_hosts import StoredHost, TagsByFile
 from crawl_io.mediatypes import media_kind
 from crawl_io.rangefile import RangeFile
 from crawl_io.schema import FETCHLOG, MEDIA
@@ -36,7 +37,6 @@ from crawl_io.sources import (
     SourceTimeout,
     parse_host_url,
 )
-from crawl_io.stored_hosts import StoredHost, TagsByFile
 from jobs.crawl_rules import filtered, load_rules
 from jobs.hinted_walk import WholeScan, hinted_walk
 from jobs.membership import PartitionKey, Ranges, share_root

@@ -3,7 +3,7 @@
 Output: the round's `fetchlist.parquet`: the partitions to scan, with their stored hashes, why
 (`reason`) and how, and one row (partition_id null, reason 'new') for each online host that has
 no partition yet. Partitions without a stored hash (never listed, or their rows lost to a
-damaged part: crawl_io.crawldir.CrawlDir.read) come first, whatever the policy says: until
+damaged part: crawl_io.crawldb.crawldir.CrawlDir.read) come first, whatever the policy says: until
 listed again they have no rows in the crawldb.
 
 What `sharecrawl watch` wrote to crawl/hints is read once (pipeline.scheduling.signals):
@@ -23,8 +23,8 @@ import luigi
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crawl_io.crawldir import CrawlDir, write_parquet
-from crawl_io.hints import HintsSnapshot, HintsStore
+from crawl_io.crawldb.crawldir import CrawlDir, write_parquet
+from crawl_io.crawldb.hints import HintsSnapshot, HintsStore
 from crawl_io.readable import plural
 from crawl_io.schema import FETCHLIST
 from jobs.crawl_rules import load_rules

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from crawl_io.crawldb.media_changes import host_changes
 from crawl_io.duck import cursor
-from crawl_io.media_changes import host_changes
 from crawl_io.schema import FILES, MEDIA
 from jobs.subtree_hash import summarize
 from pipeline import repartition
@@ -76,9 +76,10 @@ def denied_hashes(files: pa.Table, log: pa.Table) -> dict[str, str]:
 
 def merged_media(old: pa.Table, fetched: pa.Table, files: pa.Table) -> tuple[pa.Table, pa.Table]:
     """Stored tags of files still present unchanged, plus the tags read this round; each
-    with its file's partition. And what changed for the search index (crawl_io.media_changes):
-    the paths of stored rows not kept, and the rows read this round. A kept row is its
-    stored row but for its partition, so nothing else can differ."""
+    with its file's partition. And what changed for the search index
+    (crawl_io.crawldb.media_changes): the paths of stored rows not kept, and the rows read
+    this round. A kept row is its stored row but for its partition, so nothing else can
+    differ."""
     con = cursor()
     for name, table in (("old", old), ("fetched", fetched), ("files", files)):
         con.register(name, table)

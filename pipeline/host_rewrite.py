@@ -1,9 +1,9 @@
 """Update, one host the round touched: its files, media and folders rows in the new version,
-rewritten only in the groups of parts whose partitions changed (crawl_io.host_parts).
+rewritten only in the groups of parts whose partitions changed (crawl_io.crawldb.host_parts).
 
 Stored rows of the groups holding a rescanned or removed partition are merged with the
 round's listing (pipeline.host_merge); the other groups' rows stay as they are. The groups
-are then planned again (crawl_io.part_groups: new partitions join a group, big groups are
+are then planned again (crawl_io.crawldb.part_groups: new partitions join a group, big groups are
 cut, small ones compacted), and a group is written only when its partitions or rows
 changed; the others are hard links to the previous version's parts. Folder rows are Merkle
 hashes over whole subtrees: those above a changed path are hashed anew from the stored rows
@@ -26,10 +26,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from crawl_io.host_parts import ROW_TABLES, rel_path
-from crawl_io.part_groups import plan_groups
+from crawl_io.crawldb.host_parts import ROW_TABLES, rel_path
+from crawl_io.crawldb.part_groups import plan_groups
+from crawl_io.crawldb.stored_hosts import StoredHosts
 from crawl_io.schema import FILES, FOLDERS, MEDIA
-from crawl_io.stored_hosts import StoredHosts
 from jobs.crawl_rules import Rules
 from jobs.folder_update import updated_folder_summaries
 from jobs.subtree_hash import canonical_key, folder_summaries
@@ -55,7 +55,7 @@ class HostChange:
     rules_changed: bool  # new rules: excluded rows leave every group
     complete: bool = False  # a complete round: folder rows hashed over every row, none kept
     written: dict[str, int] = field(default_factory=dict)  # table -> parts written
-    # what changed in the host's media rows (crawl_io.media_changes), and the media parts
+    # what changed in the host's media rows (crawl_io.crawldb.media_changes), and the media parts
     # that covers: the stored parts read, the parts written
     media_changes: pa.Table | None = None
     media_parts: tuple[list[str], list[str]] = ([], [])

@@ -14,7 +14,7 @@ import logging
 
 import luigi
 
-from crawl_io.crawldir import VERSION_NAME, CrawlDir
+from crawl_io.crawldb.crawldir import VERSION_NAME, CrawlDir
 from pipeline.targets import IndexedVersion
 from pipeline.update import Update
 

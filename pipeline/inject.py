@@ -19,7 +19,7 @@ from pathlib import Path
 import luigi
 import pyarrow as pa
 
-from crawl_io.crawldir import CrawlDir, read_parquet, write_parquet
+from crawl_io.crawldb.crawldir import CrawlDir, read_parquet, write_parquet
 from crawl_io.discover import PROBE_THREADS, probe
 from crawl_io.liveness import check_hosts
 from crawl_io.schema import HOSTS

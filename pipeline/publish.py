@@ -2,7 +2,7 @@
 
 Update (pipeline.update) builds version N in a hidden folder, crawldb/.v000013.tmp/, begun
 empty by `VersionBuild.begin`: the groups of parts it rewrote (`write_group`: the parts of
-the partitions that changed, crawl_io.host_parts), written there, and the others,
+the partitions that changed, crawl_io.crawldb.host_parts), written there, and the others,
 hard-linked from version N-1 (`link_group`, `link_host`, `link_part` for a prefix_stats part
 whose rows did not change: they carry their manifest entries forward). `publish` then
 writes, in this order:
@@ -14,7 +14,7 @@ writes, in this order:
     crawldb/CURRENT                  moved to v000013 (write + rename): the version is live
 
 Every part written is on disk (fsync) before the manifest names it, and every folder entry
-before the rename that publishes it (crawl_io.atomic), so not even a power cut leaves a live
+before the rename that publishes it (crawl_io.crawldb.atomic), so not even a power cut leaves a live
 version naming bytes the disk never got. A round killed before CURRENT moves leaves version
 N-1 live and whole, and its rerun builds N again (Luigi's complete() for Update is "CURRENT
 names N or later": pipeline.targets).
@@ -29,13 +29,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from crawl_io.atomic import fsync_folder, rename_into_place, write_parquet
-from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir
-from crawl_io.host_parts import ROW_TABLES, partitions_metadata, rel_path
-from crawl_io.media_changes import FILE_NAME as MEDIA_CHANGES_FILE
-from crawl_io.media_changes import ChangesRecord
-from crawl_io.version_manifest import Manifest
-from crawl_io.version_manifest import write_manifest as write_version_manifest
+from crawl_io.crawldb.atomic import fsync_folder, rename_into_place, write_parquet
+from crawl_io.crawldb.crawldir import PER_HOST_TABLES, CrawlDir
+from crawl_io.crawldb.host_parts import ROW_TABLES, partitions_metadata, rel_path
+from crawl_io.crawldb.media_changes import FILE_NAME as MEDIA_CHANGES_FILE
+from crawl_io.crawldb.media_changes import ChangesRecord
+from crawl_io.crawldb.version_manifest import Manifest
+from crawl_io.crawldb.version_manifest import write_manifest as write_version_manifest
 from pipeline.rules_store import RulesStore
 from pipeline.settings import sharecrawl
 

@@ -17,12 +17,12 @@ from collections.abc import Callable
 import luigi
 from luigi.execution_summary import LuigiRunResult
 
-from crawl_io.crawldir import CrawlDir
-from crawl_io.disk_full import disk_full_line, is_disk_full
-from crawl_io.lock import CrawlLock
+from crawl_io.crawldb.crawldir import CrawlDir
+from crawl_io.crawldb.disk_full import disk_full_line, is_disk_full
+from crawl_io.crawldb.lock import CrawlLock
+from crawl_io.crawldb.retention import remove_old_rounds
+from crawl_io.crawldb.tempfiles import remove_stale_temp_files
 from crawl_io.processes import stopping
-from crawl_io.retention import remove_old_rounds
-from crawl_io.tempfiles import remove_stale_temp_files
 from crawl_io.workers import worker_context
 from jobs.runner import remove_job_temp_dirs
 from pipeline.fetch import FetchShard
@@ -68,7 +68,7 @@ def _note_failure(task: luigi.Task, error: BaseException) -> None:
 
 class _NoDiskFullTraceback(logging.Filter):
     """Luigi logs a failed task with its traceback; a full disk is said by the round's one
-    line instead (crawl_io.disk_full)."""
+    line instead (crawl_io.crawldb.disk_full)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (record.exc_info and is_disk_full(record.exc_info[1]))
@@ -228,7 +228,7 @@ def run_rounds(
     crawl_dir: str, rounds: int, after_round: Callable[[int], None] | None = None
 ) -> int:
     """Run `rounds` more rounds, the first finishing an interrupted one, each followed by the
-    removal of the rounds before the last `keep_rounds` (crawl_io.retention); return the
+    removal of the rounds before the last `keep_rounds` (crawl_io.crawldb.retention); return the
     last round's number.
     SIGINT or SIGTERM stops it (crawl_io.processes; the line: stop_interrupted)."""
     crawl = CrawlDir(crawl_dir)

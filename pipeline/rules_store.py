@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
-from crawl_io.atomic import write_atomic
+from crawl_io.crawldb.atomic import write_atomic
 from crawl_io.sources import ConfigError
 from jobs.crawl_rules import Rule, Rules, auto_rules, load_rules
 

@@ -1,5 +1,5 @@
 """Update, the prefix_stats table: stored in parts per host and group of partitions, as the
-files, media and folders tables are (crawl_io.host_parts), a part written only when its
+files, media and folders tables are (crawl_io.crawldb.host_parts), a part written only when its
 rows changed.
 
 A prefix's row goes in the group of the partition that holds the prefix's folder: the group
@@ -33,8 +33,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from crawl_io.crawldir import CrawlDir
-from crawl_io.host_parts import (
+from crawl_io.crawldb.crawldir import CrawlDir
+from crawl_io.crawldb.host_parts import (
     ROW_TABLES,
     VersionParts,
     footer_partitions,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import luigi
 
-from crawl_io.crawldir import CrawlDir
+from crawl_io.crawldb.crawldir import CrawlDir
 
 
 class PublishedVersion(luigi.Target):

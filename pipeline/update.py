@@ -11,7 +11,7 @@ and moves CURRENT.
 A damaged or missing part is never linked forward: the rows of its group's partitions are
 left out and their hashes cleared, so a round lists them again as new (Generate puts them
 first) while their scan history stays. A damaged state table (hosts, partitions) stops the
-round (crawl_io.crawldir.CrawlDamaged) instead of starting history over.
+round (crawl_io.crawldb.crawldir.CrawlDamaged) instead of starting history over.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from crawl_io.crawldir import CrawlDir, host_file, read_parquet
-from crawl_io.media_changes import ChangesRecord
+from crawl_io.crawldb.crawldir import CrawlDir, host_file, read_parquet
+from crawl_io.crawldb.media_changes import ChangesRecord
 from crawl_io.schema import FETCHLOG, HOSTS, LISTING, MEDIA, PARTITIONS
 from crawl_io.sources import CONFIG_STATUSES, HOST_OK, UNREACHABLE_STATUSES
 from jobs.crawl_rules import load_rules

@@ -29,7 +29,7 @@ from typing import Any
 
 import duckdb
 
-from crawl_io.version_manifest import first_line
+from crawl_io.crawldb.version_manifest import first_line
 
 # The index's format: readers take no other, and an index of another format is rebuilt in
 # full, never updated. It changes whenever what the index holds or how text is read

@@ -21,7 +21,7 @@ import duckdb
 import pyarrow as pa
 
 from crawl_io import schema
-from crawl_io.media_changes import INDEXED_COLUMNS
+from crawl_io.crawldb.media_changes import INDEXED_COLUMNS
 from queries import text
 from queries.querylang import FIELD_BITS, FIELD_WEIGHTS
 from queries.sandbox import quote

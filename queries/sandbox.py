@@ -15,8 +15,8 @@ from typing import NamedTuple
 
 import duckdb
 
+from crawl_io.crawldb.version_manifest import first_line
 from crawl_io.duck import cursor
-from crawl_io.version_manifest import first_line
 
 
 class SQLError(ValueError):

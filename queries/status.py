@@ -11,13 +11,13 @@ from collections import Counter
 
 import pyarrow as pa
 
-from crawl_io.crawldir import CrawlDir, read_parquet
+from crawl_io.crawldb.crawldir import CrawlDir, read_parquet
+from crawl_io.crawldb.integrity import dropped_effect
+from crawl_io.crawldb.version_manifest import dropped_parts
 from crawl_io.duck import cursor
-from crawl_io.integrity import dropped_effect
 from crawl_io.readable import human_bytes, plural, readable_path, readable_text
 from crawl_io.schema import FETCHLOG, HOSTS
 from crawl_io.sources import CONFIG_STATUSES, HOST_OK, UNREACHABLE_STATUSES
-from crawl_io.version_manifest import dropped_parts
 from jobs.hint_counts import hints_report
 
 MAX_LINES = 20  # per list in the text report; --json lists everything

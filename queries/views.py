@@ -18,10 +18,10 @@ from typing import TypeVar
 import duckdb
 import pyarrow as pa
 
-from crawl_io.crawldir import PER_HOST_TABLES, CrawlDir
-from crawl_io.fetchlogs import fetchlog_parts
-from crawl_io.hints import HINTS, HintsStore
-from crawl_io.host_parts import table_parts
+from crawl_io.crawldb.crawldir import PER_HOST_TABLES, CrawlDir
+from crawl_io.crawldb.fetchlogs import fetchlog_parts
+from crawl_io.crawldb.hints import HINTS, HintsStore
+from crawl_io.crawldb.host_parts import table_parts
 from crawl_io.schema import TABLES
 from jobs.subtree_hash import duplicate_folders_sql
 from queries.part_damage import (

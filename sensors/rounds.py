@@ -13,9 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-from crawl_io.crawldir import CrawlDamaged, CrawlDir
-from crawl_io.hints import HintsStore
-from crawl_io.lock import EXIT_LOCKED, LOCK_NAME, CrawlLock
+from crawl_io.crawldb.crawldir import CrawlDamaged, CrawlDir
+from crawl_io.crawldb.hints import HintsStore
+from crawl_io.crawldb.lock import EXIT_LOCKED, LOCK_NAME, CrawlLock
 from jobs.hint_counts import count_hints
 
 log = logging.getLogger("sharecrawl")

@@ -1,5 +1,5 @@
 """`sharecrawl watch` (docs/watch.md): one thread's select loop over every host's connection
-(crawl_io.notify), a few threads to connect. Notifications become hints (crawl_io.hints),
+(crawl_io.notify), a few threads to connect. Notifications become hints (crawl_io.crawldb.hints),
 flushed twice a second; the watches file is a heartbeat. A host back after a loss gets an
 overflow hint per share (what changed meanwhile is unknown). Hints for excluded paths are
 dropped. The watcher never takes the crawl lock."""
@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
-from crawl_io.disk_full import is_disk_full
-from crawl_io.hints import storable
-from crawl_io.hints_writer import HintsWriter
+from crawl_io.crawldb.disk_full import is_disk_full
+from crawl_io.crawldb.hints import storable
+from crawl_io.crawldb.hints_writer import HintsWriter
 from crawl_io.notify import Change, Refusal
 from crawl_io.readable import readable_text
 from crawl_io.sources import ConfigError, SourceError

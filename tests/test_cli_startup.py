@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from crawl_io.lock import EXIT_LOCKED
+from crawl_io.crawldb.lock import EXIT_LOCKED
 from tests.cliproc import REPO
 from tests.conftest import LAN
 from tests.test_lock import crawl_command, tree
@@ -24,7 +24,7 @@ from tests.test_pipeline import build
 
 HOLD = """
 import sys, time
-from crawl_io.lock import CrawlLock
+from crawl_io.crawldb.lock import CrawlLock
 lock = CrawlLock(sys.argv[1]).acquire()
 print("held", flush=True)
 time.sleep(600)

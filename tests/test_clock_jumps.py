@@ -13,8 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from crawl_io.hints import HINTS, WATCHES, HintsSnapshot
-from crawl_io.hints_writer import HintsWriter
+from crawl_io.crawldb.hints import HINTS, WATCHES, HintsSnapshot
+from crawl_io.crawldb.hints_writer import HintsWriter
 from crawl_io.schema import PARTITIONS
 from pipeline import generate
 from pipeline.scheduling.choice import Budget, Candidates, PartitionState

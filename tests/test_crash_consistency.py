@@ -31,7 +31,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from crawl_io.crawldir import CrawlDir
+from crawl_io.crawldb.crawldir import CrawlDir
 from pipeline.targets import IndexedVersion
 from tests.conftest import LAN
 from tests.media import make_media

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import luigi
 
-from crawl_io.crawldir import CrawlDir
+from crawl_io.crawldb.crawldir import CrawlDir
 from jobs.mr_listing import MRListingJobs
 from jobs.runner import run_job, write_manifest
 from pipeline import settings as config

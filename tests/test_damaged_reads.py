@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import queries.views as views_module
-from crawl_io.crawldir import CrawlDir
+from crawl_io.crawldb.crawldir import CrawlDir
 from crawl_io.schema import FILES, PARTITIONS
 from queries.part_damage import damages
 from queries.views import CrawlViews, run_sql

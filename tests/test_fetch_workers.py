@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from crawl_io.crawldir import CrawlDir, host_file
+from crawl_io.crawldb.crawldir import CrawlDir, host_file
 from crawl_io.workers import start_worker
 from pipeline import fetch_workers
 from pipeline.fetch_host import HostJob

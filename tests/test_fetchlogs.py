@@ -1,4 +1,4 @@
-"""The fetchlog of every round (crawl_io.fetchlogs): the `fetchlog` view reads each round
+"""The fetchlog of every round (crawl_io.crawldb.fetchlogs): the `fetchlog` view reads each round
 once, from its segment or, once keep_rounds removed the segment, from the part kept in
 segments/fetchlogs/; `check` reads kept parts in full and `check --repair` moves a damaged
 one aside."""
@@ -11,9 +11,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from crawl_io.atomic import write_parquet
-from crawl_io.crawldir import CrawlDir
-from crawl_io.fetchlogs import damaged_fetchlogs, fetchlog_parts, kept_fetchlog
+from crawl_io.crawldb.atomic import write_parquet
+from crawl_io.crawldb.crawldir import CrawlDir
+from crawl_io.crawldb.fetchlogs import damaged_fetchlogs, fetchlog_parts, kept_fetchlog
 from crawl_io.schema import FETCHLOG
 from queries.views import run_sql
 from tests.conftest import LAN

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawl_io.connect import open_source
-from crawl_io.crawldir import CrawlDir
+from crawl_io.crawldb.crawldir import CrawlDir
 from crawl_io.schema import PREFIX_STATS
 from crawl_io.sources import ConfigError, Source, parse_host_url
 from jobs.crawl_rules import (

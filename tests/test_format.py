@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from crawl_io.crawldir import FORMAT, CrawlDir
+from crawl_io.crawldb.crawldir import FORMAT, CrawlDir
 from tests.conftest import LAN
 
 COMMANDS = [

@@ -1,6 +1,6 @@
 """Rounds that read the hints (pipeline.generate, pipeline.scheduling.signals): real rounds
-over file:// hosts, hints and watch states written by the real writer (crawl_io.hints_writer)
-as `sharecrawl watch` writes them for SMB hosts.
+over file:// hosts, hints and watch states written by the real writer
+(crawl_io.crawldb.hints_writer) as `sharecrawl watch` writes them for SMB hosts.
 
 Hinted partitions come first with reason 'hint' (a hinted scan lists only their hinted folders
 and finds what a full walk finds); silent partitions of a trusted host whose watch is unbroken
@@ -16,8 +16,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from crawl_io.crawldir import CrawlDir
-from crawl_io.hints_writer import HintsWriter
+from crawl_io.crawldb.crawldir import CrawlDir
+from crawl_io.crawldb.hints_writer import HintsWriter
 from tests.conftest import LAN
 
 LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)

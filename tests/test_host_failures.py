@@ -186,7 +186,7 @@ def test_status_json_of_a_round_before_the_status_column(lan: LAN, run_json) -> 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from crawl_io.version_manifest import write_manifest
+    from crawl_io.crawldb.version_manifest import write_manifest
 
     lan.media("alpha", "music/song.mp3", artist="Madonna", title="Music")
     lan.write_hosts("alpha")

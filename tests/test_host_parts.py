@@ -13,18 +13,18 @@ from collections.abc import Callable
 import pyarrow.parquet as pq
 import pytest
 
-import crawl_io.part_groups
+import crawl_io.crawldb.part_groups
 import pipeline.host_rewrite
-from crawl_io.crawldir import CrawlDir
-from crawl_io.host_parts import (
+from crawl_io.crawldb.crawldir import CrawlDir
+from crawl_io.crawldb.host_parts import (
     changed_parts,
     footer_partitions,
     parse_part_file,
     part_file,
 )
-from crawl_io.part_groups import plan_groups
+from crawl_io.crawldb.part_groups import plan_groups
+from crawl_io.crawldb.stored_hosts import StoredHost
 from crawl_io.schema import FILES, FOLDERS, MEDIA
-from crawl_io.stored_hosts import StoredHost
 from jobs.subtree_hash import folder_summaries
 from tests.conftest import LAN
 
@@ -74,7 +74,7 @@ def test_part_names_keep_any_host_and_its_group() -> None:
 # -- rounds ---------------------------------------------------------------------------------
 @pytest.fixture
 def small_groups(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(crawl_io.part_groups, "GROUP_ROWS", GROUP_ROWS)
+    monkeypatch.setattr(crawl_io.crawldb.part_groups, "GROUP_ROWS", GROUP_ROWS)
 
 
 def build(lan: LAN) -> None:
@@ -303,11 +303,11 @@ def test_groups_hold_exactly_the_rows_one_part_per_host_holds(
 
     def crawl_both() -> None:
         for crawl_dir, group_rows in (
-            (one_part, crawl_io.part_groups.GROUP_ROWS),
+            (one_part, crawl_io.crawldb.part_groups.GROUP_ROWS),
             (groups, GROUP_ROWS),
         ):
             with monkeypatch.context() as m:
-                m.setattr(crawl_io.part_groups, "GROUP_ROWS", group_rows)
+                m.setattr(crawl_io.crawldb.part_groups, "GROUP_ROWS", group_rows)
                 m.setattr(lan, "crawl_dir", crawl_dir)
                 lan.crawl()
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cli.main import main
-from crawl_io.crawldir import CrawlDir
+from crawl_io.crawldb.crawldir import CrawlDir
 from crawl_io.sources import ConfigError, parse_host_url, read_hosts_file
 from tests.conftest import LAN
 from tests.smbd import (

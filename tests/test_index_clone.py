@@ -1,5 +1,5 @@
 """An index update on a file system that clones files starts from a clone of the live index
-(crawl_io.atomic.clone_file), not a copy: it writes the blocks it changes rather than the
+(crawl_io.crawldb.atomic.clone_file), not a copy: it writes the blocks it changes rather than the
 whole file again, the file it replaces stays whole for the readers that hold it, and the
 result is what a full build makes. Where the file system cannot clone, nothing is made and
 the update copies, as every other test of the update does."""
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from crawl_io.atomic import clone_file
+from crawl_io.crawldb.atomic import clone_file
 from queries.index import build_index, update_index
 from tests.cloning_disk import shared_blocks
 from tests.test_index_update import Lan, answers, queries, table_rows, write_version

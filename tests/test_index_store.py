@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from crawl_io.atomic import write_atomic
+from crawl_io.crawldb.atomic import write_atomic
 from queries.index import build_index
 from queries.index_store import IndexUnreadable, open_index, pinned
 from queries.search import search

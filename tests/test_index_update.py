@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from crawl_io import schema
-from crawl_io.host_parts import changed_parts, part_file
-from crawl_io.version_manifest import read_manifest, write_manifest
+from crawl_io.crawldb.host_parts import changed_parts, part_file
+from crawl_io.crawldb.version_manifest import read_manifest, write_manifest
 from queries import text
 from queries.index import build_index, update_index
 from queries.index_store import index_meta

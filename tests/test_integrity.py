@@ -12,9 +12,14 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from crawl_io.crawldir import CrawlDir
+from crawl_io.crawldb.crawldir import CrawlDir
+from crawl_io.crawldb.version_manifest import (
+    MANIFEST_NAME,
+    file_sha256,
+    read_manifest,
+    version_parts,
+)
 from crawl_io.schema import MEDIA
-from crawl_io.version_manifest import MANIFEST_NAME, file_sha256, read_manifest, version_parts
 from tests.conftest import LAN
 from tests.test_pipeline import build
 

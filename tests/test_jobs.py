@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mrjob.step import StepFailedException
 
-from crawl_io.crawldir import write_parquet
+from crawl_io.crawldb.crawldir import write_parquet
 from crawl_io.mediatypes import media_kind
 from crawl_io.schema import LISTING
 from crawl_io.workers import server_pid

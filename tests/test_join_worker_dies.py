@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from crawl_io.tempfiles import TEMP_NAME
+from crawl_io.crawldb.tempfiles import TEMP_NAME
 from tests.conftest import LAN
 from tests.test_scale_out import build, host_keys, running_luigid, tables
 from tests.test_scale_out_retry import RETRY_LUIGID, group_members, wait_for

@@ -1,4 +1,4 @@
-"""The record of a version's media changes (crawl_io.media_changes): Update writes what a
+"""The record of a version's media changes (crawl_io.crawldb.media_changes): Update writes what a
 round changed in the media rows, the index updates from it without reading those parts, and
 falls back to comparing parts wherever the record does not cover them, giving the same
 index as a full build either way."""
@@ -12,8 +12,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crawl_io.host_parts import changed_parts
-from crawl_io.media_changes import ACCOUNTS_KEY, FILE_NAME, INDEXED_COLUMNS, SCHEMA
+from crawl_io.crawldb.host_parts import changed_parts
+from crawl_io.crawldb.media_changes import ACCOUNTS_KEY, FILE_NAME, INDEXED_COLUMNS, SCHEMA
 from queries.index import build_index, update_index
 from tests.conftest import LAN
 from tests.test_index_update import table_rows

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawl_io.connect import open_source
-from crawl_io.crawldir import write_parquet
+from crawl_io.crawldb.crawldir import write_parquet
 from crawl_io.schema import LISTING
 from crawl_io.sources import parse_host_url
 from jobs.bstar_split import split_ranges

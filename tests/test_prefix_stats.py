@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crawl_io.crawldir import CrawlDir, host_file, write_parquet
+from crawl_io.crawldb.crawldir import CrawlDir, host_file, write_parquet
 from crawl_io.schema import FILES, MEDIA, PREFIX_STATS
 from jobs.mr_prefix_stats import host_parts, round_prefix_stats, run_prefix_stats
 from jobs.prefix_stats import host_prefix_stats

@@ -1,4 +1,4 @@
-"""Old rounds removed (crawl_io.retention, luigi.cfg keep_rounds): after each round the
+"""Old rounds removed (crawl_io.crawldb.retention, luigi.cfg keep_rounds): after each round the
 versions and segments of the rounds before the last N go; what they held that later rounds
 still use stays (hard links), and so do their scans (the segments' fetchlogs are kept);
 every face reads the crawl as before, `check --repair` falls back on the version kept
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from crawl_io.atomic import machine
-from crawl_io.crawldir import CrawlDir
+from crawl_io.crawldb.atomic import machine
+from crawl_io.crawldb.crawldir import CrawlDir
 from tests.conftest import LAN
 
 

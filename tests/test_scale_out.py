@@ -20,8 +20,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from crawl_io.crawldir import CrawlDir
-from crawl_io.lock import CrawlLock
+from crawl_io.crawldb.crawldir import CrawlDir
+from crawl_io.crawldb.lock import CrawlLock
 from jobs.mr_listing import run_listing_jobs
 from jobs.runner import JobRunner
 from pipeline.fetch import FetchShard

@@ -21,9 +21,9 @@ from pathlib import Path
 import luigi
 import pytest
 
-from crawl_io.atomic import machine, write_atomic
-from crawl_io.crawldir import CrawlDir, host_file
-from crawl_io.tempfiles import (
+from crawl_io.crawldb.atomic import machine, write_atomic
+from crawl_io.crawldb.crawldir import CrawlDir, host_file
+from crawl_io.crawldb.tempfiles import (
     FOREIGN_STALE_S,
     TEMP_NAME,
     remove_stale_temp_files,

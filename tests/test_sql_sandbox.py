@@ -20,7 +20,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from crawl_io.crawldir import CrawlDir
+from crawl_io.crawldb.crawldir import CrawlDir
 from queries.sandbox import SQLError, SQLRefused, checked_statement
 from queries.views import CrawlViews
 from tests.conftest import LAN

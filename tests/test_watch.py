@@ -238,7 +238,7 @@ def test_watch_killed_during_a_round_leaves_the_round_whole(smbd_factory, lan, w
 
 
 def run_sql_rows(lan, sql: str) -> list[dict]:
-    from crawl_io.crawldir import CrawlDir
+    from crawl_io.crawldb.crawldir import CrawlDir
     from queries.views import run_sql
 
     columns, rows = run_sql(CrawlDir(lan.crawl_dir), sql)

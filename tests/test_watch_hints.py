@@ -1,4 +1,4 @@
-"""The hints store (crawl_io.hints, crawl_io.hints_writer) on real Parquet files and DuckDB:
+"""The hints store (crawl_io.crawldb.hints, .hints_writer) on real Parquet files and DuckDB:
 parts, compaction, retention, the `hints` view, "hinted since t / unbroken since t", counts."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from crawl_io import hints_writer
-from crawl_io.crawldir import CrawlDir
-from crawl_io.hints import HintsStore, cover, part_name
-from crawl_io.hints_writer import HintsWriter, WatchRunning
+from crawl_io.crawldb import hints_writer
+from crawl_io.crawldb.crawldir import CrawlDir
+from crawl_io.crawldb.hints import HintsStore, cover, part_name
+from crawl_io.crawldb.hints_writer import HintsWriter, WatchRunning
 from crawl_io.schema import PARTITIONS
 from jobs.hint_counts import count_hints
 from jobs.membership import partition_id
@@ -219,7 +219,7 @@ def test_a_damaged_part_is_set_aside_and_ends_trust(tmp_path: Path) -> None:
 
 
 def test_a_name_that_is_not_unicode_keeps_its_folder() -> None:
-    from crawl_io.hints import storable
+    from crawl_io.crawldb.hints import storable
 
     assert storable("Music/Rock/a.mp3") == "Music/Rock/a.mp3"
     assert storable("Music/bad\udc80name/a.mp3") == "Music"

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from crawl_io.hints import HintsStore
+from crawl_io.crawldb.hints import HintsStore
 from tests.smbd import SmbServer
 
 REPO = Path(__file__).resolve().parents[1]

@@ -33,8 +33,8 @@ from PIL import Image
 from starlette.requests import Request
 from starlette.responses import Response
 
-from crawl_io.atomic import write_atomic
-from crawl_io.host_parts import parse_part_file, table_parts
+from crawl_io.crawldb.atomic import write_atomic
+from crawl_io.crawldb.host_parts import parse_part_file, table_parts
 from crawl_io.rangefile import RangeFile
 from queries.index_store import IndexFile
 from web.copy_source import Busy, Changed, Copy, NotStreamable, Reader, Streams, find

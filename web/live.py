@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from crawl_io.crawldir import VERSION_NAME, CrawlDir
+from crawl_io.crawldb.crawldir import VERSION_NAME, CrawlDir
 from queries.index_store import Identity, IndexFile, IndexUnreadable, open_index
 
 

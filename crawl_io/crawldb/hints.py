@@ -94,7 +94,7 @@ def timestamp_us(value: datetime) -> int:
 
 
 class HintsStore:
-    """Read access to crawl/hints (the watcher writes through crawl_io.hints_writer)."""
+    """Read access to crawl/hints (the watcher writes through crawl_io.crawldb.hints_writer)."""
 
     def __init__(self, crawl_dir: str | Path) -> None:
         self.dir = Path(crawl_dir) / "hints"

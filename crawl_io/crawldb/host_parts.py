@@ -16,7 +16,7 @@ The groups are those of the files, media and folders parts (ROW_TABLES): only a 
 of theirs costs a group's partitions, a damaged prefix_stats part only its statistics, which
 are computed again. A round rewrites the groups whose
 partitions changed and hard-links the others, so a host of a million files does not pay
-for all its rows to record one new album (crawl_io.part_groups decides the groups). The
+for all its rows to record one new album (crawl_io.crawldb.part_groups decides the groups). The
 parts stay flat in their table's folder: every reader that reads a table's parts reads
 `<table>/*.parquet`, whatever the groups.
 """
@@ -32,7 +32,7 @@ from urllib.parse import quote, unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crawl_io.version_manifest import read_manifest
+from crawl_io.crawldb.version_manifest import read_manifest
 
 ROW_TABLES = ("files", "media", "folders")  # a group's rows: a damaged part costs them
 PART_TABLES = (*ROW_TABLES, "prefix_stats")

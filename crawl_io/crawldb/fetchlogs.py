@@ -13,15 +13,15 @@ import os
 import re
 from pathlib import Path
 
-from crawl_io.crawldir import SEGMENT_NAME, CrawlDir
-from crawl_io.version_manifest import read_problem
+from crawl_io.crawldb.crawldir import SEGMENT_NAME, CrawlDir
+from crawl_io.crawldb.version_manifest import read_problem
 
 KEPT_FETCHLOGS = "fetchlogs"  # in segments/: the kept fetchlogs of removed rounds
 KEPT_NAME = re.compile(r"r(\d{6,})\.parquet")
 
 
 def kept_fetchlog(crawl: CrawlDir, round_: int) -> Path:
-    """Where the fetchlog of a removed round's segment is kept (crawl_io.retention)."""
+    """Where the fetchlog of a removed round's segment is kept (crawl_io.crawldb.retention)."""
     return crawl.segments / KEPT_FETCHLOGS / f"r{round_:06d}.parquet"
 
 

@@ -1,5 +1,5 @@
 """The hosts' rows stored in one published crawldb version, read group by group, with the
-damage found in them (crawl_io.host_parts is the layout).
+damage found in them (crawl_io.crawldb.host_parts is the layout).
 
 What is checked where: the size of every part a round links forward or reads (a stat
 against the manifest), the SHA-256 of every part read in full, the page CRCs of every page
@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from crawl_io.host_parts import (
+from crawl_io.crawldb.host_parts import (
     ROW_TABLES,
     VersionParts,
     footer_partitions,
@@ -26,8 +26,8 @@ from crawl_io.host_parts import (
     read_parquet,
     rel_path,
 )
+from crawl_io.crawldb.version_manifest import Manifest, checksum_problem, first_line, size_problem
 from crawl_io.schema import TABLES
-from crawl_io.version_manifest import Manifest, checksum_problem, first_line, size_problem
 
 log = logging.getLogger("sharecrawl")
 TAG_KEY = ("path", "size", "mtime", "tag_error")  # what finds a moved file's stored tags

@@ -1,14 +1,15 @@
 """The crawl directory: versioned crawldb with an atomic CURRENT pointer, segments, index.
 
 crawl/
-  LOCK                   held (flock) by the one crawl running here: crawl_io.lock
+  LOCK                   held (flock) by the one crawl running here: crawl_io.crawldb.lock
   crawldb/CURRENT        name of the live version, replaced by write + rename
   crawldb/FORMAT         the on-disk format (FORMAT), written when the crawldb is made
   crawldb/v000012/       hosts.parquet, partitions.parquet,
                          files/, media/, folders/, prefix_stats/: each host's parts,
                          <host>.parquet and <host>@<group>.parquet, by group of partitions
-                         (crawl_io.host_parts; immutable once published)
-                         MANIFEST.json: every part's size and SHA-256 (crawl_io.version_manifest)
+                         (crawl_io.crawldb.host_parts; immutable once published)
+                         MANIFEST.json: every part's size and SHA-256
+                         (crawl_io.crawldb.version_manifest)
   segments/r000013/      inject.parquet, fetchlist.parquet, listing/, media/, fetchlog/
                          (one <host>.parquet each); jobs/: the jobs' manifests, naming parts
                          relative to jobs/
@@ -36,8 +37,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from crawl_io.atomic import write_atomic, write_parquet
-from crawl_io.host_parts import (
+from crawl_io.crawldb.atomic import write_atomic, write_parquet
+from crawl_io.crawldb.host_parts import (
     PART_TABLES,
     parquet_from_bytes,
     parse_part_file,
@@ -45,11 +46,9 @@ from crawl_io.host_parts import (
     read_parquet,
     table_parts,
 )
-from crawl_io.lock import LOCK_NAME
-from crawl_io.schema import TABLES
-from crawl_io.sources import ConfigError
-from crawl_io.stored_hosts import StoredHosts
-from crawl_io.version_manifest import (
+from crawl_io.crawldb.lock import LOCK_NAME
+from crawl_io.crawldb.stored_hosts import StoredHosts
+from crawl_io.crawldb.version_manifest import (
     MANIFEST_NAME,
     Manifest,
     ManifestError,
@@ -58,6 +57,8 @@ from crawl_io.version_manifest import (
     read_checked,
     read_manifest,
 )
+from crawl_io.schema import TABLES
+from crawl_io.sources import ConfigError
 
 __all__ = ["CrawlDamaged", "CrawlDir", "host_file", "read_parquet", "write_parquet"]
 
@@ -210,7 +211,7 @@ class CrawlDir:
         return vdir / name if name in PER_HOST_TABLES else vdir / f"{name}.parquet"
 
     def table_parts(self, version: int, name: str) -> list[Path]:
-        """Every Parquet part of table `name` in a version (crawl_io.host_parts)."""
+        """Every Parquet part of table `name` in a version (crawl_io.crawldb.host_parts)."""
         return table_parts(self.version_dir(version), name) if version else []
 
     # -- reading a version ------------------------------------------------------------------
@@ -298,7 +299,7 @@ class CrawlDir:
         return self._hosts[version]
 
     def read_host(self, version: int, name: str, host: str) -> pa.Table:
-        """All of a host's rows of a per-host table that read (crawl_io.stored_hosts)."""
+        """All of a host's rows of a per-host table that read (crawl_io.crawldb.stored_hosts)."""
         if version == 0:
             return TABLES[name].empty_table()
         return self.hosts(version).read_host(name, host)

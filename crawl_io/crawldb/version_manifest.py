@@ -15,7 +15,7 @@ What is checked where:
 - size (a stat): every part an Update links forward, every part a round reads;
 - SHA-256 (reads the file): every part a round reads in full anyway (the state tables, the
   parts of the hosts it rewrites), every part `sharecrawl check` verifies;
-- Parquet page CRCs (written by crawl_io.atomic.write_parquet): every page pyarrow reads.
+- Parquet page CRCs (written by crawl_io.crawldb.atomic.write_parquet): every page pyarrow reads.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crawl_io.atomic import write_atomic
+from crawl_io.crawldb.atomic import write_atomic
 
 MANIFEST_NAME = "MANIFEST.json"
 FORMAT = 1

@@ -1,7 +1,7 @@
 """Old rounds removed: the crawldb versions and segments before the last `keep` (luigi.cfg
 [sharecrawl] keep_rounds; 0 keeps all). A version shares unchanged parts with the next by hard
 links, so removing it frees only what it alone held. A removed round's fetchlog moves to
-`segments/fetchlogs/rNNNNNN.parquet` (crawl_io.fetchlogs). The live version, its segment and
+`segments/fetchlogs/rNNNNNN.parquet` (crawl_io.crawldb.fetchlogs). The live version, its segment and
 anything newer stay, and `keep` is at least 2 (`check --repair` and a running `serve` may
 need the one before). Folders are renamed to a temporary name, then deleted."""
 
@@ -12,9 +12,9 @@ import os
 import shutil
 from pathlib import Path
 
-from crawl_io.atomic import temp_name
-from crawl_io.crawldir import SEGMENT_NAME, CrawlDir
-from crawl_io.fetchlogs import kept_fetchlog
+from crawl_io.crawldb.atomic import temp_name
+from crawl_io.crawldb.crawldir import SEGMENT_NAME, CrawlDir
+from crawl_io.crawldb.fetchlogs import kept_fetchlog
 
 MIN_KEEP = 2  # the live round and one to fall back on
 log = logging.getLogger("sharecrawl")

@@ -1,12 +1,12 @@
 """`sharecrawl check`: verify the live crawldb version part by part, and repair CURRENT.
 
-A version is verified against its manifest (crawl_io.version_manifest): every part listed is
+A version is verified against its manifest (crawl_io.crawldb.version_manifest): every part listed is
 there, has its size and SHA-256, and reads (footer and every page, page CRCs checked); no
 Parquet part is there that the manifest does not list.
 
 Damage comes in two kinds. A damaged part of a host (files/, media/, folders/) costs the rows
 of its group's partitions until the next round lists them again as new
-(crawl_io.stored_hosts), one of prefix_stats/ only its host's statistics, which the next
+(crawl_io.crawldb.stored_hosts), one of prefix_stats/ only its host's statistics, which the next
 round computes again, and the record of media changes only the index's shortcut (its update
 compares the parts instead): the version stays usable, and `check --repair` restores the
 part from a separate copy with its checksum or drops it from the manifest, so that `check`
@@ -15,7 +15,7 @@ passes at once and the rounds after it start from a whole version. Damaged state
 round refuses to start from it, and `check --repair` points CURRENT at the newest usable
 version instead, moving the newer versions and segments aside (never deleting them).
 
-The fetchlog's kept parts (crawl_io.fetchlogs) are read in full too: once their segments are
+The fetchlog's kept parts (crawl_io.crawldb.fetchlogs) are read in full too: once their segments are
 gone they are the only copy of those rounds' scans. A damaged one is moved aside by
 `check --repair`.
 """
@@ -29,12 +29,12 @@ from pathlib import Path
 
 import duckdb
 
-from crawl_io.atomic import fsync_folder, temp_name
-from crawl_io.crawldir import SEGMENT_NAME, STATE_TABLES, CrawlDamaged, CrawlDir
-from crawl_io.fetchlogs import damaged_fetchlogs
-from crawl_io.host_parts import ROW_TABLES, parse_part_file
-from crawl_io.media_changes import FILE_NAME as MEDIA_CHANGES_FILE
-from crawl_io.version_manifest import (
+from crawl_io.crawldb.atomic import fsync_folder, temp_name
+from crawl_io.crawldb.crawldir import SEGMENT_NAME, STATE_TABLES, CrawlDamaged, CrawlDir
+from crawl_io.crawldb.fetchlogs import damaged_fetchlogs
+from crawl_io.crawldb.host_parts import ROW_TABLES, parse_part_file
+from crawl_io.crawldb.media_changes import FILE_NAME as MEDIA_CHANGES_FILE
+from crawl_io.crawldb.version_manifest import (
     MANIFEST_NAME,
     ManifestError,
     PartEntry,

@@ -1,7 +1,8 @@
-"""Writing crawl/hints (layout: crawl_io.hints): one writer, holding watch.lock; parts appear
-whole. Compaction has two levels so its cost stays near what was written: FRESH_LIMIT flush
-parts merge into one; MERGED_LIMIT merged parts (or a day) merge all, keeping the latest
-sighting per key and dropping hints past retention. A compacted part is deleted GRACE_S later."""
+"""Writing crawl/hints (layout: crawl_io.crawldb.hints): one writer, holding watch.lock;
+parts appear whole. Compaction has two levels so its cost stays near what was written:
+FRESH_LIMIT flush parts merge into one; MERGED_LIMIT merged parts (or a day) merge all,
+keeping the latest sighting per key and dropping hints past retention. A compacted part is
+deleted GRACE_S later."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from crawl_io.crawldir import write_parquet
-from crawl_io.hints import (
+from crawl_io.crawldb.crawldir import write_parquet
+from crawl_io.crawldb.hints import (
     COMPLETE_SINCE,
     HINTS,
     STALE_AFTER_S,

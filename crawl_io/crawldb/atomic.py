@@ -1,5 +1,5 @@
 """The one way a crawl directory file is written: whole or not at all (docs/DESIGN.md, The
-crawl directory). The temporary name `.<name>.tmp<pid>@<machine>` is what crawl_io.tempfiles
+crawl directory). The temporary name `.<name>.tmp<pid>@<machine>` is what crawl_io.crawldb.tempfiles
 removes once its writer is gone. `durable=True`, for what a published version stands on,
 fsyncs the bytes before the rename and the folder after it; the rest is spared the fsyncs."""
 

@@ -1,7 +1,7 @@
 """Temporary files a crawl leaves in its crawl directory when it is stopped mid-write.
 
 Every write into the crawl directory goes to a hidden temporary name and is renamed into
-place when whole (crawl_io.atomic): `.<name>.tmp<pid>@<machine>` (Parquet parts, rules,
+place when whole (crawl_io.crawldb.atomic): `.<name>.tmp<pid>@<machine>` (Parquet parts, rules,
 CURRENT, the search index and its DuckDB `.wal`), and `.v000013.tmp/` (the version being
 built). A process killed before the rename leaves one behind. Readers never see them; they
 only take space, so they are removed once their writer is gone: when an interrupted crawl
@@ -20,8 +20,8 @@ import shutil
 import time
 from pathlib import Path
 
-from crawl_io.atomic import machine
-from crawl_io.crawldir import SEGMENT_NAME, CrawlDir
+from crawl_io.crawldb.atomic import machine
+from crawl_io.crawldb.crawldir import SEGMENT_NAME, CrawlDir
 from crawl_io.processes import alive
 
 TEMP_NAME = re.compile(r"^\..+\.tmp(?:(?P<pid>\d+)@(?P<machine>[^/]+?))?(?:\.wal)?$")
