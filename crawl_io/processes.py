@@ -51,21 +51,23 @@ def stopping(cleanup: Callable[[], str]) -> Iterator[None]:
 def _stop(signum: int, _frame: object) -> None:
     for other in SIGNALS:  # one stop: a second Ctrl-C changes nothing
         signal.signal(other, signal.SIG_IGN)
-    end_children()
     line = "interrupted"
-    if _cleanup is not None:
-        try:
+    try:
+        end_children()
+        if _cleanup is not None:
             line = _cleanup()
-        except Exception as e:  # the line still goes out, and the exit status
-            line = f"interrupted ({e}); run the same command again"
-    if "multiprocessing" in sys.modules:  # its pymp-* folder, which only a normal exit removes
-        from multiprocessing.util import get_temp_dir
-
-        shutil.rmtree(get_temp_dir(), ignore_errors=True)
-    with suppress(Exception):  # the main thread may be inside a write to stderr
-        sys.stderr.flush()
-    os.write(2, f"sharecrawl: {line}\n".encode())
-    os._exit(128 + signum)
+        # multiprocessing's pymp-* folder, which only a normal exit removes; nothing is
+        # imported here: the main thread may be half way through importing it
+        get_temp_dir = getattr(sys.modules.get("multiprocessing.util"), "get_temp_dir", None)
+        if get_temp_dir is not None:
+            shutil.rmtree(get_temp_dir(), ignore_errors=True)
+    except Exception as e:  # the line still goes out, and the exit status
+        line = f"interrupted ({e}); run the same command again"
+    finally:
+        with suppress(Exception):  # the main thread may be inside a write to stderr
+            sys.stderr.flush()
+        os.write(2, f"sharecrawl: {line}\n".encode())
+        os._exit(128 + signum)
 
 
 def exit_with_parent(pipe: int) -> None:
