@@ -8,6 +8,7 @@ criterion), so the top k are the same either way. The query text never reaches S
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import duckdb
@@ -19,11 +20,19 @@ from queries.index_store import IndexFile, IndexUnreadable, pinned
 from queries.querylang import ALL_FIELDS, AndQuery, QueryError, parse_query
 from queries.search_arrays import RESULT_COLUMNS, SearchArrays, search_arrays
 from queries.search_results import format_results, result_record
+from queries.text import word_terms
 
-__all__ = ["IndexUnreadable", "QueryError", "format_results", "search"]
+__all__ = ["IndexUnreadable", "QueryError", "format_results", "search", "suggest"]
 
 FUZZY_WEIGHT = 0.5  # a term one edit from the word typed counts half
 Words = list[tuple[tuple[str, ...], int]]
+# A word of letters a suggestion may respell (not a field's name, which ends in ':').
+_SPELLED_RE = re.compile(r"\b[^\W\d_]{3,}\b(?!:)")
+_NEAREST = (  # the word travels as a parameter, never as SQL text
+    "SELECT term FROM terms WHERE abs(length(term) - length($w)) <= $edits "
+    "AND damerau_levenshtein(term, $w) <= $edits "
+    "ORDER BY damerau_levenshtein(term, $w), df DESC, term LIMIT 1"
+)
 
 
 class _Works:
@@ -252,3 +261,30 @@ def _display_rows(arrays: SearchArrays, rows: np.ndarray) -> list[dict]:
     finally:
         cursor.close()
     return [by_id[work_id] for work_id in work_ids]
+
+
+def suggest(file: IndexFile, query: str, *, all_hosts: bool = False) -> str | None:
+    """A near spelling of a query that found nothing: each word the index lacks replaced by
+    the nearest indexed term (one edit for words under five letters, else two; fewest edits,
+    then most works). None when no word has one or the respelled query finds nothing too."""
+    words = {m.group().casefold() for m in _SPELLED_RE.finditer(query)}
+    fixes: dict[str, str] = {}
+    cursor = file.cursor()
+    try:
+        forms = sorted({t for w in words for t in word_terms(w)})
+        sql = "SELECT term FROM terms WHERE term = ANY(?)"
+        known = {t for (t,) in cursor.execute(sql, [forms]).fetchall()}
+        for word in sorted(words):
+            if known.isdisjoint(word_terms(word)):
+                edits = 1 if len(word) < 5 else 2
+                row = cursor.execute(_NEAREST, {"w": word, "edits": edits}).fetchone()
+                if row:
+                    fixes[word] = row[0]
+    except duckdb.Error:  # a damaged index: search says so; no suggestion
+        return None
+    finally:
+        cursor.close()
+    if not fixes:
+        return None
+    text = _SPELLED_RE.sub(lambda m: fixes.get(m.group().casefold(), m.group()), query)
+    return text if search(file, text, limit=1, all_hosts=all_hosts) else None

@@ -102,6 +102,17 @@ def test_works_on_offline_hosts_are_hidden_unless_asked(server: Server) -> None:
     assert card["offline"] and not card["copies"][0]["online"]
 
 
+def test_nothing_found_suggests_a_near_spelling_only_where_one_exists(server: Server) -> None:
+    view = server.api(q="madna musc", offline=1)[1]["view"]
+    assert view["notice"] == "No works match."
+    assert view["suggestion"] == {"q": "madonna music", "href": "/?q=madonna+music&offline=1"}
+    html = server.get("/?q=madna+musc&offline=1")[2]
+    assert 'Did you mean: <a href="/?q=madonna+music&amp;offline=1">madonna music</a>' in html
+    assert server.api(q="xqzzv wvvk", offline=1)[1]["view"]["suggestion"] is None
+    hidden = server.api(q="madna musc")[1]["view"]  # a host is offline: that hint alone
+    assert hidden["suggestion"] is None and "offline copies" in hidden["notice"]
+
+
 def test_every_copy_has_its_link_and_windows_path(server: Server) -> None:
     view = server.api(q="кино")[1]["view"]
     copy = view["sections"][0]["blocks"][0]["work"]["copies"][0]

@@ -17,7 +17,7 @@ import duckdb
 
 from queries.index_store import IndexFile, IndexUnreadable
 from queries.querylang import parse_query
-from queries.search import QueryError, search
+from queries.search import QueryError, search, suggest
 from web import catalog, facets, recent, views
 from web.live import LiveIndex, Unavailable
 
@@ -209,6 +209,8 @@ def _search_page(state: IndexFile, live: LiveIndex, p: Params, found: list[dict]
     def link(q: str) -> str:
         return views.link(q, 1, size, p.offline)
 
+    status = _status(live, state)
+
     view = {
         "sections": [{"title": None, "blocks": views.blocks(shown, card)}],
         "facets": facets.facets(p.q, found, table, p.offline, link),
@@ -216,8 +218,13 @@ def _search_page(state: IndexFile, live: LiveIndex, p: Params, found: list[dict]
             p.q, p.page, p.size, PAGE_SIZE, p.offline, len(found) > end, len(shown)
         ),
         "error": None,
-        "notice": _notice(p, bool(shown), _status(live, state)),
+        "notice": _notice(p, bool(shown), status),
+        "suggestion": None,
     }
+    # A near spelling only where ticking "offline copies" cannot help (it says so instead).
+    if not found and (p.offline or status["hosts_online"] == status["hosts"]):
+        if near := suggest(state, p.q, all_hosts=p.offline):
+            view["suggestion"] = {"q": near, "href": link(near)}
     return _envelope(state, live, p) | {
         "results": shown,
         "has_more": len(found) > end,

@@ -120,6 +120,12 @@
     const nodes = [];
     if (view.error) { const p = el("p", "error", view.error); p.id = "error"; nodes.push(p); }
     if (view.notice) { const p = el("p", "notice", view.notice); p.id = "notice"; nodes.push(p); }
+    if (view.suggestion) {
+      const near = link(null, view.suggestion.href, view.suggestion.q);
+      const p = el("p", "notice", "Did you mean: ", near);
+      p.id = "suggestion";
+      nodes.push(p);
+    }
     for (const section of view.sections) {
       const s = el("section", "section");
       if (section.title) s.append(el("h2", null, section.title));
