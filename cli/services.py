@@ -41,12 +41,15 @@ def _stream_settings(args: argparse.Namespace) -> StreamSettings:
         if not text.isdigit() or int(text) < 1:
             raise UsageError(f"{name} in luigi.cfg must be a whole number of 1 or more")
         caps[name] = int(text)
+    timeout = setting("stream_timeout_s") or "30"
+    if not timeout.replace(".", "", 1).isdigit() or not 0 < float(timeout) <= 86400:
+        raise UsageError("stream_timeout_s in luigi.cfg must be seconds, above 0 and at most 86400")
     return StreamSettings(
         enabled=not args.no_stream,
         authenticated=args.stream_authenticated,
         per_host=caps["stream_per_host"],
         total=caps["stream_total"],
-        timeout_s=float(setting("host_timeout_s") or 30),
+        timeout_s=float(timeout),
     )
 
 

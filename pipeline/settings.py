@@ -85,6 +85,7 @@ class sharecrawl(luigi.Config):  # lower case: Luigi names a Config by its secti
     # `serve`'s streams open at once (cli.services reads and checks them)
     stream_per_host = luigi.IntParameter()
     stream_total = luigi.IntParameter()
+    stream_timeout_s = luigi.FloatParameter()  # each SMB call of a stream (web.copy_source)
     cover_cache_mb = luigi.IntParameter()  # `serve`'s covers/ cap (web.covers reads it)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import os
 import re
+import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import unquote
@@ -29,6 +30,7 @@ HOSTILE = [
     "я" * 125 + "a.mp3",  # 255 bytes of UTF-8
 ]
 BIG = 2_600_000  # more than two chunks of the stream
+HELD = 24_000_000  # more than the server's read-ahead and socket buffers hold
 
 
 def request(
@@ -43,6 +45,19 @@ def request(
         connection.close()
 
 
+def slow_reader(server: Server) -> http.client.HTTPConnection:
+    """A connection with a small receive window: a response it leaves unread stays open on
+    the server (the kernel would otherwise take megabytes of it)."""
+    host, _, port = server.url.removeprefix("http://").rpartition(":")
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)  # before connect: no autotune
+    sock.settimeout(60)
+    sock.connect((host, int(port)))
+    connection = http.client.HTTPConnection(host, int(port))
+    connection.sock = sock
+    return connection
+
+
 def filename(disposition: str) -> tuple[str, str]:
     """(disposition type, the file name) as RFC 6266 §4.3 reads them: filename* first; the
     ASCII fallback must be a plain quoted string."""
@@ -53,10 +68,10 @@ def filename(disposition: str) -> tuple[str, str]:
     return kind.strip(), unquote(encoded[1], errors="strict")
 
 
-def big_mp3(path: Path, lan: LAN | None = None) -> Path:
-    make_media(path, artist="Big", title="Long Song")
+def big_mp3(path: Path, lan: LAN | None = None, size: int = BIG, title: str = "Long") -> Path:
+    make_media(path, artist=title, title=f"{title} Song")
     with path.open("ab") as f:
-        f.write(os.urandom(BIG - path.stat().st_size))
+        f.write(os.urandom(size - path.stat().st_size))
     if lan is not None:
         lan.tick(path)
     return path
@@ -68,6 +83,7 @@ def files_lan(tmp_path_factory: pytest.TempPathFactory) -> LAN:
     for n, name in enumerate(HOSTILE):
         lan.media("lab", f"Music/Hostile/{name}", artist="Hostile", title=f"Song {n}")
     big_mp3(lan.host("lab") / "Music" / "Big.mp3", lan)
+    big_mp3(lan.host("lab") / "Music" / "Held.mp3", lan, HELD, "Held")
     lan.media("lab", "Music/Changing.mp3", artist="Changing", title="Song")
     lan.media("lab", "Music/Linked/Inside.mp3", artist="Linked", title="Song")
     lan.media("gone", "Music/Away.mp3", artist="Away", title="Song")
@@ -199,8 +215,8 @@ def test_streams_past_the_cap_wait_for_a_slot(files_lan, monkeypatch, tmp_path) 
     config.write_text("[sharecrawl]\nstream_per_host = 1\nstream_total = 1\n")
     monkeypatch.setenv("LUIGI_CONFIG_PATH", str(config))
     capped = Server(files_lan.crawl_dir)
-    link = copy_link("lab", "Music", "Big.mp3", True)
-    first = http.client.HTTPConnection(capped.url.removeprefix("http://"), timeout=60)
+    link = copy_link("lab", "Music", "Held.mp3", True)
+    first = slow_reader(capped)
     try:
         first.request("GET", link)
         held = first.getresponse()  # its body unread: the stream stays open
@@ -208,7 +224,7 @@ def test_streams_past_the_cap_wait_for_a_slot(files_lan, monkeypatch, tmp_path) 
         status, headers, body = request(capped, link)
         assert (status, headers["retry-after"]) == (503, "2")
         assert body.startswith(b"Too many files are being streamed now")
-        assert len(held.read()) == BIG
+        assert len(held.read()) == HELD
         first.close()
         assert request(capped, link, {"range": "bytes=0-9"})[0] == 206  # the slot came back
     finally:
@@ -236,6 +252,7 @@ def smb_lan(
     for n, name in enumerate(HOSTILE):
         make_media(root / "media" / "Hostile" / name, artist="Hostile", title=f"Song {n}")
     big_mp3(root / "media" / "Big.mp3")
+    big_mp3(root / "media" / "Held.mp3", None, HELD, "Held")
     (root / "private").mkdir()
     guest = smbd_factory(root_dir=root)
     private_root = make_base_dir() / "tree"
@@ -286,3 +303,33 @@ def test_smb_copies_stream_with_names_ranges_and_refusals(smb_lan) -> None:
         assert status == 404 and b"offline" in body
     finally:
         trusted.stop()
+
+
+@pytest.mark.smb
+def test_a_host_hung_mid_stream_ends_it_and_frees_its_slot(smb_lan, monkeypatch, tmp_path):
+    lan, guest, _, _ = smb_lan
+    config = tmp_path / "hung.cfg"
+    config.write_text("[sharecrawl]\nstream_per_host = 1\nstream_timeout_s = 2\n")
+    monkeypatch.setenv("LUIGI_CONFIG_PATH", str(config))
+    data = (guest.root_dir / "media" / "Held.mp3").read_bytes()
+    served = Server(lan.crawl_dir)
+    link = copy_link(f"127.0.0.1:{guest.port}", "media", "Held.mp3", True)
+    held = slow_reader(served)
+    try:
+        held.request("GET", link)
+        response = held.getresponse()
+        assert (response.status, response.read(1 << 20)) == (200, data[: 1 << 20])
+        guest.pause()  # smbd and its children stopped: the stream's next read gets no answer
+        try:
+            with pytest.raises(http.client.IncompleteRead) as cut:
+                response.read()  # the server ends the response: the connection closes
+        finally:
+            guest.resume()
+        assert (1 << 20) + len(cut.value.partial) < HELD
+        status, _, body = request(served, link, {"range": "bytes=-10"})  # the slot is back
+        assert (status, body) == (206, data[-10:])
+        stopped = f"Streaming 127.0.0.1:{guest.port}/media/Held.mp3 stopped at byte "
+        assert any(stopped in line for line in served.log), served.log
+    finally:
+        held.close()
+        served.stop()

@@ -7,6 +7,8 @@ pooled connection per host shared by its streams; file:// opens each name below 
 folder with O_NOFOLLOW, so no link leads outside it. A file whose size or mtime differs from
 the listing is refused (Changed): the index's ETag would name other bytes. Streams are
 counted per host and in all (luigi.cfg `stream_per_host`, `stream_total`); past either, Busy.
+Every SMB call has a deadline (`stream_timeout_s`): a host that stops answering has its
+connection closed, so the call fails and its thread and slot come back.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ import os
 import re
 import stat
 import threading
-from collections import Counter
-from collections.abc import Iterator
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -52,7 +55,7 @@ class StreamSettings:
     authenticated: bool = False  # stream hosts crawled with credentials too
     per_host: int = 4
     total: int = 32
-    timeout_s: float = 30.0  # connecting to a host
+    timeout_s: float = 30.0  # connecting to a host, and each SMB call after
 
 
 @dataclass(frozen=True)
@@ -68,8 +71,16 @@ class Copy:
         return self.path.rpartition("/")[2]
 
 
+BLOCK = 1024 * 1024  # a stream's reads after its first (1 MiB SMB reads cost the least CPU)
+SMB_AHEAD = 4  # SMB reads asked for before they are wanted, so that the host never waits
+CREDIT_BYTES = 65536  # what one SMB credit pays for (MS-SMB2 §3.1.5.2)
+
+
 class Reader(Protocol):
-    def read(self, offset: int, length: int) -> bytes: ...
+    def read(self, offset: int, length: int, ahead: int = 0) -> bytes:
+        """`length` bytes at `offset` (fewer at the end); `ahead` more bytes will be asked for
+        next, in BLOCKs, which a reader may start reading now."""
+        ...
 
     def close(self) -> None: ...
 
@@ -142,7 +153,7 @@ class FileReader:
             raise Changed("The file is no longer where the index saw it.")
         self.size, self.mtime_us = st.st_size, st.st_mtime_ns // 1000
 
-    def read(self, offset: int, length: int) -> bytes:
+    def read(self, offset: int, length: int, ahead: int = 0) -> bytes:
         return os.pread(self.fd, length, offset)
 
     def close(self) -> None:
@@ -172,30 +183,83 @@ class SmbReader:
         # A guest session has no key to sign the check of the negotiation with (the crawler's
         # SMB source does not make that check either)
         smbclient.ClientConfig(require_secure_negotiate=False)
+        self.pool, self.host = pool, host
         try:
-            with pool.host_lock(host.host):  # one connection per host, not one per stream
+            with pool.host_lock(host.host), pool.deadline(host):  # one connection per host
                 smbclient.register_session(host.hostname, **session)
         except Exception:  # refused, timed out, logon failure: the host is not there for us
             pool.forget(host)
             raise NotStreamable("The copy's host cannot be reached now.") from None
         try:
-            st = smbclient.stat(unc, **session)
-            # shared: other streams of the file, and its owner, may open it meanwhile
-            shared = {"buffering": 0, "share_access": "rwd"}
-            self.file = smbclient.open_file(unc, mode="rb", **shared, **session)
+            with pool.deadline(host):
+                st = smbclient.stat(unc, **session)
+                # shared: other streams of the file, and its owner, may open it meanwhile
+                shared = {"buffering": 0, "share_access": "rwd"}
+                self.file = smbclient.open_file(unc, mode="rb", **shared, **session)
         except SMBOSError:
             raise Changed("The file is no longer where the index saw it.") from None
         except Exception:
             pool.forget(host)
             raise NotStreamable("The copy's host cannot be reached now.") from None
         self.size, self.mtime_us = st.st_size, st.st_mtime_ns // 1000
+        self.pending: deque[tuple[int, int, Callable, Any]] = deque()  # from, to, answer
 
-    def read(self, offset: int, length: int) -> bytes:
-        self.file.seek(offset)
-        return self.file.read(length) or b""
+    def read(self, offset: int, length: int, ahead: int = 0) -> bytes:
+        """Through the file's Open, several reads in flight (smbclient's file object waits for
+        each read before it asks for the next, and copies the bytes twice more)."""
+        length = min(length, self.size - offset)
+        if length <= 0:
+            return b""
+        with self.pool.deadline(self.host, self.file.fd.connection):
+            if self.pending and self.pending[0][0] != offset:
+                self._drain()  # not the bytes read ahead: a seek
+            if not self.pending:
+                self._ask(offset, length)
+            self._ask_ahead(offset + length, ahead)
+            *_, receive, request = self.pending.popleft()
+            return receive(request)
+
+    def _ask(self, offset: int, length: int) -> bool:
+        """Send a read of these bytes unless the host's credits do not cover it now (the first
+        read in flight: of as many bytes as they cover)."""
+        fd = self.file.fd
+        window = fd.connection.sequence_window
+        credits = window["high"] - window["low"]
+        if not self.pending:
+            length = min(length, max(1, credits) * CREDIT_BYTES)
+        charge = (length - 1) // CREDIT_BYTES + 1
+        if self.pending and charge > credits:
+            return False  # the reads in flight bring credits back
+        message, receive = fd.read(offset, length, send=False)
+        tree = fd.tree_connect
+        request = fd.connection.send(
+            message, tree.session.session_id, tree.tree_connect_id, credit_request=charge * 2
+        )
+        self.pending.append((offset, offset + length, receive, request))
+        return True
+
+    def _ask_ahead(self, at: int, ahead: int) -> None:
+        end = min(self.size, at + ahead)
+        if self.pending:
+            at = self.pending[-1][1]
+        while at < end and len(self.pending) < SMB_AHEAD:
+            length = min(BLOCK, end - at, self.file.fd.connection.max_read_size)
+            if not self._ask(at, length):
+                return
+            at += length
+
+    def _drain(self) -> None:
+        while self.pending:
+            *_, receive, request = self.pending.popleft()
+            receive(request)
 
     def close(self) -> None:
-        self.file.close()
+        try:
+            with self.pool.deadline(self.host, self.file.fd.connection):
+                self._drain()
+                self.file.close()
+        except Exception:  # the connection is gone (closed by a deadline): nothing to close
+            pass
 
 
 class Streams:
@@ -207,6 +271,8 @@ class Streams:
         self._lock = threading.Lock()
         self._host_locks: dict[str, threading.Lock] = {}
         self._open: Counter[str] = Counter()
+        self._deadlines: dict[object, tuple[float, HostURL, Any]] = {}
+        self._watchdog: threading.Thread | None = None
 
     def withheld(self, host: HostURL) -> str | None:
         """Why this host's copies are not streamed by this server, or None."""
@@ -231,15 +297,43 @@ class Streams:
         with lock:
             yield
 
-    def forget(self, host: HostURL) -> None:
-        """Drop a host's connection after a failure; the next stream connects anew."""
+    def forget(self, host: HostURL, connection: Any = None) -> None:
+        """Drop a host's connection (`connection`, or the pooled one) after a failure or past a
+        deadline; the next stream connects anew."""
         key = f"{host.hostname.lower()}:{host.port or 445}"
-        connection = self.connections.pop(key, None)
+        with self._lock:
+            if connection is None or self.connections.get(key) is connection:
+                connection = self.connections.pop(key, connection)
         if connection is not None:
-            try:
-                connection.disconnect()
+            try:  # no logoff first: a hung host would never answer it
+                connection.disconnect(close=False)
             except Exception:  # already broken: nothing to close cleanly
                 pass
+
+    @contextmanager
+    def deadline(self, host: HostURL, connection: Any = None) -> Iterator[None]:
+        """Close the connection if the SMB calls inside take longer than the timeout: they
+        then fail (smbprotocol waits for an answer without one)."""
+        token = object()
+        with self._lock:
+            self._deadlines[token] = (time.monotonic() + self.settings.timeout_s, host, connection)
+            if self._watchdog is None:  # started on first use: `serve` forks its workers first
+                self._watchdog = threading.Thread(target=self._watch, daemon=True)
+                self._watchdog.start()
+        try:
+            yield
+        finally:
+            with self._lock:
+                del self._deadlines[token]
+
+    def _watch(self) -> None:
+        while True:  # a deadline is met within a quarter of the timeout (a thread per call
+            time.sleep(min(1.0, self.settings.timeout_s / 4))  # would cost more than the read)
+            now = time.monotonic()
+            with self._lock:
+                late = [(h, c) for due, h, c in self._deadlines.values() if due < now]
+            for host, connection in late:
+                self.forget(host, connection)
 
     def take(self, host: str) -> None:
         """Count one more stream of `host`; Busy past a cap."""

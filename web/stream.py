@@ -6,12 +6,15 @@ malformed one or several ranges are ignored (200, the whole file, as §14.2 allo
 and If-Range work across requests and servers. `Content-Disposition` (RFC 6266) names the
 file: `inline`, or `attachment` with `?download=1`; `filename*` in UTF-8 and an ASCII
 `filename` fallback. Reads run in threads of the streams' own limiter, so a slow host holds
-its streams, never the search page's threads.
+its streams, never the search page's threads; the next block is read while one is sent. A
+read that fails (the host hung past its deadline, web/copy_source.py) ends the response
+unfinished: the client sees the connection close, the file is closed and its slot freed.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import logging
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from typing import Any
@@ -19,18 +22,20 @@ from urllib.parse import quote
 
 import anyio
 import anyio.to_thread
-from starlette.requests import Request
+from anyio.streams.memory import MemoryObjectSendStream
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from crawl_io.mediatypes import extension
 from crawl_io.sources import ConfigError, parse_host_url
 from queries.index_store import IndexFile
-from web.copy_source import Busy, Changed, Copy, NotStreamable, Reader, Streams, find
+from web.copy_source import BLOCK, Busy, Changed, Copy, NotStreamable, Reader, Streams, find
 from web.live import LiveIndex, Unavailable
 
-CHUNK = 4 * 1024 * 1024
 FIRST_CHUNK = 256 * 1024  # the first bytes sooner: a player starts on them
+AHEAD = 1  # blocks read and waiting, besides the one being sent and the one being read
+log = logging.getLogger("sharecrawl.web")
 
 CONTENT_TYPES = {
     **dict.fromkeys(("mp3", "mp2", "mp1"), "audio/mpeg"),
@@ -100,32 +105,55 @@ def _text(message: str, status: int, headers: dict[str, str] | None = None) -> R
     return Response(message + "\n", status, headers, media_type="text/plain")
 
 
-async def _body(
-    reader: Reader, start: int, end: int, threads: anyio.CapacityLimiter
-) -> AsyncIterator[bytes]:
-    at, size = start, FIRST_CHUNK
-    while at <= end:
-        want = min(size, end + 1 - at)
-        data = await anyio.to_thread.run_sync(reader.read, at, want, limiter=threads)
-        if not data:
-            break  # the file shrank under us: the client sees a short body
-        yield data
-        at, size = at + len(data), CHUNK
-
-
 class _Stream(StreamingResponse):
-    """A streaming response that closes its file however it ends (sent, client gone)."""
+    """Bytes `first`..`last` of an open file, the next block read while one is sent; the file
+    is closed however the response ends (sent, client gone, read failed)."""
 
-    def __init__(self, *args: Any, close: Callable[[], None], threads: Any, **kw: Any) -> None:
-        super().__init__(*args, **kw)
+    def __init__(
+        self, reader: Reader, span: tuple[int, int], name: str, close: Callable[[], None],
+        threads: anyio.CapacityLimiter, *args: Any, **kw: Any,
+    ) -> None:  # fmt: skip
+        super().__init__(iter(()), *args, **kw)
+        self._reader, self._span, self._name = reader, span, name
         self._close, self._threads = close, threads
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        ahead, self.body_iterator = anyio.create_memory_object_stream[bytes](AHEAD)
         try:
-            await super().__call__(scope, receive, send)
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(self._read_ahead, ahead, tasks.cancel_scope)
+                try:
+                    await super().__call__(scope, receive, send)
+                except ClientDisconnect:
+                    pass  # the client went away: nothing more to send
+                finally:
+                    tasks.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._close, limiter=self._threads)
+
+    async def _read_ahead(
+        self, ahead: MemoryObjectSendStream[bytes], stop: anyio.CancelScope
+    ) -> None:
+        (at, end), size = self._span, FIRST_CHUNK
+        async with ahead:
+            while at <= end:
+                want = min(size, end + 1 - at)
+                try:
+                    args = (at, want, end + 1 - at - want)
+                    data = await anyio.to_thread.run_sync(
+                        self._reader.read, *args, limiter=self._threads
+                    )
+                except Exception as e:  # the host hung or went: end the response unfinished
+                    data, why = b"", f"the host failed ({type(e).__name__})"
+                else:
+                    why = "the file is shorter than listed"
+                if not data:
+                    log.warning("Streaming %s stopped at byte %d: %s", self._name, at, why)
+                    stop.cancel()  # a short body under its Content-Length would be wrong
+                    return
+                await ahead.send(data)
+                at, size = at + len(data), BLOCK
 
 
 def withhold_links(live: LiveIndex, streams: Streams, status: int, data: dict) -> tuple:
@@ -235,7 +263,8 @@ def copy_route(live: LiveIndex, streams: Streams) -> Callable[[Request], Awaitab
         if request.method == "HEAD":
             await anyio.to_thread.run_sync(close, limiter=limiter())
             return Response(status_code=status, headers=headers, media_type=media_type)
-        body = _body(reader, start, end, limiter())
-        return _Stream(body, status, headers, media_type=media_type, close=close, threads=limiter())
+        name = f"{copy.host.host}/{copy.share}/{copy.path}"
+        args = (reader, (start, end), name, close, limiter(), status, headers)
+        return _Stream(*args, media_type=media_type)
 
     return endpoint
