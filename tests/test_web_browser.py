@@ -42,6 +42,7 @@ CHROMIUM_FLAGS = (
     "--disable-sync",
     "--disable-dev-shm-usage",
     "--window-size=1280,1100",
+    "--autoplay-policy=no-user-gesture-required",  # players start without a click
 )
 
 

@@ -1,6 +1,7 @@
 """Playing, downloading and covers on the search page in a real headless Chromium, and the
-page at a phone's 360 px: copies streamed by `GET /copy/{id}` from file:// hosts, the server
-in this process behind a recorder of the Range headers it was sent."""
+page at a phone's 360 px: copies streamed by `GET /copy/{id}` from a file:// host and from a
+real smbd (the same files), the server in this process behind a recorder of the Range
+headers it was sent."""
 
 from __future__ import annotations
 
@@ -12,11 +13,20 @@ from pathlib import Path
 import pytest
 import uvicorn
 from mutagen.easyid3 import EasyID3
+from mutagen.id3 import APIC, ID3
 from PIL import Image
 
 from demolan.templates import template_path
 from tests.conftest import LAN
-from tests.smbd import free_port
+from tests.media import make_media
+from tests.smbd import (
+    chmod_tree,
+    free_port,
+    make_base_dir,
+    remove_tree,
+    smbd_skip_reason,
+    start_smbd,
+)
 from tests.test_web_browser import By, browser, pytestmark, shots, wait_for
 from web.app import create_app
 
@@ -44,23 +54,56 @@ def long_mp3(path: Path, seconds: int, **tags: str) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def lan(tmp_path_factory: pytest.TempPathFactory) -> LAN:
-    lan = LAN(tmp_path_factory.mktemp("playerlan"))
+def fill(lan: LAN, root: Path, smb: bool) -> None:
+    """An album of two long songs with its cover (a folder.jpg; over SMB, in the tags as an
+    ID3 APIC frame), a film and two episodes of a series, under `root`."""
+    picture = root / "Music/Long Album/folder.jpg"
+    picture.parent.mkdir(parents=True)
+    Image.new("RGB", (400, 400), "orange").save(picture)
     for n in (1, 2):
-        song = lan.host("lab") / f"Music/Long Album/0{n} Long Song {n}.mp3"
+        song = root / f"Music/Long Album/0{n} Long Song {n}.mp3"
         long_mp3(song, 1200, artist="Droner", title=f"Long Song {n}", album="Long Album")
+        if smb:
+            tags = ID3(song)
+            tags.add(APIC(mime="image/jpeg", type=3, data=picture.read_bytes()))
+            tags.save()
         lan.tick(song)
-    cover = lan.host("lab") / "Music/Long Album/folder.jpg"
-    Image.new("RGB", (400, 400), "orange").save(cover)
-    lan.tick(cover)
-    lan.media("lab", 'Films/<script>"%#?" Clip (2001).mp4', "mp4")
+    if smb:
+        picture.unlink()
+    else:
+        lan.tick(picture)
+    make_media(root / "Films" / FILMS[smb], "mp4")
     for season, episode in ((1, 1), (1, 2)):
         name = f"A.Very.Long.Series.Name.Without.Any.Break.S{season:02d}E{episode:02d}.mp4"
-        lan.media("lab", f"Video/Series/{name}", "mp4")
-    lan.write_hosts("lab")
-    lan.crawl()
-    return lan
+        make_media(root / f"Video/Series/{name}", "mp4")
+
+
+# Names Windows forbids ('"', '?') do not cross SMB as themselves: the SMB film's is plain.
+FILMS = {False: '<script>"%#?" Clip (2001).mp4', True: "Clip (2001).mp4"}
+
+
+@pytest.fixture(scope="module", params=["file", "smb"])
+def lan(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LAN]:
+    lan = LAN(tmp_path_factory.mktemp("playerlan"))
+    if request.param == "file":
+        fill(lan, lan.host("lab"), smb=False)
+        lan.write_hosts("lab")
+        lan.crawl()
+        yield lan
+        return
+    if reason := smbd_skip_reason():
+        pytest.skip(reason)
+    base = make_base_dir()  # pytest's tmp_path is closed to smbd's guest user
+    fill(lan, base / "tree" / "media", smb=True)
+    chmod_tree(base / "tree")
+    smbd = start_smbd(base / "server", base / "tree")
+    try:
+        lan.hosts_file.write_text(f"{smbd.url}/media\n")
+        lan.crawl()
+        yield lan
+    finally:
+        smbd.stop()
+        remove_tree(base)
 
 
 class Recorded:
@@ -99,6 +142,13 @@ def test_an_album_plays_seeks_by_range_and_goes_on_in_order(browser, served, sho
     browser.get(served.url + "/?q=album:%22long%20album%22")
     cover = browser.find_element(By.CSS_SELECTOR, "#results img.cover")
     wait_for(lambda: browser.execute_script("return arguments[0].naturalWidth", cover) > 0)
+    centre = browser.execute_script(  # the picture itself, not the placeholder
+        "const i = arguments[0], c = document.createElement('canvas'); c.width = c.height = 1;"
+        "const g = c.getContext('2d'); g.drawImage(i, i.naturalWidth / 2, i.naturalHeight / 2,"
+        " 1, 1, 0, 0, 1, 1); return Array.from(g.getImageData(0, 0, 1, 1).data.slice(0, 3))",
+        cover,
+    )
+    assert abs(centre[0] - 255) + abs(centre[1] - 165) + centre[2] < 30, centre  # orange
     plays = browser.find_elements(By.CSS_SELECTOR, "#results button.play")
     assert [p.get_attribute("aria-label") for p in plays] == [
         "Play Long Song 1",
@@ -124,10 +174,11 @@ def test_an_album_plays_seeks_by_range_and_goes_on_in_order(browser, served, sho
     assert browser.execute_script("return document.querySelector('audio.player').paused")
 
 
-def test_a_film_plays_in_a_video_element_and_downloads_by_name(browser, served) -> None:
+def test_a_film_plays_in_a_video_element_and_downloads_by_name(browser, lan, served) -> None:
     browser.get(served.url + "/?q=clip")
     download = browser.find_element(By.CSS_SELECTOR, "#results a.download")
-    assert download.get_attribute("download") == '<script>"%#?" Clip (2001).mp4'
+    smb = lan.hosts_file.read_text().startswith("smb:")
+    assert download.get_attribute("download") == FILMS[smb]
     assert download.get_attribute("href").endswith("?download=1")
     browser.find_element(By.CSS_SELECTOR, "#results button.play").click()
     wait_for(lambda: current_time(browser, "video.player") > 0.5)
