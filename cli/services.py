@@ -54,9 +54,10 @@ def _stream_settings(args: argparse.Namespace) -> StreamSettings:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    from crawl_io.crawldir import CrawlDir
-    from crawl_io.sources import read_hosts_file
+    from crawl_io.crawldb.crawldir import CrawlDir
+    from crawl_io.sources import read_hosts_lines
     from pipeline import settings as config
+    from sensors.hosts import range_found
     from sensors.options import WatchOptions
     from sensors.watch import run_watch
 
@@ -72,10 +73,12 @@ def cmd_watch(args: argparse.Namespace) -> int:
         hosts_file=args.hosts_file, rules_file=args.rules_file, crawl_dir=args.crawl_dir
     )
     settings = config.sharecrawl()
-    hosts = read_hosts_file(settings.hosts_file)  # fail now, before anything is written
+    # fail now, before anything is written; a range is never swept here, whatever its width
+    hosts, ranges = read_hosts_lines(settings.hosts_file, allow_wide=True)
     crawl = CrawlDir(settings.crawl_dir)
     crawl.check(create=True)
     crawl.make()  # what a first round would make
+    hosts += range_found(crawl, ranges)
     crawl_args = None
     if args.crawl:  # a round for the hints: `sharecrawl crawl --hinted-only` on the same files
         crawl_args = [

@@ -35,6 +35,8 @@ HOSTS = pa.schema(
         ("addresses_seen", pa.list_(pa.string())),
     ]
 )
+# A host as people know it ("DORM5-PC", not 10.20.3.17), over a hosts table's columns.
+HOST_NAME_SQL = "coalesce(netbios_name, dns_name, host)"
 
 SCAN_EVENT = pa.struct(
     [

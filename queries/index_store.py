@@ -34,7 +34,7 @@ from crawl_io.crawldb.version_manifest import first_line
 # The index's format: readers take no other, and an index of another format is rebuilt in
 # full, never updated. It changes whenever what the index holds or how text is read
 # (queries.text) does.
-FORMAT = "2"
+FORMAT = "3"
 Identity = tuple[int, int, int]  # inode, mtime in ns, size: a replaced file differs in all
 REQUIRED_TABLES = ("works", "copies", "hosts", "terms", "postings", "meta")
 

@@ -21,6 +21,7 @@ import duckdb
 import pyarrow as pa
 
 from crawl_io import schema
+from crawl_io.crawldb.host_parts import read_parquet
 from crawl_io.crawldb.media_changes import INDEXED_COLUMNS
 from queries import text
 from queries.querylang import FIELD_BITS, FIELD_WEIGHTS
@@ -59,16 +60,14 @@ def media_rows(con: duckdb.DuckDBPyConnection, parts: Sequence[Path]) -> str:
 
 
 def load_hosts(con: duckdb.DuckDBPyConnection, version_dir: Path) -> None:
-    """Table `hosts` (host, url, online) of the version, replacing any there."""
-    hosts_file = version_dir / "hosts.parquet"
-    if hosts_file.exists():
-        con.register("hosts_src", con.read_parquet(str(hosts_file)))
-    else:
-        con.register("hosts_src", schema.HOSTS.empty_table())
+    """Table `hosts` (host, url, online, name) of the version, replacing any there; `name`
+    is how people know the host: its NetBIOS name, else its DNS name, else its key."""
+    con.register("hosts_src", read_parquet(version_dir / "hosts.parquet", schema.HOSTS))
     con.execute(
-        """
+        f"""
         CREATE OR REPLACE TABLE hosts AS
-        SELECT host, any_value(url) AS url, coalesce(bool_or(online), false) AS online
+        SELECT host, any_value(url) AS url, coalesce(bool_or(online), false) AS online,
+               any_value({schema.HOST_NAME_SQL}) AS name
         FROM hosts_src GROUP BY host ORDER BY host
         """
     )

@@ -20,7 +20,8 @@ from queries.work_values import load_pairs, works_with_sql
 RESULT_COLUMNS = (
     "work_id, kind, artist, title, album, year, series, season, episode, copies, hosts, "
     "online_copies, online_hosts, best_host, best_share, best_path, best_format, "
-    "best_bitrate_kbps, best_size, best_online, best_resolution"
+    "best_bitrate_kbps, best_size, best_online, best_resolution, "
+    "(SELECT name FROM hosts h WHERE h.host = best_host) AS best_host_name"
 )
 _FILTER_COLUMNS = f"""
     SELECT coalesce(list_position({list(KINDS)!r}, kind), 0)::TINYINT AS kind,

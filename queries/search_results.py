@@ -43,6 +43,7 @@ def result_record(rank: int, row: dict, urls: dict[str, str]) -> dict:
         "url": url,
         "iri": readable_url(url),  # the same URL as people read it
         "host": row["best_host"],
+        "host_name": row["best_host_name"] or row["best_host"],  # as people know it
         "share": row["best_share"],
         "path": row["best_path"],
         "format": row["best_format"],
@@ -130,5 +131,6 @@ def format_results(results: list[dict]) -> str:
             quality.append(f"{best['resolution']}p")
         quality.append(human_bytes(best["size"]))
         marker = "" if best["online"] else "  (offline)"
-        lines.append(f"     best: {' '.join(quality)}  {readable_url(best['url'])}{marker}")
+        url = readable_url(best["url"])
+        lines.append(f"     best: {' '.join(quality)}  {best['host_name']}  {url}{marker}")
     return "\n".join(lines)

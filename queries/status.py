@@ -16,7 +16,7 @@ from crawl_io.crawldb.integrity import dropped_effect
 from crawl_io.crawldb.version_manifest import dropped_parts
 from crawl_io.duck import cursor
 from crawl_io.readable import human_bytes, plural, readable_path, readable_text
-from crawl_io.schema import FETCHLOG, HOSTS
+from crawl_io.schema import FETCHLOG, HOST_NAME_SQL, HOSTS
 from crawl_io.sources import CONFIG_STATUSES, HOST_OK, UNREACHABLE_STATUSES
 from jobs.hint_counts import hints_report
 
@@ -75,16 +75,18 @@ def round_report(crawl: CrawlDir) -> dict:
             "WHERE partition_id IS NOT NULL AND reason IS NOT NULL GROUP BY reason ORDER BY reason"
         ).fetchall()
     )
-    con.close()
     partitions = crawl.read(last, "partitions")
     hosts = crawl.read(last, "hosts")
+    con.register("hosts", hosts)
+    names = dict(con.execute(f"SELECT host, {HOST_NAME_SQL} FROM hosts").fetchall())
+    con.close()
     scans = sum(partitions["n_scans"].to_pylist()) - partitions.num_rows
     changes = sum(partitions["n_changes"].to_pylist())
     scanned = sum(counts.get(s, 0) for s in ("unchanged", "changed", "new", "gone"))
     host_rows = hosts.select(["host", "online", "status", "last_error"]).to_pylist()
     statuses = [host_status(h) for h in host_rows]
     not_crawled = [
-        {"host": h["host"], "status": status, "error": h["last_error"]}
+        {"host": h["host"], "name": names[h["host"]], "status": status, "error": h["last_error"]}
         for h, status in zip(host_rows, statuses, strict=True)
         if status != HOST_OK
     ]
@@ -122,18 +124,18 @@ def round_report(crawl: CrawlDir) -> dict:
         "scan_reasons": by_reason,
         "hints": hints_report(crawl.root, partitions, by_reason),
         "dropped_parts": dropped_parts(crawl.version_dir(last)),
-        **discovery_report(crawl, last),
+        **discovery_report(crawl, last, names),
     }
 
 
-def discovery_report(crawl: CrawlDir, last: int) -> dict:
+def discovery_report(crawl: CrawlDir, last: int, names: dict[str, str]) -> dict:
     """The hosts file's ranges this round: addresses tried, answers, hosts new, moved, gone."""
     seg = crawl.segment_dir(last)
     sweeps = read_parquet(seg / "discover.parquet", SWEEP_COUNTS).to_pylist()
     if not sweeps:
         return {}
     inject = read_parquet(seg / "inject.parquet", MOVES).to_pylist()
-    moved = [r for r in inject if r["moved_from"]]
+    moved = [r | {"name": names.get(r["host"], r["host"])} for r in inject if r["moved_from"]]
     return {"sweeps": sweeps, "moved": moved}
 
 
@@ -170,7 +172,7 @@ def format_report(report: dict) -> str:
             f"{sweep['n_gone']} gone"
         )
     for m in report.get("moved", []):
-        lines.append(f"  {readable_text(m['host'])} moved: {m['moved_from']} -> {m['address']}")
+        lines.append(f"  {readable_text(m['name'])} moved: {m['moved_from']} -> {m['address']}")
     lines += _not_crawled_lines(report)
     n_denied = report["denied_folders"]
     lines += _capped(
@@ -216,7 +218,7 @@ def _not_crawled_lines(report: dict) -> list[str]:
     for h in hosts:
         note = "; its files stay searchable" if h["status"] in CONFIG_STATUSES else ""
         lines.append(
-            f"    {readable_text(h['host'])}: {h['status'].replace('_', ' ')}: "
+            f"    {readable_text(h['name'])}: {h['status'].replace('_', ' ')}: "
             f"{_without_host(h['error'], h['host'])}{note}"
         )
     summary = _statuses([h["status"] for h in hosts])

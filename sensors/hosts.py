@@ -12,9 +12,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from crawl_io.crawldb.crawldir import CrawlDir
 from crawl_io.liveness import check_host
 from crawl_io.notify import NotifySession
-from crawl_io.sources import ConfigError, HostUnreachable, HostURL, SourceError, credentials_for
+from crawl_io.sources import (
+    AddressRange,
+    ConfigError,
+    HostUnreachable,
+    HostURL,
+    SourceError,
+    credentials_for,
+)
 from jobs.crawl_rules import Rules
 
 STEADY_S = 60.0  # a connection that lasted this long resets the backoff
@@ -69,6 +77,19 @@ def watched_hosts(hosts: list[HostURL]) -> list[HostWatch]:
         shares = None if every else sorted({h.share for h in same if h.share})
         watches.append(HostWatch(same[0], shares))
     return watches
+
+
+def range_found(crawl: CrawlDir, ranges: list[AddressRange]) -> list[HostURL]:
+    """The hosts the hosts file's ranges found, as the live version knows them: under their
+    key, at the address that answered last (a host found or moved later waits for a restart
+    of the watch, which never sweeps)."""
+    by_line = {r.line: r for r in ranges}
+    rows = crawl.read(crawl.current(), "hosts").select(["host", "address", "discovered_by"])
+    return [
+        by_line[row["discovered_by"]].at(row["address"], row["host"])
+        for row in rows.to_pylist()
+        if row["discovered_by"] in by_line and row["address"]
+    ]
 
 
 def open_watches(

@@ -13,6 +13,8 @@ from crawl_io.discover import sweep
 from crawl_io.sources import ConfigError, parse_range_url, read_hosts_lines
 from tests.conftest import LAN
 from tests.smbd import SmbServer, make_base_dir, make_tree, start_smbd
+from tests.test_web_lan import Server
+from tests.watchtools import WatchProcess, hinted_paths, wait_for
 
 
 def test_range_lines_read_as_ranges_and_hosts_as_before(tmp_path) -> None:
@@ -134,7 +136,7 @@ def test_sweep_finds_machines_and_a_moved_one_keeps_its_identity(
     machines("ALPHA", "127.0.0.9", base=alpha.base.parent)
     capsys.readouterr()
     lan.crawl()
-    assert f"ALPHA:{port} moved: 127.0.0.5 -> 127.0.0.9" in capsys.readouterr().out
+    assert "  ALPHA moved: 127.0.0.5 -> 127.0.0.9" in capsys.readouterr().out  # by its name
     row = run_json(lan, "sql", f"SELECT * FROM hosts WHERE host = 'ALPHA:{port}'")[0]
     assert row["address"] == "127.0.0.9" and row["online"]
     assert row["addresses_seen"] == ["127.0.0.5", "127.0.0.9"]
@@ -156,3 +158,51 @@ def test_sweep_finds_machines_and_a_moved_one_keeps_its_identity(
         f"{n}:{port}" for n in ("ALPHA", "BRAVO", "CHARLIE", "DELTA")
     ]
     assert hosts[0]["address"] == "127.0.0.9" and hosts[3]["address"] == "127.0.0.5"
+
+
+def test_a_listed_host_is_named_as_people_know_it(
+    lan: LAN, machines, luigi_cfg, run_json, capsys
+) -> None:
+    luigi_cfg("[sharecrawl]\nliveness_timeout_s = 1\n")
+    dorm = machines("DORM5-PC", "127.0.0.5")
+    key = f"127.0.0.5:{dorm.port}"
+    lan.hosts_file.write_text(f"smb://{key}/media\n")
+    lan.crawl()
+    best = run_json(lan, "search", "madonna song")[0]["best"]
+    assert (best["host"], best["host_name"]) == (key, "DORM5-PC")
+    assert best["url"].startswith(f"smb://{key}/media/")  # URLs keep the address
+    capsys.readouterr()
+    assert lan.cli("search", "madonna song") == 0
+    assert f"  DORM5-PC  smb://{key}/media/" in capsys.readouterr().out
+    page = Server(lan.crawl_dir)
+    try:
+        code, _, html = page.get("/?q=madonna+song")
+    finally:
+        page.stop()
+    assert code == 200 and '<span class="host">DORM5-PC</span>' in html
+    assert "\\\\127.0.0.5\\media\\Music\\" in html  # Explorer reaches the address
+
+    dorm.stop()
+    lan.crawl()
+    status = run_json(lan, "status")
+    assert [(h["host"], h["name"]) for h in status["hosts_not_crawled"]] == [(key, "DORM5-PC")]
+    capsys.readouterr()
+    assert lan.cli("status") == 0
+    assert "\n    DORM5-PC: refused: " in capsys.readouterr().out
+
+
+def test_watch_follows_the_hosts_a_range_found(lan: LAN, machines, luigi_cfg, tmp_path) -> None:
+    luigi_cfg("[sharecrawl]\nliveness_timeout_s = 1\ndiscover_every_s = 0\n")
+    echo = machines("ECHO", "127.0.0.6")
+    line = f"smb://127.0.0.0:{echo.port}/24"
+    lan.hosts_file.write_text(line + "\n")
+    lan.crawl()
+    watch = WatchProcess(tmp_path / "watch", [line], crawl_dir=lan.crawl_dir)
+    try:
+        watch.wait_watching(f"ECHO:{echo.port}", ["media"])  # its key, at 127.0.0.6
+        (echo.root_dir / "media" / "new.txt").write_text("n")
+        wait_for(lambda: "new.txt" in hinted_paths(watch), 30, "a hint", watch)
+        assert {r["host"] for r in watch.hints()} == {f"ECHO:{echo.port}"}
+        assert watch.stop() == 0
+    finally:
+        watch.kill()

@@ -30,6 +30,11 @@ def smb_host(server: SmbServer) -> str:
     return f"127.0.0.1:{server.port}"
 
 
+def smb_name(server: SmbServer) -> str:
+    """The name its report lines give it: its NetBIOS name (tests/smbd.py)."""
+    return f"SCTEST{server.port}"
+
+
 def hosts_by_name(lan: LAN, run_json) -> dict[str, dict]:
     rows = run_json(lan, "sql", "SELECT host, online, status, last_error FROM hosts")
     return {r["host"]: r for r in rows}
@@ -64,8 +69,9 @@ def test_unreachable_hosts_are_named_with_their_reason(
         "nas.invalid": "unknown_name",
     }
     assert "hosts not crawled this round: 4" in out
+    names = {h: smb_name(server) if h == smb_host(server) else h for h in expected}
     for host, status in expected.items():
-        assert f"    {host}: {status.replace('_', ' ')}: " in out, (host, out)
+        assert f"    {names[host]}: {status.replace('_', ' ')}: " in out, (host, out)
 
     rows = hosts_by_name(lan, run_json)
     assert {h: r["status"] for h, r in rows.items()} == {"alpha": "ok", **expected}
@@ -78,7 +84,7 @@ def test_unreachable_hosts_are_named_with_their_reason(
     capsys.readouterr()
     assert lan.cli("status") == 0
     text = capsys.readouterr().out
-    assert all(f"{host}: {s.replace('_', ' ')}" in text for host, s in expected.items())
+    assert all(f"{names[host]}: {s.replace('_', ' ')}" in text for host, s in expected.items())
     # the timed-out host's copies are hidden, not lost
     assert run_json(lan, "search", "kukushka") == []
     assert run_json(lan, "search", "--all-hosts", "kukushka")[0]["online_copies"] == 0
@@ -101,7 +107,7 @@ def test_share_refused_to_the_guest_is_access_denied(
     capsys.readouterr()
     assert lan.cli("crawl", "--rounds", "1") == 1
     captured = capsys.readouterr()
-    assert f"{smb_host(server)}: access denied: " in captured.out
+    assert f"{smb_name(server)}: access denied: " in captured.out
     lines = [ln for ln in captured.err.splitlines() if ln.startswith("sharecrawl:")]
     assert len(lines) == 1 and "1 access denied" in lines[0]
     assert (lan.crawl_dir / "crawldb" / "CURRENT").read_text().strip() == "v000002"
@@ -145,15 +151,16 @@ def test_wrong_password_is_auth_failed_and_stays_searchable(private_lan, run_jso
     wrong = "not-" + server.password
     second = crawl(lan, cfg, wrong)
     assert second.returncode == 0, second.stderr  # the file host was crawled
-    assert f"    {smb_host(server)}: auth failed: " in second.stdout
+    assert f"    {smb_name(server)}: auth failed: " in second.stdout
     assert "its files stay searchable" in second.stdout
     row = hosts_by_name(lan, run_json)[smb_host(server)]
     assert row["status"] == "auth_failed" and row["online"] and "logon failure" in row["last_error"]
     status = run_json(lan, "status")
-    expected = {"host": smb_host(server), "status": "auth_failed", "error": row["last_error"]}
+    expected = {"host": smb_host(server), "name": smb_name(server), "status": "auth_failed"}
+    expected["error"] = row["last_error"]
     assert status["hosts_not_crawled"] == [expected]
     text = run_cli("status", "--crawl-dir", str(lan.crawl_dir)).stdout
-    assert f"    {smb_host(server)}: auth failed: logon failure" in text
+    assert f"    {smb_name(server)}: auth failed: logon failure" in text
     found = run_json(lan, "search", "kukushka")  # its copies are still shown, online
     assert found and found[0]["online_copies"] == 1
     secret = wrong.encode()
@@ -281,7 +288,7 @@ def test_a_host_whose_fetch_process_is_killed_fails_alone_and_is_fetched_next_ro
         killer.join()
         server.resume()
     assert len(killed) == 1
-    assert f"    {smb_host(server)}: error: its fetch process was killed by SIGKILL" in out, out
+    assert f"    {smb_name(server)}: error: its fetch process was killed by SIGKILL" in out, out
     rows = hosts_by_name(lan, run_json)
     assert rows["alpha"]["status"] == "ok" and rows[smb_host(server)]["status"] == "error"
     assert "out-of-memory killer" in rows[smb_host(server)]["last_error"]

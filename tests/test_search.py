@@ -423,7 +423,7 @@ def test_copy_urls_of_odd_names_round_trip(
         assert unquote(parts.path) in files
         assert unquote(parts.path).endswith("/Музыка & co #2/" + best["path"].split("/")[-1])
         assert readable_url(url) == best["iri"] and "Музыка & co #2" in best["iri"]
-        hosts = {best["host"]: (url[: url.index("/" + quote(best["share"]))], True)}
+        hosts = {best["host"]: (url[: url.index("/" + quote(best["share"]))], True, "nas")}
         row = {"host": best["host"], "share": best["share"], "path": best["path"]}
         web = copy_row(row | {"online": True, "size": 1}, hosts, best=True)
         assert web["href"] == url

@@ -73,12 +73,15 @@ def test_headlines() -> None:
 
 
 def test_copy_links_are_encoded_and_only_smb_or_file() -> None:
-    hosts = {"nas": ("smb://guest@nas:4455", True), "odd": ("javascript:alert(1)//", True)}
+    hosts = {
+        "nas": ("smb://guest@nas:4455", True, "NAS"),
+        "odd": ("javascript:alert(1)//", True, "odd"),
+    }
     row = {"host": "nas", "share": "Кино", "path": "a b/#1?.mkv", "online": True, "size": 1}
     made = copy_row(row, hosts, best=False)
     assert made["href"] == "smb://guest@nas:4455/%D0%9A%D0%B8%D0%BD%D0%BE/a%20b/%231%3F.mkv"
     assert made["iri"] == "smb://guest@nas:4455/Кино/a b/#1?.mkv"
-    assert made["unc"] == "\\\\nas\\Кино\\a b\\#1?.mkv"
+    assert made["unc"] == "\\\\nas\\Кино\\a b\\#1?.mkv" and made["host_name"] == "NAS"
     assert copy_row(row | {"host": "odd"}, hosts, best=False)["href"] is None
 
 

@@ -85,7 +85,7 @@ def load_copies(file: IndexFile) -> CopyTable:
     )
 
 
-def load_hosts(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[str | None, bool]]:
-    """host -> (its URL, online) in this version."""
-    rows = con.execute("SELECT host, url, online FROM idx.hosts").fetchall()
-    return {host: (url, bool(online)) for host, url, online in rows}
+def load_hosts(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[str | None, bool, str]]:
+    """host -> (its URL, online, the name people know it by) in this version."""
+    rows = con.execute("SELECT host, url, online, name FROM idx.hosts").fetchall()
+    return {host: (url, bool(online), name) for host, url, online, name in rows}

@@ -22,7 +22,7 @@ COPIES_FOLDED = 5  # ... up to this many more, behind a "more copies" toggle
 VIDEO_FORMATS = frozenset({"mp4", "webm", "m4v"})
 AUDIO_FORMATS = frozenset({"mp3", "ogg", "opus", "flac", "m4a", "wav"})
 
-HostInfo = dict[str, tuple[str | None, bool]]  # host -> (its URL, online)
+HostInfo = dict[str, tuple[str | None, bool, str]]  # host -> (its URL, online, name)
 
 
 @lru_cache(maxsize=4096)
@@ -70,11 +70,12 @@ def links(host_url: str | None, host: str, share: str, path: str) -> tuple[str |
 
 def copy_row(row: dict, hosts: HostInfo, best: bool) -> dict:
     host, share, path = row["host"], row["share"] or "", row["path"]
-    url, _ = hosts.get(host, (None, False))
-    href, iri, unc = links(url, host, share, path)
+    url, _, host_name = hosts.get(host, (None, False, host))
+    href, iri, unc = links(url, host, share, path)  # the Windows path keeps the address
     folder, _, name = path.rpartition("/")
     return {
         "host": host,
+        "host_name": host_name,  # its label: NetBIOS or DNS name, else its key
         "share": share,
         "folder": folder,
         "name": name,

@@ -39,7 +39,7 @@
   function copyItem(c, w) {
     const li = el("li", "copy" + (c.online ? "" : " offline") + (c.best ? " best" : ""));
     li.append(el("span", "file", c.link ? link("name", c.link, c.name) : el("b", "name", c.name)));
-    li.append(el("span", "quality", el("span", "host", c.host),
+    li.append(el("span", "quality", el("span", "host", c.host_name),
                  " · " + c.quality + " · " + c.size + (c.online ? "" : " · offline")));
     if (c.link) {
       const actions = el("span", "actions");
