@@ -77,7 +77,7 @@ class sharecrawl(luigi.Config):  # lower case: Luigi names a Config by its secti
     cluster_python = luigi.Parameter()
     safety_interval_s = luigi.FloatParameter()  # watched partitions: scanned at least this often
     hinted_only = luigi.BoolParameter()  # a round of hinted partitions alone (watch --crawl)
-    keep_rounds = luigi.IntParameter()  # old rounds removed after each (crawl_io.retention)
+    keep_rounds = luigi.IntParameter()  # old rounds removed after each (crawl_io.crawldb.retention)
     # the analysts' `sql` statement limits (cli.read.sql_limits reads and checks them)
     sql_timeout_s = luigi.FloatParameter()
     sql_memory_limit = luigi.Parameter()

@@ -110,9 +110,15 @@ class _Stream(StreamingResponse):
     is closed however the response ends (sent, client gone, read failed)."""
 
     def __init__(
-        self, reader: Reader, span: tuple[int, int], name: str, close: Callable[[], None],
-        threads: anyio.CapacityLimiter, *args: Any, **kw: Any,
-    ) -> None:  # fmt: skip
+        self,
+        reader: Reader,
+        span: tuple[int, int],
+        name: str,
+        close: Callable[[], None],
+        threads: anyio.CapacityLimiter,
+        *args: Any,
+        **kw: Any,
+    ) -> None:
         super().__init__(iter(()), *args, **kw)
         self._reader, self._span, self._name = reader, span, name
         self._close, self._threads = close, threads
