@@ -66,7 +66,9 @@ def _stop(signum: int, _frame: object) -> None:
     finally:
         with suppress(Exception):  # the main thread may be inside a write to stderr
             sys.stderr.flush()
-        os.write(2, f"sharecrawl: {line}\n".encode())
+        # a progress display may have hidden the cursor: show it again on a terminal
+        cursor = "\x1b[?25h\n" if os.isatty(2) else ""
+        os.write(2, f"{cursor}sharecrawl: {line}\n".encode())
         os._exit(128 + signum)
 
 
