@@ -48,9 +48,8 @@ def cmd_crawl(args: argparse.Namespace) -> int:
             check_number(flag, getattr(args, name), *NUMERIC_SETTINGS[name])
     if args.rules_file is not None:  # named: it must be there (luigi.cfg's default may not)
         check_file("--rules-file", args.rules_file)
-    wide = args.allow_wide_ranges or setting("allow_wide_ranges") in ("true", "True")
-    if args.hosts_file is not None:
-        read_hosts_file(args.hosts_file, wide)
+    if args.hosts_file is not None:  # a range's width is checked with the settings (_crawl),
+        read_hosts_file(args.hosts_file, allow_wide=True)  # which load Luigi: not before the lock
     check_credentials()
     if args.scheduler_url is not None and not args.scheduler_url.startswith(
         ("http://", "https://")
@@ -78,8 +77,7 @@ def _crawl(args: argparse.Namespace) -> int:
     )
     flags = {"crawlers": "--crawlers", "round_seconds": "--round-seconds"}  # settings' checks
     settings = load_settings({k: v for k, v in flags.items() if getattr(args, k) is not None})
-    if args.hosts_file is None:
-        read_hosts_file(settings.hosts_file, settings.allow_wide_ranges)
+    read_hosts_file(settings.hosts_file, settings.allow_wide_ranges)
     try:
         get_policy(settings.policy)
     except ValueError as e:
