@@ -3,17 +3,15 @@ with one line and exit 1, and leaves nothing behind; a bad limit is bad input (e
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from crawl_io.duck import cursor
-from tests.conftest import LAN
+from tests import test_sql_sandbox as sandbox
 
 RUNAWAY = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
 # string_agg builds one value in memory: it cannot spill
@@ -22,45 +20,9 @@ BIG_VALUE = "SELECT length(string_agg(range::VARCHAR, ',')) FROM range(10000000)
 SPILLS = "SELECT count(*) FROM (SELECT DISTINCT range::VARCHAR || 'x' FROM range(10000000))"
 
 
-@pytest.fixture(scope="module")
-def crawled(tmp_path_factory: pytest.TempPathFactory) -> LAN:
-    lan = LAN(tmp_path_factory.mktemp("lan"))
-    lan.media("pc-1", "music/a.mp3", artist="ABBA", title="t")
-    lan.write_hosts("pc-1")
-    lan.crawl()
-    return lan
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    return {
-        str(p): hashlib.md5(p.read_bytes()).hexdigest() if p.is_file() else "dir"
-        for p in sorted(root.rglob("*"))
-    }
-
-
-@pytest.fixture
-def run(
-    crawled: LAN,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> Iterator[Callable[..., tuple[int, str, str]]]:
-    """Run `sharecrawl sql`; after the test the crawl dir is as it was and the statement's
-    temporary folder is gone."""
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    before = snapshot(crawled.root)
-
-    def run_sql(query: str, *options: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        status = crawled.cli("sql", *options, "--", query)
-        out, err = capsys.readouterr()
-        return status, out, err
-
-    yield run_sql
-    assert snapshot(crawled.root) == before
-    assert list(temp.iterdir()) == []
+# the sandbox's fixtures: its crawl dir, and `run`, `sharecrawl sql` after which no file
+# near it has changed and no statement's temporary folder is left
+crawled, run = sandbox.crawled, sandbox.run
 
 
 def one_line(err: str) -> str:
