@@ -97,7 +97,7 @@ class _HostFetch:
         self.url_error: SourceError | None = None
         try:
             self.host = replace(parse_host_url(job.url), host=job.host)  # a range's host
-        except ConfigError as e:  # a fetch list an older release wrote: the host fails alone
+        except ConfigError as e:  # a URL this parser no longer reads: the host fails alone
             self.host = HostURL("smb", job.host, "", None, None, None)
             self.url_error = SourceError(str(e))
         self.crawl = CrawlDir(job.crawl_dir)

@@ -34,7 +34,7 @@ def network_name(host: str, host_url: str | None) -> str:
         return host  # a file:// host: its folder's name
     try:
         name = parse_host_url(url).hostname
-    except ConfigError:  # a URL an older release stored: its key, as it is
+    except ConfigError:  # a stored URL this parser no longer reads: its key, as it is
         return host
     if ":" in name:
         return name.replace(":", "-").replace("%", "s") + ".ipv6-literal.net"
