@@ -1,11 +1,6 @@
 """The search index (index/search.duckdb) written: built in full from a crawldb version, or
-brought up to a later one by an update that costs what changed (docs/DESIGN.md, Search). The
-new file is written under a hidden name and swapped in by rename (queries.index_store). Build
-and update group rows into works with the same SQL (queries.index_works), so an update gives
-the index a full build would.
-Tables: `works`, `copies`, `terms`/`postings`/`term_keys` (postings sorted by term_id when
-made whole; an update appends and readers sort; a term no work holds is dropped), `strings`,
-`words`, `hosts`, `meta` (version, format, counts, last full build).
+brought up to a later one by an update that costs what changed (docs/DESIGN.md, Search), both
+grouping with queries.index_works' SQL, and swapped in by rename (queries.index_store).
 Works whose copies only went on or off line are relabelled, not regrouped: online counts move,
 and the best copy is the first of the old best and their copies on switched hosts, unless the
 old best went offline (then regrouped): a popular work has thousands of copies, few switched."""
@@ -125,8 +120,8 @@ def _write_meta(
     values = {
         "version": version,
         "format": FORMAT,
-        "works": str(con.execute("SELECT count(*) FROM works").fetchone()[0]),
-        "media": str(con.execute("SELECT count(*) FROM copies").fetchone()[0]),
+        "works": str(_count(con, "works")),
+        "media": str(_count(con, "copies")),
     }
     if changed or full:
         values["built_at"] = con.execute("SELECT now()::VARCHAR").fetchone()[0]
@@ -218,19 +213,7 @@ def _apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) 
         works=_count(con, "scope"),
         works_relabelled=_count(con, "relabel"),
     )
-    for table in (
-        "gone",
-        "gone_copies",
-        "came",
-        "mk",
-        "keyed_ids",
-        "scope",
-        "relabel",
-        "regroup",
-        "scope_keys",
-        "switched",
-    ):
-        con.execute(f"DROP TABLE IF EXISTS {table}")
+    _drop(con, "gone gone_copies came mk keyed_ids scope relabel regroup scope_keys switched")
     return counts
 
 
@@ -275,6 +258,11 @@ def _switch_hosts(con: duckdb.DuckDBPyConnection, new_dir: Path) -> None:
 
 def _count(con: duckdb.DuckDBPyConnection, table: str) -> int:
     return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+def _drop(con: duckdb.DuckDBPyConnection, tables: str) -> None:
+    for table in tables.split():  # DuckDB drops one table per statement
+        con.execute(f"DROP TABLE IF EXISTS {table}")
 
 
 # The columns of a work's best copy (as works_select builds it) and of its order.
@@ -383,10 +371,7 @@ def _relabel_works(con: duckdb.DuckDBPyConnection) -> None:
     )
     con.execute("DELETE FROM works WHERE work_id IN (SELECT work_id FROM relabelled)")
     con.execute("INSERT INTO works BY NAME SELECT * FROM relabelled_works")
-    con.execute("DROP TABLE relabelled_works")
-    con.execute("DROP TABLE moved")
-    con.execute("DROP TABLE relabelled")
-    con.execute("DROP TABLE relabelled_titles")
+    _drop(con, "relabelled_works moved relabelled relabelled_titles")
 
 
 # The rows of `postings` from temp table `new_postings`, a term's postings together.
@@ -448,8 +433,7 @@ def _replace_postings(con: duckdb.DuckDBPyConnection, scope: str) -> None:
     _add_keys(
         con, "SELECT term, term_id FROM added_terms WHERE term_id IN (SELECT term_id FROM terms)"
     )
-    for table in ("df_change", "added_terms", "new_postings"):
-        con.execute(f"DROP TABLE {table}")
+    _drop(con, "df_change added_terms new_postings")
 
 
 def _add_keys(con: duckdb.DuckDBPyConnection, terms_sql: str) -> None:

@@ -1,22 +1,9 @@
-"""Reading the search index: the one cache of open index files in a process.
-
-The index is one DuckDB file, replaced whole by rename when a round builds or updates it.
-A reader asks for the file as it is now (`pinned`): the first time, or when the file at
-the path is no longer the one held (another inode, mtime or size), it is attached read-only
-to a private in-memory DuckDB. Everything a request reads then comes from that one file,
-even when a round replaces it meanwhile (the old file lives on while DuckDB holds it open):
-a reader sees the old index or the new one, never a mix. The old file is closed when its
-last reader leaves.
-
-A file is attached by the index path, which is checked to name the same file after the
-attach as before it (a round renames only new files over it, so a name that shows one file at
-both moments showed it in between); a swap in between is met by attaching again. Each file
-gets an in-memory DuckDB of its own: DuckDB shares an attached file between connections of
-one database, never between databases.
-
-What readers derive from a file (the search arrays, the page's copies) is kept with it
-(`IndexFile.cached`) and goes with it.
-"""
+"""Reading the search index: the one cache of open index files in a process. A reader pins
+the file as it is now (`pinned`), attached read-only to an in-memory DuckDB of its own (DuckDB
+shares an attached file between connections of one database only) and checked to be the file
+the path names after the attach as before (docs/DESIGN.md, Search): a reader sees the old index
+or the new one, never a mix. A file, and what readers derive from it (`IndexFile.cached`), is
+closed when its last reader leaves after a newer one is served."""
 
 from __future__ import annotations
 
@@ -175,13 +162,6 @@ def _no_index(index_path: Path) -> FileNotFoundError:
     return FileNotFoundError(f"no search index at {index_path}: run a crawl first")
 
 
-def _stat_identity(key: str, index_path: Path) -> Identity:
-    try:
-        return _identity(os.stat(key))
-    except FileNotFoundError:
-        raise _no_index(index_path) from None
-
-
 def open_index(index_path: Path) -> tuple[IndexFile, bool]:
     """The index file at `index_path` as it is now, with one user counted for the caller
     (call `leave()` when done), and whether it was opened by this call. Raises
@@ -191,7 +171,10 @@ def open_index(index_path: Path) -> tuple[IndexFile, bool]:
         slot = _slots.setdefault(key, _Slot())
     with slot.lock:
         for _ in range(SWAPS_TRIED):
-            identity = _stat_identity(key, index_path)
+            try:
+                identity = _identity(os.stat(key))
+            except FileNotFoundError:
+                raise _no_index(index_path) from None
             held = slot.file
             if held is not None and held.identity == identity and held.enter():
                 return held, False

@@ -128,23 +128,22 @@ def key_media(con: duckdb.DuckDBPyConnection, source: str, *, few: bool = False)
     con.execute("DROP TABLE m")
 
 
+# the columns of a Guess (queries.video_guess)
+_GUESSES = pa.schema(
+    [("filename", pa.string()), ("g_title", pa.string()), ("g_series", pa.string())]
+    + [(c, pa.int32()) for c in ("g_season", "g_episode", "g_year", "g_resolution")]
+)
+
+
 def _apply_guesses(con: duckdb.DuckDBPyConnection, rows: str, guesses: list[Guess]) -> bool:
     """Fill the blanks of `rows` from the guesses (their new strings: add_row_strings);
     whether there were any (else there is no new string to look for)."""
     if not guesses:
         return False
-    table = pa.table(
-        {
-            "filename": pa.array([g[0] for g in guesses], pa.string()),
-            "g_title": pa.array([g[1] for g in guesses], pa.string()),
-            "g_series": pa.array([g[2] for g in guesses], pa.string()),
-            "g_season": pa.array([g[3] for g in guesses], pa.int32()),
-            "g_episode": pa.array([g[4] for g in guesses], pa.int32()),
-            "g_year": pa.array([g[5] for g in guesses], pa.int32()),
-            "g_resolution": pa.array([g[6] for g in guesses], pa.int32()),
-        }
+    columns = zip(*guesses, strict=True)
+    con.register(
+        "guesses", pa.table(dict(zip(_GUESSES.names, columns, strict=True)), schema=_GUESSES)
     )
-    con.register("guesses", table)
     try:
         con.execute(
             f"""
@@ -166,13 +165,8 @@ def _apply_guesses(con: duckdb.DuckDBPyConnection, rows: str, guesses: list[Gues
 
 def create_strings(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("CREATE TABLE strings (v VARCHAR, norm VARCHAR, terms VARCHAR[], generic BOOLEAN)")
-    _create_words(con)
-
-
-def _create_words(con: duckdb.DuckDBPyConnection) -> None:
-    """Table `words`, if missing (an index built before it existed gains it on update)."""
     con.execute(
-        "CREATE TABLE IF NOT EXISTS words (word VARCHAR, surface VARCHAR, forms VARCHAR[], "
+        "CREATE TABLE words (word VARCHAR, surface VARCHAR, forms VARCHAR[], "
         "indexable BOOLEAN, generic BOOLEAN)"
     )
 
@@ -240,7 +234,6 @@ def add_strings(con: duckdb.DuckDBPyConnection, values: list[str]) -> None:
 
 def _add_words(con: duckdb.DuckDBPyConnection, distinct_words: list[str]) -> None:
     """Add to `words` the forms of those of `distinct_words` (distinct) not there yet."""
-    _create_words(con)
     con.register("met_words", pa.table({"word": pa.array(distinct_words, pa.string())}))
     try:
         new = con.sql("SELECT word FROM met_words ANTI JOIN words USING (word) ORDER BY word")
@@ -270,26 +263,10 @@ BM25_K1 = 1.2
 BM25_B = 0.5  # names and tags are short; length matters less than in prose
 # Typical number of distinct terms (surface forms, stems, loose spellings) of a work's field:
 # the pivot of its length normalisation.
-FIELD_PIVOTS: dict[str, float] = {
-    "artist": 3.0,
-    "title": 4.0,
-    "album": 4.0,
-    "albumartist": 3.0,
-    "genre": 2.0,
-    "series": 4.0,
-    "folder": 12.0,
-    "name": 6.0,
-}
-FIELD_COLUMNS = {
-    "artist": "artist",
-    "title": "title",
-    "album": "album",
-    "albumartist": "albumartist",
-    "genre": "genre",
-    "series": "series",
-    "folder": "folder",
-    "name": "stem",
-}
+FIELD_PIVOTS: dict[str, float] = dict(
+    artist=3.0, title=4.0, album=4.0, albumartist=3.0, genre=2.0, series=4.0, folder=12.0, name=6.0
+)
+FIELD_COLUMNS = {field: "stem" if field == "name" else field for field in FIELD_BITS}
 PRIOR_WEIGHT = 0.3  # score bonus per ln(1 + copies): popular works win ties
 # Copies of a work, best first (and the best copy is the first): a total order.
 BEST_COPY_ORDER = (

@@ -19,38 +19,18 @@ class QueryError(ValueError):
     """A malformed query; the message is meant for the user."""
 
 
-# Index fields: bit in the postings' `fields` mask, and BM25F weight (tags above names).
-FIELD_BITS: dict[str, int] = {
-    "artist": 1,
-    "title": 2,
-    "album": 4,
-    "albumartist": 8,
-    "genre": 16,
-    "series": 32,
-    "folder": 64,
-    "name": 128,
-}
-FIELD_WEIGHTS: dict[str, float] = {
-    "artist": 3.0,
-    "title": 3.0,
-    "album": 2.0,
-    "albumartist": 1.5,
-    "genre": 1.5,
-    "series": 3.0,
-    "folder": 0.7,
-    "name": 1.0,
-}
+# Index fields and their BM25F weights (tags above names); a field's bit in the postings'
+# `fields` mask follows this order.
+FIELD_WEIGHTS: dict[str, float] = dict(
+    artist=3.0, title=3.0, album=2.0, albumartist=1.5, genre=1.5, series=3.0, folder=0.7, name=1.0
+)
+FIELD_BITS: dict[str, int] = {field: 1 << i for i, field in enumerate(FIELD_WEIGHTS)}
 ALL_FIELDS = sum(FIELD_BITS.values())
 
 # What a field name typed in a query searches.
 TEXT_FIELDS: dict[str, int] = {
     "artist": FIELD_BITS["artist"] | FIELD_BITS["albumartist"],
-    "albumartist": FIELD_BITS["albumartist"],
-    "title": FIELD_BITS["title"],
-    "album": FIELD_BITS["album"],
-    "genre": FIELD_BITS["genre"],
-    "series": FIELD_BITS["series"],
-    "name": FIELD_BITS["name"],
+    **{f: FIELD_BITS[f] for f in ("albumartist", "title", "album", "genre", "series", "name")},
     "folder": FIELD_BITS["folder"],
     "path": FIELD_BITS["folder"] | FIELD_BITS["name"],
 }
@@ -68,14 +48,8 @@ class WorkColumns(Protocol):
     def __getitem__(self, name: str) -> np.ndarray: ...
 
     def having(self, field: str, value: str) -> np.ndarray:
-        """A boolean per work: has it a (shown) copy whose `field` (COPY_FIELDS) is
-        `value`, compared casefolded?"""
+        """Per work: has it a (shown) copy whose `field` (COPY_FIELDS) is `value`, casefolded?"""
         ...
-
-
-def kind_code(kind: str) -> int:
-    """The code of `kind` in WorkColumns['kind']."""
-    return KINDS.index(kind) + 1 if kind in KINDS else 0
 
 
 class Query:
@@ -193,7 +167,7 @@ class KindQuery(Query):
         return cls(kind)
 
     def select(self, works: WorkColumns, rows: np.ndarray) -> np.ndarray | None:
-        return works["kind"][rows] == kind_code(self.kind)
+        return works["kind"][rows] == KINDS.index(self.kind) + 1
 
 
 @dataclass(frozen=True)

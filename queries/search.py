@@ -20,7 +20,7 @@ from queries.index_store import IndexFile, IndexUnreadable, pinned
 from queries.querylang import ALL_FIELDS, AndQuery, QueryError, parse_query
 from queries.search_arrays import RESULT_COLUMNS, SearchArrays, search_arrays
 from queries.search_results import format_results, result_record
-from queries.text import word_terms
+from queries.text import word_forms
 
 __all__ = ["IndexUnreadable", "QueryError", "format_results", "search", "suggest"]
 
@@ -271,11 +271,11 @@ def suggest(file: IndexFile, query: str, *, all_hosts: bool = False) -> str | No
     fixes: dict[str, str] = {}
     cursor = file.cursor()
     try:
-        forms = sorted({t for w in words for t in word_terms(w)})
+        forms = sorted({t for w in words for t in word_forms(w)})
         sql = "SELECT term FROM terms WHERE term = ANY(?)"
         known = {t for (t,) in cursor.execute(sql, [forms]).fetchall()}
         for word in sorted(words):
-            if known.isdisjoint(word_terms(word)):
+            if known.isdisjoint(word_forms(word)):
                 edits = 1 if len(word) < 5 else 2
                 row = cursor.execute(_NEAREST, {"w": word, "edits": edits}).fetchone()
                 if row:

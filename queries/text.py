@@ -14,48 +14,10 @@ from functools import lru_cache
 
 import snowballstemmer
 
-_RU_TO_LATIN = {
-    "а": "a",
-    "б": "b",
-    "в": "v",
-    "г": "g",
-    "д": "d",
-    "е": "e",
-    "ё": "e",
-    "ж": "zh",
-    "з": "z",
-    "и": "i",
-    "й": "y",
-    "к": "k",
-    "л": "l",
-    "м": "m",
-    "н": "n",
-    "о": "o",
-    "п": "p",
-    "р": "r",
-    "с": "s",
-    "т": "t",
-    "у": "u",
-    "ф": "f",
-    "х": "kh",
-    "ц": "ts",
-    "ч": "ch",
-    "ш": "sh",
-    "щ": "shch",
-    "ъ": "",
-    "ы": "y",
-    "ь": "",
-    "э": "e",
-    "ю": "yu",
-    "я": "ya",
-    # Ukrainian and Belarusian letters met on Russian-speaking LANs
-    "і": "i",
-    "ї": "yi",
-    "є": "ye",
-    "ґ": "g",
-    "ў": "u",
+# Russian letters, then Ukrainian and Belarusian ones met on Russian-speaking LANs
+_TRANSLIT = str.maketrans("абвгдеёзийклмнопрстуфыэіґў", "abvgdeeziyklmnoprstufyeigu", "ъь") | {
+    ord(x[0]): x[2:] for x in "ж=zh х=kh ц=ts ч=ch ш=sh щ=shch ю=yu я=ya ї=yi є=ye".split()
 }
-_TRANSLIT_TABLE = str.maketrans(_RU_TO_LATIN)
 # Latin letters that Unicode does not decompose into a base letter and an accent
 _LATIN_FOLD = str.maketrans(
     {"ø": "o", "æ": "ae", "œ": "oe", "ł": "l", "đ": "d", "ð": "d", "þ": "th", "ı": "i"}
@@ -85,7 +47,7 @@ _russian = snowballstemmer.stemmer("russian")
 
 def transliterate(text: str) -> str:
     """Cyrillic letters to Latin; other characters unchanged (expects lower case)."""
-    return text.translate(_TRANSLIT_TABLE)
+    return text.translate(_TRANSLIT)
 
 
 def strip_accents(text: str) -> str:
@@ -157,11 +119,6 @@ def normalised(text: str | None) -> str:
     return " ".join(word_forms(w)[0] for w in words(text))
 
 
-def word_terms(word: str) -> tuple[str, ...]:
-    """The terms one query word may match: its surface form, stem and loose spelling."""
-    return word_forms(word)
-
-
 def terms(text: str | None) -> list[str]:
     """Distinct index terms of `text`: surface forms, stems and loose spellings of its
     indexable words and of its compounds' joined forms."""
@@ -203,12 +160,12 @@ def query_words(text: str) -> list[tuple[str, ...]]:
             joined[i + 1].append(left + right)
     result: list[tuple[str, ...]] = []
     for (word, _, _), others in zip(items, joined, strict=True):
-        forms = word_terms(word)
+        forms = word_forms(word)
         if not indexable(forms[0]):
             continue
         alternatives = dict.fromkeys(forms)
         for other in others:
-            alternatives.update(dict.fromkeys(word_terms(other)))
+            alternatives.update(dict.fromkeys(word_forms(other)))
         result.append(tuple(alternatives))
     return result
 

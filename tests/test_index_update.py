@@ -364,24 +364,6 @@ def test_an_update_stems_only_words_it_has_not_met(tmp_path: Path) -> None:
     assert word_rows(index)["zwiebelkuchen"][1] == list(text.word_forms("zwiebelkuchen"))
 
 
-def test_an_index_built_without_words_gains_them_on_update(tmp_path: Path) -> None:
-    lan = Lan(random.Random(11))
-    first = write_version(tmp_path / "crawldb", 1, lan, None, True)
-    index = tmp_path / "search.duckdb"
-    build_index(first, index)
-    with duckdb.connect(str(index)) as con:  # as an index built before `words` existed
-        con.execute("DROP TABLE words")
-    for _ in range(3):
-        lan.add()
-    lan.move()
-    second = write_version(tmp_path / "crawldb", 2, lan, first, True)
-    update_index(index, first, second)
-    full = tmp_path / "full.duckdb"
-    build_index(second, full)
-    assert table_rows(index) == table_rows(full)
-    assert word_rows(index)  # the new strings' words
-
-
 def test_hosts_switching_round_after_round_relabel_their_works_as_a_full_build(
     tmp_path: Path,
 ) -> None:
