@@ -1,27 +1,15 @@
 """SMB2 change notifications on the project's own SMB session (MS-SMB2 2.2.35, 2.2.36, 3.3.4.2).
 
-`NotifySession` is an `SMBSource` (the same negotiation, signing, encryption, time limits and
-name mapping) that keeps one tree watch per share: the share root opened for listing, with
-CHANGE_NOTIFY requests (WATCH_TREE; file name, folder name, size and last-write changes)
-outstanding on it. It is driven by one caller's select loop, not by a thread per request
-(as smbprotocol's FileSystemWatcher is): smbprotocol's receive thread files the answers and
-writes a byte to a pipe; `fileno` is that pipe's end to wait on, `receive` when it is readable,
-`take` for what the answers say, `keepalive` now and then, `cancel` at shutdown. Not
-thread-safe: one thread at a time (the one that connects, then the loop).
-
-- Async answers: the server first answers STATUS_PENDING with an AsyncId (the request keeps it
-  for CANCEL), then, when something changes, the final answer with FILE_NOTIFY_INFORMATION entries.
-- Re-arming: `depth` requests per share are outstanding; an answered one is replaced before its
-  answer is parsed, so a change arriving meanwhile lands in the other (Samba and Windows also
-  keep a handle's changes between requests).
-- Overflow: STATUS_NOTIFY_ENUM_DIR, or a success with no entries (Samba's answer when the
-  changes do not fit the buffer), means "something changed below this share, list it again".
-- Refusal: a share whose root cannot be opened, or whose watch is answered NOT_IMPLEMENTED
-  (Samba with `change notify = no`), NOT_SUPPORTED, ACCESS_DENIED and the like, is given up
-  (its handle closed) and reported as a `Refusal`; the other shares go on.
-- Keepalive: a host switched off sends no FIN; an ECHO now and then finds out.
-- Names: '\\'-separated relative to the share root, private-use characters mapped back as the
-  listing does (vfs_catia / Services for Mac), returned '/'-separated without a leading slash.
+`NotifySession` is an `SMBSource` that keeps one tree watch per share (its root opened, `depth`
+CHANGE_NOTIFY requests outstanding), driven by one caller's select loop rather than a thread per
+request: the receive thread writes a byte to a pipe (`fileno`), then `receive`, `take`,
+`keepalive` now and then, `cancel` at shutdown. Not thread-safe.
+- An answered request is re-armed before its answer is parsed, so no change falls between two.
+- STATUS_NOTIFY_ENUM_DIR, or a success with no entries (Samba's when the changes overflow the
+  buffer), means "list this share again".
+- A share whose root cannot be opened or whose watch is refused (Samba's `change notify = no`
+  answers NOT_IMPLEMENTED) is given up and reported as a `Refusal`; the others go on.
+- A host switched off sends no FIN: an ECHO now and then finds out.
 """
 
 from __future__ import annotations
@@ -31,6 +19,7 @@ import select
 import struct
 import threading
 import time
+from contextlib import suppress
 from typing import NamedTuple
 
 from smbprotocol.change_notify import SMB2ChangeNotifyRequest
@@ -66,25 +55,15 @@ REFUSAL_NAMES = {
 }
 REFUSALS = set(REFUSAL_NAMES) | DENIED_STATUSES
 NOTIFY_ENTRY = struct.Struct("<III")  # NextEntryOffset, Action, FileNameLength; name follows
-# FILE_NOTIFY_INFORMATION actions (MS-FSCC 2.7.1); stream changes count as the file's
-ACTIONS = {
-    1: "added",
-    2: "removed",
-    3: "modified",
-    4: "renamed_from",
-    5: "renamed_to",
-    6: "modified",
-    7: "modified",
-    8: "modified",
-    9: "removed",
-}
+# FILE_NOTIFY_INFORMATION actions (MS-FSCC 2.7.1); any other (3; stream changes) is "modified"
+ACTIONS = {1: "added", 2: "removed", 4: "renamed_from", 5: "renamed_to", 9: "removed"}
 OVERFLOW = "overflow"
 
 
 class Change(NamedTuple):
     share: str
     path: str  # share-relative, '/'-separated; '' (the share root) for an overflow
-    action: str  # one of ACTIONS' values, or 'overflow'
+    action: str  # one of ACTIONS' values, 'modified' or 'overflow'
     overflow: bool  # the server lost count: anything below the share may have changed
 
 
@@ -94,8 +73,7 @@ class Refusal(NamedTuple):
 
 
 class _Waker:
-    """A pipe smbprotocol's receive thread writes a byte to when an answer comes in; its read
-    end is what the caller's select loop waits on."""
+    """A pipe the receive thread writes a byte to per answer; the select loop reads its end."""
 
     def __init__(self) -> None:
         self.read_fd, self._write_fd = os.pipe()
@@ -106,17 +84,13 @@ class _Waker:
     def wake(self) -> None:
         with self._lock:
             if self._write_fd >= 0:
-                try:
+                with suppress(BlockingIOError):  # full: the loop wakes anyway
                     os.write(self._write_fd, b"\0")
-                except BlockingIOError:  # full: the loop wakes anyway
-                    pass
 
     def drain(self) -> None:
-        try:
+        with suppress(BlockingIOError):
             while os.read(self.read_fd, 4096):
                 pass
-        except BlockingIOError:
-            pass
 
     def close(self) -> None:
         with self._lock:
@@ -158,10 +132,6 @@ def parse_notify(buffer: bytes | memoryview) -> list[tuple[str, str]]:
     return changes
 
 
-def refusal_reason(status: int) -> str:
-    return REFUSAL_NAMES.get(status, f"NTSTATUS 0x{status:08X}")
-
-
 class NotifySession(SMBSource):
     """One host's connection with a tree watch per share (see the module's notes)."""
 
@@ -179,12 +149,9 @@ class NotifySession(SMBSource):
         self._waker = _Waker()
         super().__init__(host, credentials, timeout_s=timeout_s, window=1)
 
-    # -- setting up -----------------------------------------------------------------------
-
     def watch(self, share: str) -> None:
-        """Open the share's root and arm its tree watch. A refused open raises that request's
-        SourceError (AccessDenied, NotFound...) and leaves the connection usable; a refused
-        watch comes later, as a Refusal from `take`."""
+        """Open the share's root and arm its tree watch. A refused open raises its SourceError
+        (the connection stays usable); a refused watch comes later, as a Refusal from `take`."""
         with self._bounded(f"watch {share}"):
             tree = self._tree(share)
             root = Open(tree, "")
@@ -195,9 +162,8 @@ class NotifySession(SMBSource):
                 self._arm(share)
 
     def confirm(self) -> list[str]:
-        """Wait (within the time limit) until the server has taken every share's watch: an
-        interim answer (it went async) or a final one. Returns the shares confirmed; a change
-        before that may not be reported, so a watch counts from here."""
+        """Wait until the server has taken every watch (an interim or final answer) and return
+        the shares watched: a change before that may go unreported."""
         with self._bounded("confirm watches"):
             while any(r.async_id is None and not answered(r) for r in self._pending):
                 select.select([self._waker.read_fd], [], [], self._remaining())
@@ -230,8 +196,7 @@ class NotifySession(SMBSource):
         )
 
     def _wake_on(self, request: Request) -> Request:
-        """Have the request's answer wake the select loop (under the lock the receive thread
-        holds while it files an answer, so none is missed)."""
+        """Have the request's answer wake the select loop (under the receive thread's lock)."""
         with request.response_event_lock:
             event = _WakeEvent(self._waker)
             if request.response_event.is_set():
@@ -244,8 +209,6 @@ class NotifySession(SMBSource):
         if not self._conn.transport.connected:
             raise ConnectionError("the server closed the connection")
 
-    # -- the select loop's calls ----------------------------------------------------------
-
     def fileno(self) -> int:
         """Readable when an answer has come in; call `receive` then."""
         self._check_usable()
@@ -257,8 +220,8 @@ class NotifySession(SMBSource):
             self._drain()
 
     def take(self) -> list[Change | Refusal]:
-        """What the answers read so far say; every answered watch is re-armed first. Raises
-        HostUnreachable (the connection retired) when a watch ends for another reason."""
+        """What the answers so far say, answered watches re-armed first; HostUnreachable when a
+        watch ends for another reason."""
         events: list[Change | Refusal] = []
         with self._bounded("watch"):
             for request in [r for r in self._dropped if answered(r)]:
@@ -300,11 +263,10 @@ class NotifySession(SMBSource):
             del self._pending[request]
             self._dropped.add(request)  # fails the same way; nothing to learn from it
         self._dropped.update(self._send([root.close(send=False)[0]], root.tree_connect))
-        return Refusal(share, refusal_reason(status))
+        return Refusal(share, REFUSAL_NAMES.get(status, f"NTSTATUS 0x{status:08X}"))
 
     def keepalive(self, every_s: float) -> None:
-        """An ECHO every `every_s`; SourceTimeout (the connection retired) when one has gone
-        unanswered for timeout_s."""
+        """An ECHO every `every_s`; SourceTimeout when one has gone unanswered for timeout_s."""
         self._check_usable()
         now = time.monotonic()
         if self._echo is not None:
@@ -316,11 +278,8 @@ class NotifySession(SMBSource):
                 self._echo = self._wake_on(self._send([SMB2Echo()], None)[0])
             self._echo_sent = self._last_echo = now
 
-    # -- shutdown -------------------------------------------------------------------------
-
     def cancel(self) -> None:
-        """SMB2 CANCEL every outstanding watch request (MS-SMB2 3.2.4.24); their answers
-        (STATUS_CANCELLED) are taken by `take`. Nothing is waited for here."""
+        """SMB2 CANCEL every watch request (MS-SMB2 3.2.4.24); `take` files the answers."""
         if not self.usable:
             return
         with self._bounded("cancel"):
@@ -333,11 +292,8 @@ class NotifySession(SMBSource):
     def abandon(self) -> None:
         """Log off without waiting for the answer and close the connection."""
         if self.usable:
-            try:
-                with self._bounded("log off"):
-                    self._send([SMB2Logoff()], None)
-            except SourceError:
-                pass  # the connection is closed next in any case
+            with suppress(SourceError), self._bounded("log off"):  # it is closed next anyway
+                self._send([SMB2Logoff()], None)
         self._retire(HostUnreachable(f"{self.host.host}: the watch was stopped"))
 
     def _retire(self, failure: SourceError) -> None:

@@ -1,27 +1,16 @@
 """The smb:// source: one SMB2/3 connection per host, through smbprotocol's public API.
 
-smbprotocol negotiates, authenticates, signs, encrypts and runs the connection's receive thread;
-requests are built with its `Open` (send=False), sent as related compounds with
-`Connection.send_compound` and waited for with `Connection.receive`. Only QUERY_DIRECTORY's and
-READ's answer buffers are read with `struct` (crawl_io.smb_names). Its high-level `smbclient` is
-avoided: it keeps a process-wide connection cache and waits ~20 minutes on a hung server.
-
-- Listing: one compound per folder (CREATE + QUERY_DIRECTORY + CLOSE) with a 1 MiB output
-  buffer (a folder that may not fit is read on with its own handle). `listdir` also guesses the
-  folders a depth-first walk asks for next (the subfolders it just returned) and keeps a few of
-  them in flight, so round trips overlap.
-- Credits: one ECHO asks for CREDIT_TARGET credits; each request asks back what it uses, so a
-  request waits for answers in flight while the window is too small.
-- Reads: CREATE + READ + CLOSE in one compound; opened for reading only.
-- Share enumeration: SRVSVC NetrShareEnum through impacket's DCE/RPC and NDR code, carried over
-  this connection's `IPC$` pipe (one connection, one time limit).
-- Time limit: each call has one deadline, `timeout_s` from its start; every wait gets what
-  remains of it. Session set-up and tree connects, which smbprotocol waits on without a limit,
-  run under a timer that closes the transport at the deadline. Past it `SourceTimeout`. A
-  connection that failed once (timeout, reset, refused, an answer whose signature does not
-  verify) is never used again: every later call raises the same error class at once.
-- Sessions: guest sessions are unsigned; user sessions are signed (Samba rejects unsigned SMB
-  3.1.1 user sessions); a share or session that demands encryption is encrypted.
+Messages are built with send=False and sent as related compounds; only QUERY_DIRECTORY's and
+READ's answers are parsed by hand (crawl_io.smb_names). smbprotocol's `smbclient` is avoided: it
+caches connections process-wide and waits ~20 minutes on a hung server.
+- Listing: CREATE + QUERY_DIRECTORY (1 MiB) + CLOSE per folder; the subfolders just returned
+  are what a depth-first walk asks for next, so a few are kept in flight. Reads: CREATE + READ +
+  CLOSE. Shares: SRVSVC NetrShareEnum (impacket's NDR) over this connection's IPC$ pipe.
+- Credits: one ECHO asks for CREDIT_TARGET; a request waits for answers while the window is short.
+- Time limit: one deadline per call; waits smbprotocol makes without a limit (session set-up,
+  tree connect) run under a timer that closes the transport. A connection that failed once
+  (timeout, reset, bad signature) is retired: later calls raise the same error class at once.
+- Guest sessions are unsigned; user sessions signed (Samba refuses unsigned 3.1.1 user sessions).
 """
 
 from __future__ import annotations
@@ -32,6 +21,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any, TypeVar
 
 from smbprotocol.connection import Connection, Request
@@ -61,12 +51,8 @@ STATUS_NO_MORE_FILES = 0x80000006
 STATUS_END_OF_FILE = 0xC0000011
 # CREATE fields (MS-SMB2 2.2.13): read-only opens, shared with everyone.
 IMPERSONATION, SHARE_ALL, FILE_OPEN = 2, 0x7, 1
-FILE_READ_DATA = 0x1  # FILE_LIST_DIRECTORY for a folder
-FILE_WRITE_DATA = 0x2  # only for the srvsvc pipe on IPC$, never on a disk share
-FILE_READ_ATTRIBUTES = 0x80
-SYNCHRONIZE = 0x100000
-READ_ACCESS = FILE_READ_DATA | FILE_READ_ATTRIBUTES | SYNCHRONIZE
-PIPE_ACCESS = FILE_READ_DATA | FILE_WRITE_DATA | SYNCHRONIZE
+READ_ACCESS = 0x1 | 0x80 | 0x100000  # FILE_READ_DATA (LIST_DIRECTORY), READ_ATTRIBUTES, SYNCHRONIZE
+PIPE_ACCESS = 0x1 | 0x2 | 0x100000  # READ_DATA, WRITE_DATA (the srvsvc pipe alone), SYNCHRONIZE
 FILE_DIRECTORY_FILE, FILE_NON_DIRECTORY_FILE = 0x1, 0x40
 MAX_READ = 1024 * 1024  # bytes per READ request at most (16 credits), or the server's limit
 LIST_BUFFER = 1024 * 1024  # bytes per QUERY_DIRECTORY answer: ~7000 entries
@@ -111,8 +97,7 @@ def file_id_of(create_body: bytes) -> bytes:
 
 
 class SMBSource:
-    """Source protocol over one SMB connection (see the module's notes). Not thread-safe: one
-    caller at a time."""
+    """Source protocol over one SMB connection. Not thread-safe: one caller at a time."""
 
     list_buffer = LIST_BUFFER  # bytes per directory answer (tests shrink it)
 
@@ -123,8 +108,7 @@ class SMBSource:
         self.timeout_s = timeout_s
         self._credentials = credentials
         self._window = max(1, window)
-        # Read-ahead for depth-first walks: requests in flight, answers not yet asked for, and
-        # a stack of folders the walk is expected to ask for next.
+        # Read-ahead: requests in flight, answers not asked for yet, folders expected next.
         self._inflight: OrderedDict[tuple[str, str], list[Request]] = OrderedDict()
         self._ready: OrderedDict[tuple[str, str], list[Entry] | SourceError] = OrderedDict()
         self._ahead: list[tuple[str, str]] = []
@@ -136,15 +120,12 @@ class SMBSource:
         self._armed = False
         self._max_read = MAX_READ
         self.requests_sent = 0  # compound requests, for benchmarks
-        # Signed sessions for users; a guest session cannot sign.
         self._conn = Connection(
             uuid.uuid4(), host.hostname, host.port or 445, require_signing=bool(credentials.user)
         )
         self._session: Session | None = None
         with self._bounded("connect"):
             self._guarded(self._connect)
-
-    # -- connection and failures -------------------------------------------------------
 
     def _connect(self) -> None:
         conn = self._conn
@@ -163,12 +144,10 @@ class SMBSource:
         who = f"user {user!r}" if user else "guest"
         try:
             session.connect()
-        except SMBAuthenticationError:
+        except (SMBAuthenticationError, SMBResponseException) as e:
+            if isinstance(e, SMBResponseException) and e.status not in DENIED_STATUSES:
+                raise
             raise AuthFailed(f"{self.host.host}: logon failure for {who}") from None
-        except SMBResponseException as e:
-            if e.status in DENIED_STATUSES:  # the session is refused: nothing is readable
-                raise AuthFailed(f"{self.host.host}: logon failure for {who}") from None
-            raise
         conn.echo(
             sid=session.session_id, timeout=int(self.timeout_s) + 1, credit_request=CREDIT_TARGET
         )
@@ -187,10 +166,8 @@ class SMBSource:
 
     def _abort(self) -> None:
         self._expired = True
-        try:  # wakes every waiter: the receive thread sees the socket end
+        with suppress(OSError):  # wakes every waiter: the receive thread sees the socket end
             self._conn.transport.close()
-        except OSError:
-            pass
 
     def _bounded(self, what: str) -> _Bounded:
         return _Bounded(self, what)
@@ -230,10 +207,8 @@ class SMBSource:
         self._inflight.clear()
         self._ready.clear()
         self._ahead.clear()
-        try:
+        with suppress(Exception):  # the socket may be gone already: nothing left to release
             self._conn.disconnect(close=False)
-        except Exception:  # the socket is already gone; nothing left to release
-            pass
 
     def _check_usable(self) -> None:
         if self._failure is not None:
@@ -248,8 +223,7 @@ class SMBSource:
     def _send(
         self, messages: list[Any], tree: TreeConnect | None, payload: int = 1
     ) -> list[Request]:
-        """Send a request (a related compound if several); waits for answers in flight while
-        the credit window is too small. `payload`: the largest answer expected."""
+        """Send related messages; waits while the credit window is short for `payload` bytes."""
         conn = self._conn
         charge = 1 + max(0, payload - 1) // PAYLOAD_PER_CREDIT if conn.supports_multi_credit else 1
         need = len(messages) - 1 + charge
@@ -298,11 +272,8 @@ class SMBSource:
 
     def close(self) -> None:
         if self._failure is None and self._session is not None:
-            try:
-                with self._bounded("close"):
-                    self._answer(self._send([SMB2Logoff()], None)[0])
-            except SourceError:
-                pass
+            with suppress(SourceError), self._bounded("close"):
+                self._answer(self._send([SMB2Logoff()], None)[0])
         self._retire(SourceError(f"{self.host.host}: source is closed"))
         self._trees.clear()
 
@@ -312,15 +283,13 @@ class SMBSource:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- Source protocol -----------------------------------------------------------------
-
     def shares(self) -> list[str]:
-        """The host's disk shares (or the one its URL names), sorted; hidden ones ($) left out."""
+        """The host's disk shares (or the one its URL names), sorted, without hidden ($) ones."""
         self._check_usable()
         if self.host.share is not None:
             return [self.host.share]
         with self._bounded("share enumeration"):
-            names = _enumerate_disk_shares(self)
+            names = self._share_names()
         return sorted(n for n in names if not n.endswith("$"))
 
     def listdir(self, share: str, path: str) -> list[Entry]:
@@ -353,7 +322,45 @@ class SMBSource:
                 length -= len(piece)
         return b"".join(chunks)
 
-    # -- listing with read-ahead ---------------------------------------------------------
+    def _share_names(self) -> list[str]:
+        """SRVSVC NetrShareEnum (level 1) with impacket's DCE/RPC over this connection's pipe."""
+        from impacket.dcerpc.v5 import rpcrt, srvs, transport  # loads only when shares are listed
+
+        tree = self._tree("IPC$")
+        pipe = Open(tree, "")
+        opened = self._request(Create("srvsvc", 0, PIPE_ACCESS), tree, "pipe srvsvc")
+        pipe.file_id = file_id_of(opened)
+        request = self._request
+
+        class PipeTransport(transport.DCERPCTransport):
+            def connect(self) -> int:
+                return 1
+
+            def disconnect(self) -> int:
+                return 1
+
+            def send(self, data: bytes, forceWriteAndx: int = 0, forceRecv: int = 0) -> None:
+                request(pipe.write(data, send=False)[0], tree, "pipe write", len(data))
+
+            def recv(self, forceRecv: int = 0, count: int = 0) -> bytes:
+                message = pipe.read(0, 65536, send=False)[0]
+                return read_data(request(message, tree, "pipe read", 65536))
+
+        try:
+            dce = rpcrt.DCERPC_v5(PipeTransport(self.host.hostname, self.host.port or 445))
+            dce.bind(srvs.MSRPC_UUID_SRVS)
+            answer = srvs.hNetrShareEnum(dce, 1, serverName=f"\\\\{self.host.hostname}\x00")
+        except rpcrt.DCERPCException as e:
+            raise SourceError(f"{self.host.host}: share enumeration failed ({e})") from None
+        finally:
+            request(pipe.close(send=False)[0], tree, "pipe close")
+        shares = answer["InfoStruct"]["ShareInfo"]["Level1"]["Buffer"]
+        return [
+            share["shi1_netname"][:-1]
+            for share in shares
+            if share["shi1_type"] & 0xFFFF == srvs.STYPE_DISKTREE
+            and not share["shi1_type"] & srvs.STYPE_SPECIAL
+        ]
 
     def _issue(self, key: tuple[str, str]) -> None:
         tree = self._tree(key[0])
@@ -388,10 +395,8 @@ class SMBSource:
                 self._top_up()
 
     def _top_up(self) -> None:
-        """File the folders whose answers have come in, then fill the window from the guesses.
-
-        Answered folders leave the window even if the walk never asks for them (it skipped a
-        subtree), so wrong guesses cannot block the read-ahead."""
+        """File the answered folders (asked for or not: wrong guesses must not block the window),
+        then fill the window from the guesses."""
         for key in [k for k, requests in self._inflight.items() if answered(requests[-1])]:
             self._ready[key] = self._settle(key)
         while len(self._inflight) < self._window and self._ahead:
@@ -445,8 +450,6 @@ class SMBSource:
         entries.sort()
         return entries
 
-    # -- reads ---------------------------------------------------------------------------
-
     def _read_once(self, tree: TreeConnect, path: str, offset: int, length: int) -> bytes:
         handle = Open(tree, "")
         compound = [
@@ -466,26 +469,6 @@ class SMBSource:
         if error is not None:
             raise error
         return data
-
-    # -- pipes (share enumeration) ---------------------------------------------------------
-
-    def open_pipe(self, name: str) -> Open:
-        """Open a named pipe on IPC$ for DCE/RPC."""
-        tree = self._tree("IPC$")
-        pipe = Open(tree, "")
-        message = Create(name, 0, PIPE_ACCESS)
-        pipe.file_id = file_id_of(self._request(message, tree, f"pipe {name}"))
-        return pipe
-
-    def pipe_write(self, pipe: Open, data: bytes) -> None:
-        self._request(pipe.write(data, send=False)[0], pipe.tree_connect, "pipe write", len(data))
-
-    def pipe_read(self, pipe: Open, length: int = 65536) -> bytes:
-        message = pipe.read(0, length, send=False)[0]
-        return read_data(self._request(message, pipe.tree_connect, "pipe read", length))
-
-    def pipe_close(self, pipe: Open) -> None:
-        self._request(pipe.close(send=False)[0], pipe.tree_connect, "pipe close")
 
 
 def read_data(read_body: bytes) -> bytes:
@@ -515,42 +498,3 @@ class _Bounded:
         if error is None or not isinstance(error, Exception):
             return False
         raise self._source._fail(error, self._what) from None
-
-
-def _enumerate_disk_shares(source: SMBSource) -> list[str]:
-    """SRVSVC NetrShareEnum (level 1) with impacket's DCE/RPC over this connection's pipe."""
-    from impacket.dcerpc.v5 import rpcrt, srvs, transport  # loads only when shares are listed
-
-    pipe = source.open_pipe("srvsvc")
-
-    class PipeTransport(transport.DCERPCTransport):
-        def __init__(self) -> None:
-            super().__init__(source.host.hostname, source.host.port or 445)
-
-        def connect(self) -> int:
-            return 1
-
-        def disconnect(self) -> int:
-            return 1
-
-        def send(self, data: bytes, forceWriteAndx: int = 0, forceRecv: int = 0) -> None:
-            source.pipe_write(pipe, data)
-
-        def recv(self, forceRecv: int = 0, count: int = 0) -> bytes:
-            return source.pipe_read(pipe)
-
-    try:
-        dce = rpcrt.DCERPC_v5(PipeTransport())
-        dce.bind(srvs.MSRPC_UUID_SRVS)
-        answer = srvs.hNetrShareEnum(dce, 1, serverName=f"\\\\{source.host.hostname}\x00")
-    except rpcrt.DCERPCException as e:
-        raise SourceError(f"{source.host.host}: share enumeration failed ({e})") from None
-    finally:
-        source.pipe_close(pipe)
-    shares = answer["InfoStruct"]["ShareInfo"]["Level1"]["Buffer"]
-    return [
-        share["shi1_netname"][:-1]
-        for share in shares
-        if share["shi1_type"] & 0xFFFF == srvs.STYPE_DISKTREE
-        and not share["shi1_type"] & srvs.STYPE_SPECIAL
-    ]
