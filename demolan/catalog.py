@@ -1,6 +1,5 @@
 """What the demo LAN holds: its hosts and how each names its files, the albums (real ones the
-demo searches for, and fictional ones that fill the LAN), the videos and the other files.
-demolan.lan writes them."""
+demo searches for, fictional ones that fill the LAN), the videos and the other files."""
 
 from __future__ import annotations
 
@@ -38,63 +37,31 @@ class Album:
     various: tuple[str, ...] = ()  # per-track artists of a compilation
 
 
-CURATED = (  # a few tracks each; RETAG_PATH in demolan.lan needs the Мумий Тролль track06
-    Album("Madonna", "Music", 2000, "Pop", ("Music", "Impressive Instant", "Runaway Lover")),
-    Album(
-        "Мумий Тролль",
-        "Морская",
-        1997,
-        "Rock",
-        (
-            "Новая луна апреля",
-            "Делай меня точно",
-            "Утекай",
-            "Забавы",
-            "Скорость",
-            "Владивосток 2000",
-        ),
-    ),
-    Album(
-        "Кино",
-        "Группа крови",
-        1988,
-        "Rock",
-        ("Группа крови", "Закрой за мной дверь, я ухожу", "Война"),
-    ),
-    Album("Земфира", "Земфира", 1999, "Rock", ("Снег", "Ромашки", "Аривидерчи")),
-    Album(
-        "Daft Punk",
-        "Discovery",
-        2001,
-        "Electronic",
-        ("One More Time", "Aerodynamic", "Digital Love"),
-    ),
-    Album(
-        "Radiohead",
-        "OK Computer",
-        1997,
-        "Alternative",
-        ("Airbag", "Paranoid Android", "Karma Police"),
-    ),
-    Album(
-        "Nirvana", "Nevermind", 1991, "Grunge", ("Smells Like Teen Spirit", "In Bloom", "Lithium")
-    ),
-    Album(
-        "Miles Davis",
-        "Kind of Blue",
-        1959,
-        "Jazz",
-        ("So What", "Freddie Freeloader", "Blue in Green"),
-    ),
-    Album(
-        "Various Artists",
-        "Дискотека 90-х",
-        1999,
-        "Dance",
-        ("What Is Love", "Крошка моя", "Тучи"),
-        various=("Haddaway", "Руки Вверх!", "Иванушки International"),
-    ),
-)
+# artist | album | year | genre | tracks (; between), each "artist: title" on a compilation.
+# A few tracks each; RETAG_PATH in demolan.lan needs the Мумий Тролль track06.
+_CURATED = """
+Madonna | Music | 2000 | Pop | Music; Impressive Instant; Runaway Lover
+Мумий Тролль | Морская | 1997 | Rock | Новая луна апреля; Делай меня точно; Утекай; Забавы;
+    Скорость; Владивосток 2000
+Кино | Группа крови | 1988 | Rock | Группа крови; Закрой за мной дверь, я ухожу; Война
+Земфира | Земфира | 1999 | Rock | Снег; Ромашки; Аривидерчи
+Daft Punk | Discovery | 2001 | Electronic | One More Time; Aerodynamic; Digital Love
+Radiohead | OK Computer | 1997 | Alternative | Airbag; Paranoid Android; Karma Police
+Nirvana | Nevermind | 1991 | Grunge | Smells Like Teen Spirit; In Bloom; Lithium
+Miles Davis | Kind of Blue | 1959 | Jazz | So What; Freddie Freeloader; Blue in Green
+Various Artists | Дискотека 90-х | 1999 | Dance | Haddaway: What Is Love;
+    Руки Вверх!: Крошка моя; Иванушки International: Тучи
+"""
+
+
+def _album(line: str) -> Album:
+    artist, title, year, genre, tracks = (f.strip() for f in line.split("|"))
+    songs = [t.strip().rpartition(": ") for t in tracks.split(";")]
+    various = tuple(a for a, _, _ in songs) if artist == "Various Artists" else ()
+    return Album(artist, title, int(year), genre, tuple(t for _, _, t in songs), various)
+
+
+CURATED = tuple(_album(line) for line in _CURATED.replace("\n    ", " ").strip().splitlines())
 CURATED_BY_ARTIST = {album.artist: album for album in CURATED}
 
 # Fictional bands and songs fill the LAN up to a few hundred files.
@@ -173,27 +140,20 @@ def album_path(style: str, album: Album, number: int, ext: str) -> str:
     return f"{artist}/{title}/{number:02d} {song}.{ext}"  # 'artist/album/NN title'
 
 
-# host -> (share, naming style, template formats to draw from, curated artists placed there)
+# host | share | naming style | template formats to draw from | curated artists placed there
+_HOST_PLAN = """
+vasya-pc | music | artist/album/NN - title | mp3 | Nirvana, Кино, Madonna
+dorm5-srv | music | artist - album (year)/trackNN | flac mp3-320 |
+    Мумий Тролль, Daft Punk, Various Artists
+lab-nas | media | artist/year - album/NN | ogg opus mp3 | Radiohead, Miles Davis, Мумий Тролль
+katya-laptop | music | artist/album/NN title | m4a wma aiff wav | Земфира, Madonna
+"""
 HOST_PLAN = {
-    "vasya-pc": ("music", "artist/album/NN - title", ("mp3",), ("Nirvana", "Кино", "Madonna")),
-    "dorm5-srv": (
-        "music",
-        "artist - album (year)/trackNN",
-        ("flac", "mp3-320"),
-        ("Мумий Тролль", "Daft Punk", "Various Artists"),
-    ),
-    "lab-nas": (
-        "media",
-        "artist/year - album/NN",
-        ("ogg", "opus", "mp3"),
-        ("Radiohead", "Miles Davis", "Мумий Тролль"),
-    ),
-    "katya-laptop": (
-        "music",
-        "artist/album/NN title",
-        ("m4a", "wma", "aiff", "wav"),
-        ("Земфира", "Madonna"),
-    ),
+    host: (share, style, tuple(formats.split()), tuple(a.strip() for a in artists.split(",")))
+    for host, share, style, formats, artists in (
+        (f.strip() for f in line.split("|"))
+        for line in _HOST_PLAN.replace("|\n    ", "| ").strip().splitlines()
+    )
 }
 FICTIONAL_PER_HOST = 5
 GENERIC_PER_HOST = 8  # song_NN / trackNN files in each host's incoming share

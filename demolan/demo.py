@@ -27,8 +27,7 @@ SEARCHES = (
 
 
 def _clear(workdir: Path, keep: Path) -> None:
-    """Remove everything under `workdir` but the file `keep` (the held LOCK) and its
-    folders."""
+    """Remove everything under `workdir` but the file `keep` (the held LOCK) and its folders."""
     for path in workdir.iterdir():
         if path == keep:
             continue
@@ -48,8 +47,7 @@ def _is_demo(workdir: Path, lock: Path) -> bool:
 
 
 def command_name() -> str:
-    """How to type `sharecrawl` here: its name when the shell finds this one on PATH, else
-    its path (the virtualenv not activated)."""
+    """How to type `sharecrawl` here: its name if PATH finds this one, else its path."""
     script = Path(sys.executable).parent / "sharecrawl"
     found = shutil.which("sharecrawl")
     if found and script.exists() and Path(found).resolve() == script.resolve():

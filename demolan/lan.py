@@ -1,13 +1,14 @@
-"""The demo LAN: four hosts as local folders of real media tagged by mutagen (`build_lan`, with
-root/hosts.txt of file:// URLs), many named only by their tags (`song_01.mp3`), and
-`change_lan` for what happens between rounds. Every file and folder gets a distinct mtime, so
-no change hides behind an equal timestamp and one seed builds the same LAN byte for byte."""
+"""The demo LAN as local folders of tagged media (`build_lan`) and its changes between rounds
+(`change_lan`). Every file and folder gets a distinct mtime, so no change hides behind an
+equal timestamp and one seed builds the same LAN byte for byte."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import mutagen
@@ -34,26 +35,20 @@ BUILD_TIME = 1_700_000_000  # 2023-11-14 UTC: the built files' mtimes count up f
 STEP_TIME = {2: BUILD_TIME + 10_000_000, 3: BUILD_TIME + 20_000_000}
 
 
-class _Clock:
+def _clock(start: int) -> Iterator[int]:
     """Distinct, increasing mtimes for everything written."""
-
-    def __init__(self, start: int) -> None:
-        self.now = start
-
-    def tick(self) -> int:
-        self.now += 61
-        return self.now
+    return itertools.count(start + 61, 61)
 
 
 class _Writer:
-    def __init__(self, hosts_dir: Path, clock: _Clock) -> None:
+    def __init__(self, hosts_dir: Path, clock: Iterator[int]) -> None:
         self.hosts_dir, self.clock = hosts_dir, clock
         self.n_media = 0
 
     def media(self, host: str, share: str, path: str, fmt: str, tags: dict) -> Path:
         dest = self.hosts_dir / host / share / path
         write_tagged(fmt, dest, tags)
-        self._stamp(dest)
+        _stamp(dest, self.clock)
         self.n_media += 1
         return dest
 
@@ -61,12 +56,13 @@ class _Writer:
         dest = self.hosts_dir / host / share / path
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(data)
-        self._stamp(dest)
+        _stamp(dest, self.clock)
         return dest
 
-    def _stamp(self, path: Path) -> None:
-        t = self.clock.tick()
-        os.utime(path, (t, t))
+
+def _stamp(path: Path, clock: Iterator[int]) -> None:
+    t = next(clock)
+    os.utime(path, (t, t))
 
 
 def build_lan(root: Path, seed: int = 0) -> Path:
@@ -76,7 +72,7 @@ def build_lan(root: Path, seed: int = 0) -> Path:
     for stale in (hosts_dir, root / "offline"):
         shutil.rmtree(stale, ignore_errors=True)
     rng = random.Random(seed)
-    writer = _Writer(hosts_dir, _Clock(BUILD_TIME))
+    writer = _Writer(hosts_dir, _clock(BUILD_TIME))
     fictional = fictional_albums(rng, FICTIONAL_PER_HOST * len(HOSTS))
     every_song: list[dict] = []
     for index, host in enumerate(HOSTS):
@@ -148,50 +144,28 @@ def change_lan(root: Path, step: int) -> list[str]:
     hosts_dir = root / "hosts"
     if step not in STEP_TIME:
         return []
-    clock = _Clock(STEP_TIME[step])
+    clock = _clock(STEP_TIME[step])
     writer = _Writer(hosts_dir, clock)
     changes: list[str] = []
 
     def added(host: str, share: str, path: str, fmt: str, tags: dict) -> None:
         dest = writer.media(host, share, path, fmt, tags)
-        _touch_folder(dest.parent, clock)
+        _stamp(dest.parent, clock)
         what = f" ({tags['artist']} – {tags['title']})" if tags else ""
         changes.append(f"added {host}/{share}/{path}{what}")
 
     if step == 2:
-        added(
-            "vasya-pc",
-            "incoming",
-            "song_90.mp3",
-            "mp3",
-            {
-                "artist": "Земфира",
-                "title": "Хочешь?",
-                "album": "Прости меня моя любовь",
-                "year": 2000,
-                "genre": "Rock",
-            },
-        )
+        song = {"artist": "Земфира", "title": "Хочешь?", "album": "Прости меня моя любовь"}
+        added("vasya-pc", "incoming", "song_90.mp3", "mp3", song | {"year": 2000, "genre": "Rock"})
         added("dorm5-srv", "video", "Lost/Season 6/Lost.S06E03.720p.mp4", "mp4", {})
-        added(
-            "lab-nas",
-            "media",
-            "Massive Attack/1998 - Mezzanine/01.ogg",
-            "ogg",
-            {
-                "artist": "Massive Attack",
-                "title": "Angel",
-                "album": "Mezzanine",
-                "track": 1,
-                "year": 1998,
-                "genre": "Trip Hop",
-            },
-        )
+        song = {"artist": "Massive Attack", "title": "Angel", "album": "Mezzanine", "track": 1}
+        song |= {"year": 1998, "genre": "Trip Hop"}
+        added("lab-nas", "media", "Massive Attack/1998 - Mezzanine/01.ogg", "ogg", song)
         changes.append(_retag(writer, clock))
         gone = hosts_dir / "vasya-pc" / "music" / "Кино" / "Группа крови" / "03 - Война.mp3"
         if gone.exists():
             gone.unlink()
-            _touch_folder(gone.parent, clock)
+            _stamp(gone.parent, clock)
             changes.append("deleted vasya-pc/music/Кино/Группа крови/03 - Война.mp3")
     elif step == 3:
         host_dir = hosts_dir / OFFLINE_AT_STEP_3
@@ -201,19 +175,8 @@ def change_lan(root: Path, step: int) -> list[str]:
             shutil.rmtree(offline, ignore_errors=True)
             host_dir.rename(offline)
             changes.append(f"host {OFFLINE_AT_STEP_3} went offline")
-        added(
-            "dorm5-srv",
-            "music",
-            "misc/song_02.mp3",
-            "mp3-320",
-            {
-                "artist": "Madonna",
-                "title": "Frozen",
-                "album": "Ray of Light",
-                "year": 1998,
-                "genre": "Pop",
-            },
-        )
+        song = {"artist": "Madonna", "title": "Frozen", "album": "Ray of Light", "year": 1998}
+        added("dorm5-srv", "music", "misc/song_02.mp3", "mp3-320", song | {"genre": "Pop"})
     return changes
 
 
@@ -221,7 +184,7 @@ RETAG_PATH = ("dorm5-srv", "music", "Мумий Тролль - Морская (1
 RETAG_TITLE = "Владивосток 2000 (live)"
 
 
-def _retag(writer: _Writer, clock: _Clock) -> str:
+def _retag(writer: _Writer, clock: Iterator[int]) -> str:
     """Give one song a different title in place, keeping its audio and other tags."""
     host, share, stem = RETAG_PATH
     folder = writer.hosts_dir / host / share / Path(stem).parent
@@ -231,12 +194,6 @@ def _retag(writer: _Writer, clock: _Clock) -> str:
     audio = mutagen.File(target, easy=True)  # FLAC or EasyMP3: both take a 'title' key
     audio["title"] = [RETAG_TITLE]
     audio.save()
-    t = clock.tick()
-    os.utime(target, (t, t))
+    _stamp(target, clock)
     relative = target.relative_to(writer.hosts_dir / host / share)
     return f"retagged {host}/{share}/{relative}: title {old_title!r} -> {RETAG_TITLE!r}"
-
-
-def _touch_folder(folder: Path, clock: _Clock) -> None:
-    t = clock.tick()
-    os.utime(folder, (t, t))

@@ -1,9 +1,5 @@
-"""The media templates in this folder, and tagged copies of them: how the demo LAN
-(`sharecrawl demo`) and the tests make real media files without an encoder.
-
-The crawler itself never writes media files; only `write_tagged` here does, into folders the
-demo LAN or a test owns. The tags are written by mutagen, as a tagger would.
-"""
+"""The media templates in this folder, and tagged copies of them by mutagen (`write_tagged`):
+how the demo LAN and the tests make real media files without an encoder."""
 
 from __future__ import annotations
 
@@ -15,13 +11,13 @@ from typing import Any
 from mutagen.aiff import AIFF
 from mutagen.asf import ASF
 from mutagen.flac import FLAC
-from mutagen.id3 import ID3, TALB, TCON, TDRC, TIT2, TPE1, TPE2, TPOS, TRCK
+from mutagen.id3 import ID3, Frames
 from mutagen.mp4 import MP4
 from mutagen.oggopus import OggOpus
 from mutagen.oggvorbis import OggVorbis
 from mutagen.wave import WAVE
 
-from crawl_io.tags.fields import ASF_KEYS
+from crawl_io.tags.fields import ASF_KEYS, ID3_KEYS, MP4_KEYS
 
 TEMPLATES_DIR = Path(__file__).parent
 TEMPLATES = {
@@ -73,16 +69,6 @@ def write_tagged(template_format: str, dest: Path, tags: dict[str, Any]) -> None
 
 
 def _write_id3(dest: Path, values: dict[str, Any], container: Callable[..., Any] | None) -> None:
-    frames = {
-        "artist": TPE1,
-        "title": TIT2,
-        "album": TALB,
-        "albumartist": TPE2,
-        "track": TRCK,
-        "disc": TPOS,
-        "year": TDRC,
-        "genre": TCON,
-    }
     if container is None:
         tags = ID3()
     else:
@@ -91,8 +77,8 @@ def _write_id3(dest: Path, values: dict[str, Any], container: Callable[..., Any]
             audio.add_tags()
         tags = audio.tags
     for field, value in values.items():
-        if field in frames:
-            tags.add(frames[field](encoding=3, text=[str(value)]))
+        if field in ID3_KEYS:
+            tags.add(Frames[ID3_KEYS[field][0]](encoding=3, text=[str(value)]))
     if container is None:
         tags.save(dest)
     else:
@@ -114,22 +100,14 @@ def _write_mp4(dest: Path, values: dict[str, Any]) -> None:
     audio = MP4(dest)
     if audio.tags is None:
         audio.add_tags()
-    text_keys = {
-        "artist": "\xa9ART",
-        "title": "\xa9nam",
-        "album": "\xa9alb",
-        "albumartist": "aART",
-        "year": "\xa9day",
-        "genre": "\xa9gen",
-        "series": "tvsh",
-    }
     for field, value in values.items():
-        if field in text_keys:
-            audio[text_keys[field]] = [str(value)]
-        elif field in ("track", "disc"):
-            audio["trkn" if field == "track" else "disk"] = [(int(value), 0)]
+        key = MP4_KEYS[field][0]
+        if field in ("track", "disc"):
+            audio[key] = [(int(value), 0)]
         elif field in ("season", "episode"):
-            audio["tvsn" if field == "season" else "tves"] = [int(value)]
+            audio[key] = [int(value)]
+        else:
+            audio[key] = [str(value)]
     audio.save()
 
 
