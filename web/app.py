@@ -1,20 +1,6 @@
-"""The ASGI app of `sharecrawl serve`: the search page, its JSON API and static files.
-
-    GET /                     the page; /?q=...&page=&size=&offline=1 renders results on the
-                              server, so it works without JavaScript
-    GET /api/search?q=&page=  the same as JSON: `results` as `sharecrawl search --json`
-                              prints them, and `view`, the page model static/app.js renders
-    GET /copy/{id}            a copy's bytes from its share (web/stream.py), the `link` of
-                              results and copies
-    GET /cover/{id}           the cover of that copy's work, a thumbnail (web/covers.py)
-    GET /static/...           app.css, app.js
-
-Read-only: the crawl directory is only read (the index through a read-only DuckDB), but for
-the thumbnails of covers (`covers/`). Every
-response carries a Content-Security-Policy without inline script or style, nosniff, no
-referrer and no framing. Templates autoescape: a file named `<img src=x onerror=...>.mp3`
-is shown as text.
-"""
+"""The ASGI app of `sharecrawl serve` (docs/web.md): the page (`/`, rendered on the server too),
+`/api/search`, `/copy/{id}` (web/stream.py), `/cover/{id}` (web/covers.py) and static files,
+every response with the security headers; read-only but for the covers' thumbnails."""
 
 from __future__ import annotations
 
@@ -73,9 +59,7 @@ class LoopbackHostOnly:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not _loopback_host(scope):
             response = Response("This server answers only on its own address.\n", 421)
-            for name, value in SECURITY_HEADERS:
-                response.headers[name.decode()] = value.decode()
-            await response(scope, receive, send)
+            await _secured(response)(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
@@ -114,6 +98,13 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+def _secured(response: Response) -> Response:
+    """For the answers that bypass SecurityHeaders."""
+    for name, value in SECURITY_HEADERS:
+        response.headers[name.decode()] = value.decode()
+    return response
 
 
 def _json(payload: dict, status: int) -> Response:
@@ -163,14 +154,11 @@ def create_app(
         html = templates.get_template(name).render(**context)
         return HTMLResponse(html, status)
 
-    def unavailable_page(message: str) -> HTMLResponse:
-        return render("unavailable.html", 503, message=message)
-
     def page_response(params: pages.Params) -> Response:
         try:
             status, data = withhold_links(live, streams, *pages.run(live, params))
         except Unavailable as e:
-            return unavailable_page(str(e))
+            return render("unavailable.html", 503, message=str(e))
         return render("index.html", status, p=params, data=data, size_default=pages.PAGE_SIZE)
 
     def api_response(params: pages.Params) -> Response:
@@ -203,9 +191,7 @@ def create_app(
             response = _json({"error": message}, 500)
         else:
             response = render("unavailable.html", 500, message=message)
-        for name, value in SECURITY_HEADERS:  # this answer bypasses SecurityHeaders
-            response.headers[name.decode()] = value.decode()
-        return response
+        return _secured(response)
 
     routes = [
         Route("/", page, methods=["GET", "HEAD"]),

@@ -1,12 +1,6 @@
-"""What the page shows beside ranked results, read from a pinned index file: the copies of
-each work, and the hosts and formats of the works for the facets (the pairs the query
-fields host: and format: use, queries.work_values, loaded once per file for both).
-
-The search itself is queries.search.search(); this module only reads the index's `copies`
-and `hosts` tables (read-only), once per file, into memory: looking up the copies of 20
-works with SQL costs 20-60 ms at 2 M copies (the table has no index on work_id), a slice
-of arrays costs microseconds.
-"""
+"""The copies of each work, and the hosts and formats of the works for the facets, read from a
+pinned index file into memory once per file: SQL for the copies of 20 works costs 20-60 ms at
+2 M copies (no index on work_id), a slice of arrays microseconds."""
 
 from __future__ import annotations
 
@@ -67,11 +61,8 @@ class CopyTable:
 
 def load_copies(file: IndexFile) -> CopyTable:
     """Read the version's copies into memory (about 1 s and 200 MB at 2 M copies)."""
-    con = file.cursor()
-    try:
+    with file.cursor() as con:
         table = con.sql(_COPIES_SQL).to_arrow_table().combine_chunks()
-    finally:
-        con.close()
     work_ids, starts = group_starts(table.column("work_id").to_numpy())
     online = table.column("online").to_numpy(zero_copy_only=False).astype(np.int64)
     online_counts = np.add.reduceat(online, starts[:-1]) if len(work_ids) else online[:0]

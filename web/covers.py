@@ -1,15 +1,6 @@
-"""`GET /cover/{id}`: the cover of the work whose copy has this id, as a small JPEG.
-
-The picture is a `folder.jpg`/`cover.jpg`/`front.jpg`/`poster.jpg` beside the copy (found in
-the version's `files` rows: no crawl cost), else the one in its tags (ID3 APIC, MP4 `covr`,
-FLAC and Vorbis pictures, through mutagen over crawl_io.rangefile, at most its 16 MiB). It
-is read from the share on first view through the streams (web/copy_source.py: the same
-checks, caps and connections), scaled with Pillow and kept in `<crawl_dir>/covers/` under a
-hash of the copy's listing (host, share, path, size, mtime), so a changed file gets a new one;
-an empty file there means "no cover". The folder is capped (luigi.cfg `cover_cache_mb`), the
-oldest files going first. Anything else (no picture, a host withheld or gone, a corrupt or
-huge image) answers the placeholder SVG: a page never shows a broken image.
-"""
+"""`GET /cover/{id}`: the cover of the work whose copy has this id as a small JPEG, made on first
+view and kept in `<crawl_dir>/covers/` (docs/web.md, "Covers"); anything that goes wrong
+answers the placeholder SVG, so a page never shows a broken image."""
 
 from __future__ import annotations
 

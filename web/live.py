@@ -1,11 +1,6 @@
-"""The version the web page serves: the search index on disk now, pinned for each request.
-
-Every request stats crawldb/CURRENT and index/search.duckdb (microseconds) and holds the
-index file as it is now (queries.index_store, the process's one cache of open index files)
-until it is answered: results, copies and status come from that one file even when a round
-swaps the index under the request. What the page derives from a file (copies, facets data,
-what is new) is cached with it and goes when a newer file is served.
-"""
+"""The version the web page serves: the search index on disk now (a stat of CURRENT and the
+index file per request), pinned for each request, so results, copies and status come from one
+file even when a round swaps it meanwhile."""
 
 from __future__ import annotations
 
@@ -68,6 +63,12 @@ class LiveIndex:
         """The crawldb folder of the version an index file holds."""
         return self.crawl.crawldb / file.version
 
+    def damaged_index(self) -> Unavailable:
+        return Unavailable(
+            f"The search index {self.crawl.index} is damaged: run `sharecrawl crawl "
+            f"--crawl-dir {self.crawl.root} --rounds 1` to rebuild it, then reload this page."
+        )
+
     @contextmanager
     def acquire(self) -> Iterator[IndexFile]:
         """The served index file, kept open until the block ends."""
@@ -81,10 +82,7 @@ class LiveIndex:
                 "and reload this page."
             ) from None
         except IndexUnreadable:
-            raise Unavailable(
-                f"The search index {self.crawl.index} is damaged: run `sharecrawl crawl "
-                f"--crawl-dir {root} --rounds 1` to rebuild it, then reload this page."
-            ) from None
+            raise self.damaged_index() from None
         try:
             if opened and self.on_open is not None:
                 self.on_open(file)

@@ -1,17 +1,13 @@
-"""One request of the page or the API: parameters checked, the search run on one pinned
-version, and the payload both the HTML page and /api/search send.
-
-The results come from queries.search.search() (what `sharecrawl search --json` prints), run
-on the index file the request holds: page p of size s is results[(p-1)*s : p*s] of a search
-for the best p*s works and more (the facets count the best FACET_POOL). Results, copies and
-status all come from that one file, so they never mix versions.
-"""
+"""One request of the page or the API: parameters checked, queries.search.search() run on one
+pinned index file (page p of size s is results[(p-1)*s : p*s] of the best p*s works and more),
+and the payload both the HTML page and /api/search send."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import duckdb
 
@@ -19,7 +15,8 @@ from queries.index_store import IndexFile, IndexUnreadable
 from queries.querylang import parse_query
 from queries.search import QueryError, search, suggest
 from web import catalog, facets, recent, views
-from web.live import LiveIndex, Unavailable
+from web.facets import with_field
+from web.live import LiveIndex
 
 MAX_QUERY = 500  # characters
 PAGE_SIZE = 20  # works per page, as `sharecrawl search` lists by default
@@ -61,15 +58,18 @@ def parse_params(params: Mapping[str, str]) -> Params:
     return Params(q=" ".join(q.split()), page=page, size=size, offline=offline)
 
 
-def _hosts(state: IndexFile) -> views.HostInfo:
-    def load(s: IndexFile) -> views.HostInfo:
-        con = s.cursor()
-        try:
-            return catalog.load_hosts(con)
-        finally:
-            con.close()
+def _cached(state: IndexFile, name: str, load: Callable[[duckdb.DuckDBPyConnection], Any]) -> Any:
+    """`load(cursor)` once per index file."""
 
-    return state.cached("hosts", load)
+    def run(s: IndexFile) -> Any:
+        with s.cursor() as con:
+            return load(con)
+
+    return state.cached(name, run)
+
+
+def _hosts(state: IndexFile) -> views.HostInfo:
+    return _cached(state, "hosts", catalog.load_hosts)
 
 
 def copies(state: IndexFile) -> catalog.CopyTable:
@@ -77,25 +77,13 @@ def copies(state: IndexFile) -> catalog.CopyTable:
 
 
 def _status(live: LiveIndex, state: IndexFile) -> dict:
-    def load(s: IndexFile) -> dict:
-        con = s.cursor()
-        try:
-            return recent.status(con, s.version, live.version_dir(s))
-        finally:
-            con.close()
-
-    return state.cached("status", load)
+    return _cached(
+        state, "status", lambda c: recent.status(c, state.version, live.version_dir(state))
+    )
 
 
 def _new_works(live: LiveIndex, state: IndexFile) -> list[dict]:
-    def load(s: IndexFile) -> list[dict]:
-        con = s.cursor()
-        try:
-            return recent.new_works(con, live.version_dir(s))
-        finally:
-            con.close()
-
-    return state.cached("new", load)
+    return _cached(state, "new", lambda c: recent.new_works(c, live.version_dir(state)))
 
 
 def warm(live: LiveIndex, state: IndexFile) -> None:
@@ -122,14 +110,8 @@ def _card_maker(state: IndexFile, offline: bool, works: list[dict]):
 
 
 def _envelope(state: IndexFile, live: LiveIndex, p: Params) -> dict:
-    return {
-        "q": p.q,
-        "page": p.page,
-        "size": p.size,
-        "offline": p.offline,
-        "version": state.version,
-        "status": views.status_text(_status(live, state), live.current_name()),
-    }
+    status = views.status_text(_status(live, state), live.current_name())
+    return asdict(p) | {"version": state.version, "status": status}
 
 
 def _new_page(state: IndexFile, live: LiveIndex, p: Params) -> dict:
@@ -147,23 +129,18 @@ def _new_page(state: IndexFile, live: LiveIndex, p: Params) -> dict:
             episodes.append(work)
         elif work.get("album") and work.get("kind") == "audio":
             key = ((work.get("artist") or "").casefold(), work["album"].casefold())
-            album = albums.setdefault(
-                key,
-                {
+            if key not in albums:
+                best = work["best"]
+                albums[key] = {
                     "type": "album",
                     "title": work["album"],
                     "artist": work.get("artist") or "",
                     "year": work.get("year"),
                     "tracks": 0,
-                    "cover": views.cover(
-                        work, work["best_host"], work["best_share"], work["best_path"]
-                    ),
-                    "href": views.link(
-                        facets.with_field("", "album", work["album"]), offline=p.offline
-                    ),
-                },
-            )
-            album["tracks"] += 1
+                    "cover": views.cover(work, best["host"], best["share"], best["path"]),
+                    "href": views.link(with_field("", "album", work["album"]), offline=p.offline),
+                }
+            albums[key]["tracks"] += 1
         else:
             singles.append(work)
     by_series: dict[str, list[dict]] = {}  # series with the most recent addition first
@@ -184,19 +161,10 @@ def _new_page(state: IndexFile, live: LiveIndex, p: Params) -> dict:
     if picked:
         sections.append({"title": "New episodes", "blocks": views.blocks(picked, card)})
     days = recent.NEW_DAYS
-    return _envelope(state, live, p) | {
-        "results": [],
-        "has_more": False,
-        "view": {
-            "sections": sections,
-            "facets": [],
-            "pager": None,
-            "error": None,
-            "notice": f"Nothing new in the last {days} days."
-            if not sections
-            else f"Added in the last {days} days",
-        },
-    }
+    added, nothing = f"Added in the last {days} days", f"Nothing new in the last {days} days."
+    view = {"sections": sections, "facets": [], "pager": None, "error": None}
+    view["notice"] = added if sections else nothing
+    return _envelope(state, live, p) | {"results": [], "has_more": False, "view": view}
 
 
 def _search_page(state: IndexFile, live: LiveIndex, p: Params, found: list[dict]) -> dict:
@@ -248,16 +216,8 @@ def _notice(p: Params, found: bool, status: dict) -> str | None:
 
 
 def error_payload(p: Params, message: str) -> dict:
-    return {
-        "q": p.q,
-        "page": p.page,
-        "size": p.size,
-        "offline": p.offline,
-        "results": [],
-        "has_more": False,
-        "error": message,
-        "view": {"sections": [], "facets": [], "pager": None, "error": message, "notice": None},
-    }
+    view = {"sections": [], "facets": [], "pager": None, "error": message, "notice": None}
+    return asdict(p) | {"results": [], "has_more": False, "error": message, "view": view}
 
 
 def run(live: LiveIndex, p: Params) -> tuple[int, dict]:
@@ -272,8 +232,5 @@ def run(live: LiveIndex, p: Params) -> tuple[int, dict]:
         except QueryError as e:
             return 400, error_payload(p, str(e))
         except IndexUnreadable:
-            raise Unavailable(
-                f"The search index {live.crawl.index} is damaged: run `sharecrawl crawl "
-                f"--crawl-dir {live.crawl.root} --rounds 1` to rebuild it, then reload this page."
-            ) from None
+            raise live.damaged_index() from None
         return 200, _search_page(state, live, p, found)

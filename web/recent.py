@@ -1,11 +1,6 @@
-"""What is new, and the status line: read once per served version, read-only, from the
-pinned index (works, copies, hosts, meta) and that version's crawldb folder (files'
-first_seen), so both always describe the version the results come from.
-
-A work is new when every copy of it was first seen within NEW_DAYS of the version's newest
-addition (a second copy of an old album is not new). Small functions over a cursor, so they
-can move to queries/.
-"""
+"""What is new, and the status line, read once per served version from the pinned index and
+that version's crawldb folder (files' first_seen). A work is new when every copy of it was
+first seen within NEW_DAYS of the version's newest addition."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Page models: search results and new works turned into what the page shows.
-
-The HTML templates and static/app.js render the same model (the JSON API sends it beside
-the results), so every string a person reads is made here once: headlines, quality, sizes,
-the smb:// link (percent-encoded for the href, readable for the text) and the Windows path.
-Episodes of one series on a page are one block: series -> seasons -> episodes.
-"""
+"""Page models: search results and new works as the page shows them. The templates and
+static/app.js render the same model, so every string a person reads is made here once."""
 
 from __future__ import annotations
 
