@@ -1,15 +1,13 @@
-"""The round's listing jobs in one runner start: per listing part, its partitions' subtree hashes
-(jobs.subtree_hash.summarize) and its hosts' re-partitioning plan (jobs.repartition_plan).
-One map-only job reads each part once for both. Input: a manifest of listing parts (one host
-each) and, for the plan, `--state FILE` (write_state). Output: (["hash", id], summary) and
-(["plan", id], {"op": ...}) records; `ListingResults.of` reads them back."""
+"""The round's listing jobs, one map-only job reading each listing part once: its partitions'
+subtree hashes (jobs.subtree_hash.summarize) and, with `--state FILE` (write_state), its hosts'
+re-partitioning plan (jobs.repartition_plan). `ListingResults.of` reads its records back."""
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,25 +19,13 @@ from crawl_io.crawldb.atomic import write_atomic
 from jobs.repartition_plan import plan_repartition
 from jobs.runner import JobRunner, ManifestJob, local_tasks, read_part, run_job, write_manifest
 from jobs.scan_cost import HostCost, Limits
-from jobs.subtree_hash import COLUMNS, listing_columns, summarize
+from jobs.subtree_hash import COLUMNS, listing_columns, read_listing, summarize
 
 JOBS = ("hash", "split")
-STATE_COLUMNS = (
-    "partition_id",
-    "host",
-    "share",
-    "root",
-    "lo",
-    "hi",
-    "parent_id",
-    "n_folders",
-    "n_media",
-    "mem_bytes",
-)
+STATE_COLUMNS = "partition_id host share root lo hi parent_id n_folders n_media mem_bytes".split()
 PLAN_OPS = ("create", "delete", "merge", "reparent")
 
 
-# -- the split's side input ----------------------------------------------------------------
 @dataclass
 class SplitState:
     """What the plan needs beside the listings: the hosts' partitions, their costs, the limits, and
@@ -58,17 +44,10 @@ class SplitState:
         return hosts
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "partitions": [{c: p.get(c) for c in STATE_COLUMNS} for p in self.partitions],
-                "host_costs": {
-                    h: [c.list_s_per_folder, c.tag_s_per_file] for h, c in self.host_costs.items()
-                },
-                "limits": [self.limits.max_seconds, self.limits.max_bytes],
-                "gone": sorted(self.gone),
-                "rescanned": sorted(self.rescanned),
-            }
-        )
+        partitions = [{c: p.get(c) for c in STATE_COLUMNS} for p in self.partitions]
+        costs = {h: astuple(c) for h, c in self.host_costs.items()}
+        state = {"partitions": partitions, "host_costs": costs, "limits": astuple(self.limits)}
+        return json.dumps(state | {"gone": sorted(self.gone), "rescanned": sorted(self.rescanned)})
 
     @classmethod
     def from_json(cls, text: str) -> SplitState:
@@ -97,21 +76,19 @@ def write_state(path: Path, state: SplitState) -> Path:
     return path
 
 
-# -- one part ------------------------------------------------------------------------------
 def listing_records(
     listing: pa.Table,
     state: SplitState | None,
-    by_host: Mapping[str, list[dict]] | None = None,
-    jobs: Iterable[str] = ("hash",),
-) -> Iterator[tuple[list[str], dict]]:
-    """What one listing part gives: its partitions' summaries, and with `state` the plan
-    of each of its hosts (`by_host`: state.by_host(), when the caller keeps it)."""
+    by_host: Mapping[str, list[dict]],
+    jobs: Iterable[str],
+) -> Iterator[tuple[list[str], Any]]:
+    """What one listing part gives: its partitions' summaries, and with `state` (`by_host`:
+    state.by_host()) the plan of each of its hosts."""
     jobs = set(jobs)
     if "hash" in jobs:
         for pid, summary in summarize(listing).items():
             yield ["hash", pid], summary
     if "split" in jobs and state is not None:
-        by_host = by_host if by_host is not None else state.by_host()
         hosts = pc.unique(listing["host"]).to_pylist()
         for host in hosts:
             # a part is one host's (a fetch writes it): filtering would copy it whole
@@ -124,18 +101,8 @@ def listing_records(
                 gone=state.gone,
                 rescanned=state.rescanned,
             )
-            yield from plan_records(plan)
-
-
-def plan_records(plan: Mapping[str, list]) -> Iterator[tuple[list[str], dict]]:
-    for pid in plan["delete"]:
-        yield ["plan", pid], {"op": "delete"}
-    for pid, into in plan["merge"]:
-        yield ["plan", pid], {"op": "merge", "into": into}
-    for row in plan["create"]:
-        yield ["plan", row["partition_id"]], {"op": "create", "partition": row}
-    for pid, parent in plan["reparent"]:
-        yield ["plan", pid], {"op": "reparent", "parent_id": parent}
+            for op, items in plan.items():
+                yield from ((["plan", op], item) for item in items)
 
 
 @dataclass
@@ -144,34 +111,22 @@ class ListingResults:
     plan: dict[str, list]
 
     @classmethod
-    def of(cls, records: Iterable[tuple[list[str], dict]]) -> ListingResults:
+    def of(cls, records: Iterable[tuple[list[str], Any]]) -> ListingResults:
         summaries: dict[str, dict] = {}
         plan: dict[str, list] = {op: [] for op in PLAN_OPS}
-        for (kind, pid), record in records:
-            if kind == "hash":
-                # a partition is scanned by one fetcher, so it lives in one part
-                if pid in summaries:
-                    raise ValueError(f"partition {pid} appears in two listing parts")
-                summaries[pid] = record
-                continue
-            op = record["op"]
-            if op == "delete":
-                plan["delete"].append(pid)
-            elif op == "merge":
-                plan["merge"].append([pid, record["into"]])
-            elif op == "create":
-                plan["create"].append(record["partition"])
-            elif op == "reparent":
-                plan["reparent"].append([pid, record["parent_id"]])
+        for (kind, name), record in records:
+            if kind == "plan":
+                plan[name].append(record)
+            elif name in summaries:  # a partition is scanned by one fetcher: in one part
+                raise ValueError(f"partition {name} appears in two listing parts")
             else:
-                raise ValueError(f"unknown plan record {record!r}")
+                summaries[name] = record
         plan["create"].sort(key=lambda c: c["partition_id"])
         for op in ("delete", "merge", "reparent"):
             plan[op].sort()
         return cls(summaries, plan)
 
 
-# -- the mrjob shell -----------------------------------------------------------------------
 class MRListingJobs(ManifestJob):
     INPUT_PROTOCOL = RawValueProtocol
     OUTPUT_PROTOCOL = JSONProtocol
@@ -185,14 +140,11 @@ class MRListingJobs(ManifestJob):
         self.jobs = self.options.jobs.split(",")
         if "split" in self.jobs and not self.options.state:
             raise ValueError("the split job needs --state FILE")
-        self.state = (
-            SplitState.from_json(Path(self.options.state).read_text())
-            if self.options.state
-            else None
-        )
+        state = self.options.state
+        self.state = SplitState.from_json(Path(state).read_text()) if state else None
         self.by_host = self.state.by_host() if self.state else {}
 
-    def mapper(self, _: None, line: str) -> Iterator[tuple[list[str], dict]]:
+    def mapper(self, _: None, line: str) -> Iterator[tuple[list[str], Any]]:
         for path in self.part_paths(line):
             listing = listing_columns(read_part(path, COLUMNS), path)
             yield from listing_records(listing, self.state, self.by_host, self.jobs)
@@ -215,11 +167,9 @@ def run_listing_jobs(
         return ListingResults.of(
             record
             for part in parts
-            for record in listing_records(
-                listing_columns(read_part(str(part), COLUMNS), part), state, by_host, jobs
-            )
+            for record in listing_records(read_listing(part), state, by_host, jobs)
         )
-    # the local runner starts a process per task: as many tasks as cores, each a share
+    # the local runner: one task a core, each a share of the parts
     groups = local_tasks() if runner.name == "local" else 0
     manifest = write_manifest(parts, workdir / "listing.manifest", groups)
     args = ["--jobs", ",".join(jobs)]

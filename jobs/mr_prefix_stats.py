@@ -1,9 +1,7 @@
-"""Per-prefix crawl statistics as an mrjob job, and how Update runs it (the computation is
-jobs.prefix_stats). Input: a manifest with one JSON line per host, parts relative to the
-manifest's folder: {"host": ..., "new": [parts], "old": [parts] or null, "media": ... or null};
-a host's new and old parts must share a line (changes compare the two). The reducer sums
-per-prefix summaries and applies `min_entries`. On one machine (inline, local) the same rows
-are computed in this process, one host at a time: a runner start would only add its cost."""
+"""Per-prefix crawl statistics (jobs.prefix_stats) as an mrjob job, and how Update runs it. Input:
+one JSON line a host, {"host": ..., "new": [parts], "old": [parts] or null, "media": ... or null}
+(changes compare new and old, so they share a line). On one machine (inline, local) the rows are
+computed in this process, host after host: a runner start would only add its cost."""
 
 from __future__ import annotations
 
@@ -17,29 +15,19 @@ from mrjob.protocol import JSONProtocol, RawValueProtocol
 
 from crawl_io.crawldb.atomic import write_atomic
 from crawl_io.crawldb.host_parts import VersionParts
-from crawl_io.duck import cursor
-from crawl_io.schema import FILES, MEDIA, PREFIX_STATS
+from crawl_io.schema import PREFIX_STATS
 from jobs.prefix_stats import (
     COUNTS,
     KEY,
-    aggregate,
     carried_over,
     host_prefix_stats,
     is_complete_round,
     keep_row,
-    register,
+    prefix_rows,
     stats_table,
     sum_counts,
 )
-from jobs.runner import (
-    JobRunner,
-    ManifestJob,
-    json_lines,
-    manifest_path,
-    read_part,
-    run_job,
-    runner_of,
-)
+from jobs.runner import JobRunner, ManifestJob, manifest_path, read_part, run_job, runner_of
 
 PART_KEYS = ("new", "old", "media")  # the manifest's paths
 
@@ -61,23 +49,14 @@ class MRPrefixStats(ManifestJob):
         if not line:
             return
         part = json.loads(line)
-        con = cursor()
-        try:
-            for name, key, schema in (
-                ("new_files", "new", FILES),
-                ("old_files", "old", FILES),
-                ("media", "media", MEDIA),
-            ):
-                paths = part.get(key) and [self.resolve(p) for p in part[key]]
-                if paths and any(is_uri(p) for p in paths):  # on a cluster: read them here
-                    paths = pa.concat_tables([read_part(p) for p in paths])
-                register(con, name, paths, schema)
-            rows = aggregate(con, self.options.depth)
-        finally:
-            con.close()
-        for share, prefix, depth, *counts in rows:
-            # the key as one JSON string: Spark's harness groups by the decoded key, which
-            # must be hashable (a list is not)
+        sources = []
+        for key in PART_KEYS:
+            paths = part.get(key) and [self.resolve(p) for p in part[key]]
+            if paths and any(is_uri(p) for p in paths):  # on a cluster: read them here
+                paths = pa.concat_tables([read_part(p) for p in paths])
+            sources.append(paths)
+        for share, prefix, depth, *counts in prefix_rows(*sources, self.options.depth):
+            # the key as one JSON string: Spark's harness groups by the decoded key (hashable)
             yield json.dumps([part["host"], share, prefix]), [depth, *counts]
 
     def combiner(self, key: str, values: Iterator[list]) -> Iterator[tuple[str, list]]:
@@ -90,12 +69,11 @@ class MRPrefixStats(ManifestJob):
             yield json.loads(key), row
 
 
-# -- running it ----------------------------------------------------------------------------
 def host_parts(
     version_dir: Path, prev_dir: Path | None, hosts: Iterable[str], damaged: Iterable[str] = ()
 ) -> list[dict]:
-    """Manifest entries for `hosts` of version folder `version_dir` against `prev_dir` (None: none).
-    Absent parts, and the old parts of `damaged` hosts, are null; file-less hosts skipped."""
+    """Manifest entries for `hosts` of `version_dir` against `prev_dir` (None: none). Absent parts,
+    and the old parts of `damaged` hosts, are null; file-less hosts skipped."""
     damaged = set(damaged)
     stored = {vdir: VersionParts(vdir) for vdir in (version_dir, prev_dir) if vdir is not None}
 
@@ -117,7 +95,7 @@ def host_parts(
 def run_prefix_stats(
     host_parts: list[dict], runner: JobRunner | str, depth: int, min_entries: int, workdir: Path
 ) -> pa.Table:
-    """Run MRPrefixStats over these hosts' parts with an mrjob runner; PREFIX_STATS rows."""
+    """MRPrefixStats over these hosts' parts (host_parts); PREFIX_STATS rows."""
     if not host_parts:
         return PREFIX_STATS.empty_table()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -129,7 +107,7 @@ def run_prefix_stats(
         }
         for p in host_parts
     ]
-    write_atomic(manifest, json_lines(lines))
+    write_atomic(manifest, "".join(json.dumps(line) + "\n" for line in lines))
     args = ("--depth", str(depth), "--min-entries", str(min_entries))
     pairs = run_job(MRPrefixStats, manifest, runner, *args, scratch=workdir / "cluster")
     rows = (
@@ -140,7 +118,7 @@ def run_prefix_stats(
 
 
 def prefix_stats_here(host_parts: list[dict], depth: int, min_entries: int) -> pa.Table:
-    """The rows run_prefix_stats gives, computed in this process, host after host."""
+    """The rows run_prefix_stats gives, in this process."""
     tables = [
         host_prefix_stats(p["host"], *(p[k] for k in PART_KEYS), depth, min_entries)
         for p in host_parts
@@ -163,8 +141,8 @@ def round_prefix_stats(
     workdir: Path,
     damaged: Iterable[str] = (),
 ) -> pa.Table:
-    """The `prefix_stats` table of the version in `version_dir`: touched hosts recomputed, other
-    listed hosts' rows carried over; every host recomputed on a complete round."""
+    """The `prefix_stats` table of `version_dir`: touched hosts recomputed (every host on a complete
+    round), other listed hosts' rows carried over."""
     listed = set(listed)
     redo = listed if is_complete_round(round_, stats_every) else set(touched) & listed
     parts = host_parts(version_dir, prev_dir, redo, damaged)

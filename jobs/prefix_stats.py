@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import duckdb
 import pyarrow as pa
 
 from crawl_io.duck import cursor
@@ -17,6 +16,7 @@ from crawl_io.schema import FILES, MEDIA, PREFIX_STATS
 
 KEY = ("host", "share", "prefix")
 COUNTS = tuple(f.name for f in PREFIX_STATS if f.name not in (*KEY, "depth"))
+Source = pa.Table | str | list[str] | None  # a table, Parquet parts' paths, or None (empty)
 
 # Every entry counts under each of its ancestors down to $depth folders. Media are files whose
 # extension is a media one (crawl_io.mediatypes.media_kind: a name needs a stem before the
@@ -62,23 +62,23 @@ GROUP BY ALL
 """
 
 
-def aggregate(con: duckdb.DuckDBPyConnection, depth: int) -> list[tuple]:
-    """(share, prefix, depth, *COUNTS) of every prefix with anything under it, no threshold."""
-    params = {"media_name": MEDIA_NAME, "depth": depth}
-    return con.execute(SQL, params).fetchall()
-
-
-def register(
-    con: duckdb.DuckDBPyConnection,
-    name: str,
-    source: pa.Table | str | list[str] | None,
-    schema: pa.Schema,
-) -> None:
-    """A table, Parquet parts' paths, or None (empty) under `name`."""
-    if isinstance(source, str | list):
-        con.read_parquet(source).create_view(name)
-    else:
-        con.register(name, schema.empty_table() if source is None else source)
+def prefix_rows(new_files: Source, old_files: Source, media: Source, depth: int) -> list[tuple]:
+    """(share, prefix, depth, *COUNTS) of every prefix with anything under it, no threshold, from a
+    host's files now and before and its media."""
+    con = cursor()
+    try:
+        for name, source, schema in (
+            ("new_files", new_files, FILES),
+            ("old_files", old_files, FILES),
+            ("media", media, MEDIA),
+        ):
+            if isinstance(source, str | list):
+                con.read_parquet(source).create_view(name)
+            else:
+                con.register(name, schema.empty_table() if source is None else source)
+        return con.execute(SQL, {"media_name": MEDIA_NAME, "depth": depth}).fetchall()
+    finally:
+        con.close()
 
 
 def keep_row(row: dict, min_entries: int) -> bool:
@@ -91,27 +91,11 @@ def stats_table(rows: Iterable[dict]) -> pa.Table:
 
 
 def host_prefix_stats(
-    host: str,
-    new_files: pa.Table | str | list[str],
-    old_files: pa.Table | str | list[str] | None,
-    media: pa.Table | str | list[str] | None,
-    depth: int,
-    min_entries: int,
+    host: str, new_files: Source, old_files: Source, media: Source, depth: int, min_entries: int
 ) -> pa.Table:
-    """One host's PREFIX_STATS rows from its files now, before and its media (tables or Parquet
-    paths; None for none), in this process."""
-    con = cursor()
-    try:
-        for name, table, schema in (
-            ("new_files", new_files, FILES),
-            ("old_files", old_files, FILES),
-            ("media", media, MEDIA),
-        ):
-            register(con, name, table, schema)
-        rows = aggregate(con, depth)
-    finally:
-        con.close()
+    """One host's PREFIX_STATS rows, in this process."""
     names = ("share", "prefix", "depth", *COUNTS)
+    rows = prefix_rows(new_files, old_files, media, depth)
     dicts = ({"host": host, **dict(zip(names, r, strict=True))} for r in rows)
     return stats_table(r for r in dicts if keep_row(r, min_entries))
 

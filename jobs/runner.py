@@ -1,7 +1,6 @@
-"""What every job shares: its input manifest, the base class that reads it, where a job runs
-(`JobRunner`), and running a job with an mrjob runner. Manifest paths are relative to the
-manifest's folder and `--base-dir` says where the tasks see that folder (a path, a mount or a
-URI read through mrjob's filesystem layer), so a moved or mounted crawl directory still reads."""
+"""What every job shares: its input manifest (paths relative to its folder, which `--base-dir`
+places where the tasks see it), the base class that reads it, where a job runs (`JobRunner`)
+and running a job with an mrjob runner."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ from crawl_io.crawldb.atomic import write_atomic
 from crawl_io.processes import alive
 from crawl_io.workers import WorkerDied, ended, run_calls
 
-# mrjob's working folders go under one folder per job named after this process, so that an
-# interrupted crawl removes its own and the next crawl those of a crawl that was killed.
+# a job's folders are named after its process: the next crawl removes those of a killed one
 JOB_TMP_PREFIX = "sharecrawl-mrjob-"
 PACKAGES = ("crawl_io", "jobs")  # what a cluster's tasks import: shipped with --py-files
 log = logging.getLogger(__name__)
@@ -42,9 +40,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class JobRunner:
-    """Where the update jobs run: an mrjob runner name, `inline` (pure functions, no mrjob) or
-    `local` (mrjob's inline runner in the crawl's workers). For `spark`: `spark_master`,
-    `crawl_root` and `cluster_root` (the same folder as the tasks see it), `python_bin`."""
+    """Where the update jobs run: `inline` (pure functions, no mrjob), `local` (mrjob's inline
+    runner in the crawl's workers) or `spark` (`cluster_root`: `crawl_root` as the tasks see it)."""
 
     name: str = "local"
     spark_master: str = ""
@@ -75,10 +72,8 @@ def runner_of(runner: JobRunner | str) -> JobRunner:
     return runner if isinstance(runner, JobRunner) else JobRunner(runner)
 
 
-# -- reading parts -------------------------------------------------------------------------
 def read_part(path: str, columns: Sequence[str] | None = None) -> pa.Table:
-    """A Parquet part by local path, or by URI through mrjob's filesystem layer (the
-    tasks of a cluster reading hdfs:// or file:// parts)."""
+    """A Parquet part by local path, or by URI (hdfs://, file://) through mrjob's filesystem."""
     if not is_uri(path):
         return pq.read_table(path, columns=columns)
     from mrjob.fs.composite import CompositeFilesystem
@@ -106,7 +101,6 @@ class ManifestJob(MRJob):
         )
 
     def resolve(self, path: str) -> str:
-        """A path from the manifest, made usable here (absolute paths stay as they are)."""
         base = self.options.base_dir
         if not base or os.path.isabs(path) or is_uri(path):
             return path
@@ -132,8 +126,8 @@ def manifest_path(path: str | os.PathLike, manifest: Path) -> str:
 
 
 def write_manifest(parts: Iterable[Path], path: Path, groups: int = 0) -> Path:
-    """A manifest of Parquet parts relative to its folder: one part a line, or `groups` lines each a
-    JSON list of parts of about equal bytes."""
+    """A manifest of Parquet parts: one a line, or `groups` lines each a JSON list of about equal
+    bytes."""
     path.parent.mkdir(parents=True, exist_ok=True)
     names = [(manifest_path(p, path), os.path.getsize(p)) for p in parts]
     if groups <= 0:
@@ -149,9 +143,8 @@ def write_manifest(parts: Iterable[Path], path: Path, groups: int = 0) -> Path:
     return path
 
 
-# -- running jobs --------------------------------------------------------------------------
 def local_tasks() -> int:
-    """How many tasks mrjob's local runner runs at once: the cores this process may use."""
+    """The cores this process may use."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -170,12 +163,11 @@ def packages_zip(folder: Path) -> Path:
 
 
 def runner_args(runner: JobRunner, tmp: Path, scratch: Path | None = None) -> list[str]:
-    """mrjob options for a cluster runner: the project's packages and interpreter for its tasks, and
-    Spark's scratch in `scratch` (a folder the cluster sees) rather than HDFS."""
+    """mrjob options for Spark: the project's packages and interpreter for its tasks, and its
+    scratch in `scratch` (a folder the cluster sees) rather than HDFS."""
     if not runner.on_cluster:
         return []
-    # on a local master mrjob would keep its scratch in the system's temporary folder:
-    # it goes in `tmp`, beside mrjob's own working folder (both are named by the job)
+    # a local master's scratch would go to the system's temporary folder: it goes in `tmp`
     local = (runner.spark_master or "local").startswith("local")
     return [
         "--py-files",
@@ -198,55 +190,43 @@ def run_job(
     *args: str,
     scratch: Path | None = None,
 ) -> Iterator[Any]:
-    """Run `job_class` over a manifest with an mrjob runner; yield its (key, value) pairs. `scratch`
-    is where a remote Spark master keeps the job's files (default: a temporary folder)."""
+    """Run `job_class` over a manifest; yield its (key, value) pairs. `scratch`: where a remote
+    Spark master keeps the job's files."""
     runner = runner_of(runner)
     tmp = Path(tempfile.mkdtemp(prefix=f"{JOB_TMP_PREFIX}{os.getpid()}-"))
-    # mrjob never removes a Spark job's scratch (its uploads, its whole output): each run
-    # gets a folder of its own in `scratch`, removed with it (or, if the crawl is killed,
-    # by the next job that uses `scratch`)
+    # mrjob never removes a Spark job's scratch: each run has its own folder in `scratch`
     own_scratch = scratch / tmp.name if scratch is not None else None
     try:
         if scratch is not None:  # a killed crawl's jobs left theirs: the round runs again
-            _remove_dead_jobs_folders(scratch)
-        argv = [
-            *runner_args(runner, tmp, own_scratch),
-            "--base-dir",
-            runner.task_path(manifest.parent),
-            *args,
-        ]
+            remove_job_temp_dirs(scratch)
+        base = runner.task_path(manifest.parent)
+        argv = [*runner_args(runner, tmp, own_scratch), "--base-dir", base, *args]
         if runner.name == "local":
             yield from _run_in_workers(job_class, manifest, tmp, argv)
         else:
-            yield from _output(
-                job_class, [*argv, "-r", runner.name, "--local-tmp-dir", str(tmp), str(manifest)]
-            )
+            yield from _output(job_class, argv, runner.name, tmp, manifest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         if own_scratch is not None:
             shutil.rmtree(own_scratch, ignore_errors=True)
 
 
-def _output(job_class: type[MRJob], argv: list[str]) -> Iterator[Any]:
-    job = job_class(["--no-conf", *argv])
+def _output(
+    job_class: type[MRJob], argv: list[str], runner: str, tmp: Path, manifest: Path
+) -> list[Any]:
+    """A job's output; mrjob says only errors (as in cli.main), in a worker too."""
+    logging.getLogger("mrjob").setLevel(logging.ERROR)
+    job = job_class(["--no-conf", *argv, "-r", runner, "--local-tmp-dir", str(tmp), str(manifest)])
     with job.make_runner() as job_runner:
         job_runner.run()
-        yield from job.parse_output(job_runner.cat_output())
-
-
-def _output_list(job_class: type[MRJob], argv: list[str]) -> list[Any]:
-    """A job's output, run in a worker: mrjob there says only errors, as in the crawl
-    process (cli.main), not that no mrjob.conf exists."""
-    logging.getLogger("mrjob").setLevel(logging.ERROR)
-    return list(_output(job_class, argv))
+        return list(job.parse_output(job_runner.cat_output()))
 
 
 def _run_in_workers(
     job_class: type[MRJob], manifest: Path, tmp: Path, argv: list[str]
 ) -> list[Any]:
-    """The local runner: mrjob's inline runner in the crawl's fork-server workers (already imported:
-    an interpreter a task would cost its start), lines dealt among one worker per core, one worker
-    for a job with a reducer. A worker that dies fails the job with a line that says so."""
+    """The local runner: mrjob's inline runner in the crawl's fork-server workers (the jobs already
+    imported), lines dealt among one worker a core (one for a job with a reducer)."""
     lines = manifest.read_text().splitlines(keepends=True)
     reduces = any("reducer" in s.description(i) for i, s in enumerate(job_class([]).steps()))
     n = max(1, 1 if reduces else min(local_tasks(), len(lines)))
@@ -255,8 +235,7 @@ def _run_in_workers(
         share = tmp / f"worker{i}" / manifest.name
         share.parent.mkdir()
         share.write_text("".join(lines[i::n]))
-        run = [*argv, "-r", "inline", "--local-tmp-dir", str(share.parent), str(share)]
-        calls.append(partial(_output_list, job_class, run))
+        calls.append(partial(_output, job_class, argv, "inline", share.parent, share))
     try:
         return [pair for pairs in run_calls(calls, n) for pair in cast(list, pairs)]
     except WorkerDied as died:
@@ -269,20 +248,11 @@ def _run_in_workers(
         raise StepFailedException(reason=repr(error)) from None
 
 
-def json_lines(records: Iterable[Any]) -> str:
-    return "".join(json.dumps(r, ensure_ascii=True) + "\n" for r in records)
-
-
-def remove_job_temp_dirs() -> None:
-    """Remove the working folders of this process's jobs (an interrupted job leaves its
-    own) and of crawl processes that are gone (killed ones)."""
-    _remove_dead_jobs_folders(Path(tempfile.gettempdir()), own=True)
-
-
-def _remove_dead_jobs_folders(folder: Path, *, own: bool = False) -> None:
-    """Remove the jobs' folders in `folder` of processes that are gone, and this process's
-    (`own`: none of its jobs runs)."""
-    for tmp in folder.glob(f"{JOB_TMP_PREFIX}*-*"):
+def remove_job_temp_dirs(folder: Path | None = None) -> None:
+    """Remove the jobs' folders in `folder` of processes that are gone; by default those in the
+    system's temporary folder, this process's too (none of its jobs runs)."""
+    own = folder is None
+    for tmp in Path(folder or tempfile.gettempdir()).glob(f"{JOB_TMP_PREFIX}*-*"):
         pid = tmp.name[len(JOB_TMP_PREFIX) :].split("-", 1)[0]
         if pid.isdigit() and ((own and int(pid) == os.getpid()) or not alive(int(pid))):
             shutil.rmtree(tmp, ignore_errors=True)
