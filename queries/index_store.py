@@ -29,6 +29,13 @@ REQUIRED_TABLES = ("works", "copies", "hosts", "terms", "postings", "meta")
 class IndexUnreadable(Exception):
     """The search index file is damaged; the message says what rebuilds it."""
 
+    @classmethod
+    def damaged(cls, path: Path | str, why: str) -> IndexUnreadable:
+        return cls(
+            f"search index {path} is damaged ({why}): the next round rebuilds it "
+            "(`sharecrawl crawl`)"
+        )
+
 
 class Swapped(Exception):
     """The file at the index path was replaced while it was being opened."""
@@ -100,8 +107,8 @@ class IndexFile:
                 raise Swapped
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
-        """A cursor on this file (one per thread), its tables named plainly or as `idx.`;
-        close it when done."""
+        """A cursor on this file (one per thread), its tables named plainly or as `idx.`; a
+        `with` block closes it."""
         cursor = self.con.cursor()
         cursor.execute("USE idx")  # a cursor starts on the in-memory database
         return cursor
@@ -187,12 +194,9 @@ def open_index(index_path: Path) -> tuple[IndexFile, bool]:
             except FileNotFoundError:  # removed between the stat and the open
                 raise _no_index(index_path) from None
             except Unopenable as e:
-                message = (
-                    f"search index {index_path} is damaged ({e}): the next round rebuilds it "
-                    "(`sharecrawl crawl`)"
-                )
-                slot.damaged = (e.identity, message)
-                raise IndexUnreadable(message) from None
+                error = IndexUnreadable.damaged(index_path, str(e))
+                slot.damaged = (e.identity, str(error))
+                raise error from None
             new.enter()
             slot.file = new
             if held is not None:

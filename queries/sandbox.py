@@ -36,40 +36,14 @@ READ_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE
 # readers, query(), the scans of Python memory, logging, profiling, checkpoints, and what a
 # newer DuckDB adds until someone looks at it) is refused.
 TABLE_FUNCTIONS = frozenset(
-    {
-        "range",
-        "generate_series",
-        "unnest",
-        "repeat",
-        "repeat_row",
-        "json_each",
-        "json_tree",
-        "histogram",
-        "histogram_values",
-        "summary",
-        "pg_timezone_names",
-        "icu_calendar_names",
-        "duckdb_columns",
-        "duckdb_constraints",
-        "duckdb_databases",
-        "duckdb_dependencies",
-        "duckdb_functions",
-        "duckdb_indexes",
-        "duckdb_keywords",
-        "duckdb_schemas",
-        "duckdb_sequences",
-        "duckdb_settings",
-        "duckdb_tables",
-        "duckdb_types",
-        "duckdb_views",
-        "pragma_table_info",
-        "pragma_show",
-        "pragma_version",
-        "pragma_platform",
-        "pragma_database_size",
-        "pragma_storage_info",
-        "pragma_collations",
-    }
+    """
+    range generate_series unnest repeat repeat_row json_each json_tree histogram histogram_values
+    summary pg_timezone_names icu_calendar_names duckdb_columns duckdb_constraints duckdb_databases
+    duckdb_dependencies duckdb_functions duckdb_indexes duckdb_keywords duckdb_schemas
+    duckdb_sequences duckdb_settings duckdb_tables duckdb_types duckdb_views pragma_table_info
+    pragma_show pragma_version pragma_platform pragma_database_size pragma_storage_info
+    pragma_collations
+    """.split()
 )
 
 # Scalar functions that take SQL text, write somewhere or read the environment (getenv is

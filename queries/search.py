@@ -15,6 +15,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from crawl_io.crawldb.version_manifest import first_line
 from queries.fuzzy import fuzzy_word
 from queries.index_store import IndexFile, IndexUnreadable, pinned
 from queries.querylang import ALL_FIELDS, AndQuery, QueryError, parse_query
@@ -79,11 +80,7 @@ def _search(
         rows, scores = _rank(arrays, query, limit, all_hosts, latest)
         records = _display_rows(arrays, rows) if len(rows) else []
     except duckdb.Error as e:
-        reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
-        raise IndexUnreadable(
-            f"search index {file.path} is damaged ({reason}): the next "
-            "round rebuilds it (`sharecrawl crawl`)"
-        ) from None
+        raise IndexUnreadable.damaged(file.path, first_line(e)[:160]) from None
     return [
         result_record(rank, record | {"score": score}, arrays.host_urls)
         for rank, (record, score) in enumerate(zip(records, scores, strict=True), start=1)
@@ -251,15 +248,12 @@ def _display_rows(arrays: SearchArrays, rows: np.ndarray) -> list[dict]:
     if arrays.display is not None:
         return arrays.display.take(pa.array(rows)).to_pylist()
     work_ids = arrays.work_ids[rows].tolist()
-    cursor = arrays.file.cursor()
-    try:  # the work ids travel as a parameter list
+    with arrays.file.cursor() as cursor:  # the work ids travel as a parameter list
         result = cursor.execute(
             f"SELECT {RESULT_COLUMNS} FROM works WHERE work_id = ANY(?)", [work_ids]
         )
         columns = [d[0] for d in result.description]
         by_id = {row[0]: dict(zip(columns, row, strict=True)) for row in result.fetchall()}
-    finally:
-        cursor.close()
     return [by_id[work_id] for work_id in work_ids]
 
 
@@ -269,21 +263,19 @@ def suggest(file: IndexFile, query: str, *, all_hosts: bool = False) -> str | No
     then most works). None when no word has one or the respelled query finds nothing too."""
     words = {m.group().casefold() for m in _SPELLED_RE.finditer(query)}
     fixes: dict[str, str] = {}
-    cursor = file.cursor()
     try:
-        forms = sorted({t for w in words for t in word_forms(w)})
-        sql = "SELECT term FROM terms WHERE term = ANY(?)"
-        known = {t for (t,) in cursor.execute(sql, [forms]).fetchall()}
-        for word in sorted(words):
-            if known.isdisjoint(word_forms(word)):
-                edits = 1 if len(word) < 5 else 2
-                row = cursor.execute(_NEAREST, {"w": word, "edits": edits}).fetchone()
-                if row:
-                    fixes[word] = row[0]
+        with file.cursor() as cursor:
+            forms = sorted({t for w in words for t in word_forms(w)})
+            sql = "SELECT term FROM terms WHERE term = ANY(?)"
+            known = {t for (t,) in cursor.execute(sql, [forms]).fetchall()}
+            for word in sorted(words):
+                if known.isdisjoint(word_forms(word)):
+                    edits = 1 if len(word) < 5 else 2
+                    row = cursor.execute(_NEAREST, {"w": word, "edits": edits}).fetchone()
+                    if row:
+                        fixes[word] = row[0]
     except duckdb.Error:  # a damaged index: search says so; no suggestion
         return None
-    finally:
-        cursor.close()
     if not fixes:
         return None
     text = _SPELLED_RE.sub(lambda m: fixes.get(m.group().casefold(), m.group()), query)

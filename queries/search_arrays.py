@@ -78,18 +78,16 @@ class SearchArrays:
         if name not in self.columns and name in _FILTERS:
             with self.lock:
                 if name not in self.columns:
-                    loaded = _query(self.file, _FILTER_COLUMNS)
+                    with self.file.cursor() as cursor:
+                        loaded = cursor.execute(_FILTER_COLUMNS).fetchnumpy()
                     self.columns |= {n: dense(v) for n, v in loaded.items()}
         return self.columns[name]
 
     def works_with(self, field: str, value: str, offline: bool) -> np.ndarray:
         """Rows of the works with a copy of that value (query fields host:, format:)."""
         if self.postings is None:  # a first search: ask the index
-            cursor = self.file.cursor()
-            try:
+            with self.file.cursor() as cursor:
                 ids = works_with_sql(cursor, field, value, offline)
-            finally:
-                cursor.close()
         else:
             ids = pairs(self.file, field).works_with(value, offline)
         return self.rows_of(ids)
@@ -103,8 +101,7 @@ class SearchArrays:
             return {t: (p.rows[w], p.impacts[w], p.fields[w]) for t, w in slices.items()}
         if not terms:
             return {}
-        cursor = self.file.cursor()
-        try:  # the terms travel as a parameter list, never as SQL text
+        with self.file.cursor() as cursor:  # the terms travel as a parameter list
             found = {
                 t: (i, df)
                 for t, i, df in cursor.execute(
@@ -117,8 +114,6 @@ class SearchArrays:
                 "SELECT term_id, work_id, weight, fields FROM postings WHERE term_id = ANY(?)",
                 [sorted(i for i, _ in found.values())],
             ).fetchnumpy()
-        finally:
-            cursor.close()
         term_of = dense(hits["term_id"])
         rows = self.rows_of(dense(hits["work_id"]))
         weights, fields = dense(hits["weight"]), dense(hits["fields"])
@@ -135,8 +130,7 @@ class SearchArrays:
         if p is not None:
             found = [p.terms[i] for i in p.keys.candidates(surface)]
         else:
-            cursor = self.file.cursor()
-            try:  # the hashes travel as a parameter list
+            with self.file.cursor() as cursor:  # the hashes travel as a parameter list
                 found = [
                     t
                     for (t,) in cursor.execute(
@@ -145,8 +139,6 @@ class SearchArrays:
                         [query_hashes(surface)],
                     ).fetchall()
                 ]
-            finally:
-                cursor.close()
         return sorted(t for t in found if t is not None and one_edit(surface, t))
 
     def note_search(self) -> None:
@@ -155,31 +147,17 @@ class SearchArrays:
             self.searches += 1
             if self.searches == 2:
                 self.postings = _load_postings(self)
-                cursor = self.file.cursor()
-                try:
+                with self.file.cursor() as cursor:
                     table = cursor.sql(f"SELECT {RESULT_COLUMNS} FROM works ORDER BY work_id")
                     self.display = table.to_arrow_table().combine_chunks()
-                finally:
-                    cursor.close()
-
-
-def _query(file: IndexFile, sql: str) -> dict[str, np.ndarray]:
-    cursor = file.cursor()
-    try:
-        return cursor.execute(sql).fetchnumpy()
-    finally:
-        cursor.close()
 
 
 def pairs(file: IndexFile, field: str):
     """The file's (work, value) pairs of copy field `field`, loaded once per file."""
 
     def load(f: IndexFile):
-        cursor = f.cursor()
-        try:
+        with f.cursor() as cursor:
             return load_pairs(cursor, field)
-        finally:
-            cursor.close()
 
     return file.cached(f"pairs:{field}", load)
 
@@ -190,15 +168,12 @@ def search_arrays(file: IndexFile) -> SearchArrays:
 
 
 def _load(file: IndexFile) -> SearchArrays:
-    cursor = file.cursor()
-    try:
+    with file.cursor() as cursor:
         urls = dict(cursor.execute("SELECT host, url FROM hosts").fetchall())
         works = cursor.execute(
             "SELECT work_id, online_copies > 0 AS online, prior::DOUBLE AS prior "
             "FROM works ORDER BY work_id"
         ).fetchnumpy()
-    finally:
-        cursor.close()
     return SearchArrays(
         file=file,
         work_ids=dense(works["work_id"]).astype(np.int64),
@@ -209,15 +184,11 @@ def _load(file: IndexFile) -> SearchArrays:
 
 
 def _load_postings(arrays: SearchArrays) -> Postings:
-    cursor = arrays.file.cursor()
-    try:
+    with arrays.file.cursor() as cursor:
         terms = cursor.execute("SELECT term_id, term, df FROM terms").fetchnumpy()
-        postings = cursor.execute(
-            "SELECT term_id, work_id, weight, fields FROM postings"
-        ).fetchnumpy()
+        postings = cursor.execute("SELECT term_id, work_id, weight, fields FROM postings")
+        postings = postings.fetchnumpy()
         keys = cursor.execute("SELECT key, term_id FROM term_keys").fetchnumpy()
-    finally:
-        cursor.close()
     ids = dense(terms["term_id"]).astype(np.int64)
     size = int(ids.max()) + 2 if len(ids) else 1
     by_id = np.empty(size, dtype=object)

@@ -34,45 +34,29 @@ def copy_link(host: str, share: str, path: str, online: object) -> str | None:
     return f"/copy/{copy_id(host, share, path)}" if online else None
 
 
+# A result's keys from its work's row, in DESIGN.md's --json order.
+_WORK_KEYS = (
+    "kind artist title album year series season episode copies hosts online_copies online_hosts "
+    "work_id"
+).split()
+
+
 def result_record(rank: int, row: dict, urls: dict[str, str]) -> dict:
     """One result: a work's display row (the works table's columns and its score)."""
-    url = copy_url(
-        urls.get(row["best_host"]), row["best_host"], row["best_share"], row["best_path"]
-    )
+    host, share, path, online = (row[f"best_{k}"] for k in ("host", "share", "path", "online"))
+    url = copy_url(urls.get(host), host, share, path)
     best = {
         "url": url,
         "iri": readable_url(url),  # the same URL as people read it
-        "host": row["best_host"],
-        "host_name": row["best_host_name"] or row["best_host"],  # as people know it
-        "share": row["best_share"],
-        "path": row["best_path"],
-        "format": row["best_format"],
-        "bitrate_kbps": row["best_bitrate_kbps"],
-        "size": row["best_size"],
-        "online": bool(row["best_online"]),
+        "host": host,
+        "host_name": row["best_host_name"] or host,  # as people know it
+        **{k: row[f"best_{k}"] for k in ("share", "path", "format", "bitrate_kbps", "size")},
+        "online": bool(online),
         "resolution": row["best_resolution"],
-        "link": copy_link(
-            row["best_host"], row["best_share"], row["best_path"], row["best_online"]
-        ),
+        "link": copy_link(host, share, path, online),
     }
-    return {
-        "rank": rank,
-        "score": round(float(row["score"]), 4),
-        "kind": row["kind"],
-        "artist": row["artist"],
-        "title": row["title"],
-        "album": row["album"],
-        "year": row["year"],
-        "series": row["series"],
-        "season": row["season"],
-        "episode": row["episode"],
-        "copies": row["copies"],
-        "hosts": row["hosts"],
-        "online_copies": row["online_copies"],
-        "online_hosts": row["online_hosts"],
-        "work_id": row["work_id"],
-        "best": best,
-    }
+    score = round(float(row["score"]), 4)
+    return {"rank": rank, "score": score, **{k: row[k] for k in _WORK_KEYS}, "best": best}
 
 
 def _headline(result: dict) -> str:

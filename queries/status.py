@@ -56,7 +56,8 @@ def round_report(crawl: CrawlDir) -> dict:
         """SELECT coalesce(sum(n_tags_read), 0), coalesce(sum(bytes_read), 0),
                   coalesce(sum(listing_s), 0), coalesce(sum(tags_s), 0),
                   coalesce(sum(n_entries), 0),
-                  max(epoch(started) + duration_s) - min(epoch(started))
+                  max(epoch(started) + duration_s) - min(epoch(started)),
+                  count(*) FILTER (WHERE n_denied > 0 AND partition_id IS NOT NULL)
            FROM log"""
     ).fetchone()
     errors = con.execute(
@@ -66,9 +67,6 @@ def round_report(crawl: CrawlDir) -> dict:
         """SELECT DISTINCT host, share, unnest(denied) AS path FROM log
            WHERE coalesce(n_denied, 0) > 0 ORDER BY ALL"""
     ).fetchall()
-    with_denied = con.execute(
-        "SELECT count(*) FROM log WHERE coalesce(n_denied, 0) > 0 AND partition_id IS NOT NULL"
-    ).fetchone()[0]
     by_reason = dict(
         con.execute(
             "SELECT reason, count(*) FROM log "
@@ -94,12 +92,9 @@ def round_report(crawl: CrawlDir) -> dict:
         "round": last,
         "partitions": {
             "scanned": scanned,
-            "unchanged": counts.get("unchanged", 0),
-            "changed": counts.get("changed", 0),
-            "new": counts.get("new", 0),
-            "gone": counts.get("gone", 0),
+            **{k: counts.get(k, 0) for k in ("unchanged", "changed", "new", "gone")},
             "unreachable": counts.get("unreachable", 0) + counts.get("timeout", 0),
-            "with_denied_folders": int(with_denied),
+            "with_denied_folders": int(totals[6]),
             "total": partitions.num_rows,
         },
         "entries_listed": int(totals[4]),
@@ -204,10 +199,10 @@ def _without_host(error: str | None, host: str) -> str:
     return readable_text((error or "").removeprefix(f"{host}: "))
 
 
-def _statuses(statuses: list[str]) -> str:
-    """'offline' when every host has that status, else '1 offline, 2 refused'."""
+def _statuses(statuses: list[str], *, counted: bool = False) -> str:
+    """'1 offline, 2 refused'; 'offline' when every host has that status, unless `counted`."""
     counts = sorted(Counter(statuses).items())
-    if len(counts) == 1:
+    if len(counts) == 1 and not counted:
         return counts[0][0].replace("_", " ")
     return ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in counts)
 
@@ -235,11 +230,9 @@ def _capped(head: str, lines: list[str]) -> list[str]:
 
 def config_failure_line(report: dict) -> str:
     """One line for a round in which every host that answered refused us."""
-    counts = Counter(
-        h["status"] for h in report["hosts_not_crawled"] if h["status"] in CONFIG_STATUSES
-    )
-    what = ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(counts.items()))
-    shares = "the shares the hosts file names, " if "share_not_found" in counts else ""
+    statuses = [h["status"] for h in report["hosts_not_crawled"]]
+    what = _statuses([s for s in statuses if s in CONFIG_STATUSES], counted=True)
+    shares = "the shares the hosts file names, " if "share_not_found" in statuses else ""
     return (
         f"round {report['round']}: every host that answered refused the crawler ({what}): "
         f"check {shares}SHARECRAWL_SMB_USER/PASSWORD or the credentials file and the shares' "
