@@ -1,12 +1,6 @@
-"""Hosts found by the hosts file's ranges: sweep, probe, and give each machine its key.
-
-A machine is its ServerGuid; where the GUID is all zeros, or one GUID comes with several
-NetBIOS names (servers that derive it from something shared), it is the GUID and the NetBIOS
-name together. A machine known from an earlier round keeps its key wherever it answers, so
-its partitions, history and tags carry over; a new one is keyed by its NetBIOS name (else DNS
-name, else address), `:port` when not 445, and `-<GUID's first 8 digits>` when the name is
-taken (docs/DESIGN.md, Sources).
-"""
+"""Hosts found by the hosts file's ranges: sweep, probe, and give each machine its key
+(docs/DESIGN.md, Sources: a machine is its ServerGuid, with its NetBIOS name where the GUID is
+zeros or shared by several names)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,7 @@
-"""Fetch: scan the fetch list, up to `crawlers` hosts at once, one connection each, in fetch
-worker processes (pipeline.fetch_workers).
-
-The fetch list is split into shards, each a Luigi task (`FetchShard`): a host belongs to one
-shard, so one host is only ever fetched by one worker in a round (politeness, as Nutch's
-fetchers partitioned by host), and shards are of about equal cost (pipeline.shards). Under
-the local scheduler a round has one shard (one process fetches them all at once anyway);
-under a central scheduler (luigid) it has `fetch_shards`, which crawl processes on several
-machines share.
-Each shard holds `crawlers` units of the Luigi resource `smb_connections`, so the scheduler
-caps the SMB connections open at once by all of them.
-
-Output: the round's `fetchlog.parquet`, written after every host's listing/, media/ and
-fetchlog/ parts. A host whose parts are already there (a killed round) is not fetched again.
-"""
+"""Fetch: the round's fetch list in shards (`FetchShard`, pipeline.shards), one under the local
+scheduler and `fetch_shards` under a central one, each holding `crawlers` units of the Luigi
+resource `smb_connections`. Output: fetchlog.parquet, written after every host's parts; a host
+whose parts are there (a killed round) is not fetched again."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Fetch one host: walk its due partitions, hash them on the fly, read tags of what changed.
-
-Runs in a fetch worker process (pipeline.fetch_workers; smbprotocol's parsing is CPU-bound,
-and processes keep hosts from serialising on the GIL). Writes the host's segment parts:
-listing/, media/ and, last, fetchlog/ -- so a host whose fetchlog part exists is done and a
-rerun skips it.
-"""
+"""Fetch one host in a fetch worker process: walk its due partitions, hash them on the fly,
+read tags of what changed. Writes its listing/, media/ and, last, fetchlog/ parts: a host
+whose fetchlog part exists is done, and a rerun skips it."""
 
 from __future__ import annotations
 
@@ -13,6 +9,7 @@ import socket
 import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +18,10 @@ import pyarrow as pa
 from crawl_io.checked import CheckedSource, ShareNotFound, mtime_datetime
 from crawl_io.connect import open_source
 from crawl_io.crawldb.crawldir import CrawlDir, host_file, write_parquet
-from crawl_io.crawldb.stored_hosts import StoredHost, TagsByFile
+from crawl_io.crawldb.stored_hosts import StoredHost
 from crawl_io.mediatypes import media_kind
 from crawl_io.rangefile import RangeFile
+from crawl_io.readable import plural, readable_text
 from crawl_io.schema import FETCHLOG, MEDIA
 from crawl_io.sources import (
     AccessDenied,
@@ -42,13 +40,11 @@ from jobs.hinted_walk import WholeScan, hinted_walk
 from jobs.membership import PartitionKey, Ranges, share_root
 from jobs.subtree_hash import walk_hash
 from jobs.walk import WalkStats, listing_table, walk_partition
-from pipeline.progress import due_message, host_summary
 
 _progress: Any = None  # where a worker sends progress events (put), set in each worker
 
 
 def set_progress(sink: Any) -> None:
-    """Where this worker's fetches send their progress events: an object with put()."""
     global _progress
     _progress = sink
 
@@ -59,8 +55,6 @@ class FetchLost(SourceError):
 
 @dataclass
 class HostJob:
-    """What one worker needs: the host, its due partitions and all its known partitions."""
-
     crawl_dir: str
     round: int
     version: int  # the crawldb version this round reads
@@ -82,13 +76,15 @@ class HostResult:
     error: str | None = None
 
     def summary(self) -> str:
-        return host_summary(
-            self.host, self.partitions, self.statuses, self.entries, self.tags_read, self.error
-        )
-
-
-def _key(host: str, row: dict) -> PartitionKey:
-    return PartitionKey(host, row["share"], row["root"], row["lo"], row["hi"])
+        """'3 partitions (2 changed, 1 unchanged), 106 entries, 1 tag read', and why it
+        stopped (without the host's name again)."""
+        counts = ", ".join(f"{n} {status}" for status, n in sorted(self.statuses.items()))
+        scanned = f"{plural(self.partitions, 'partition')} ({counts})"
+        if not self.partitions:
+            scanned = "no partitions"
+        why = "; " + readable_text(self.error.removeprefix(f"{self.host}: ")) if self.error else ""
+        tags = plural(self.tags_read, "tag")
+        return f"{scanned}, {plural(self.entries, 'entry', 'entries')}, {tags} read{why}"
 
 
 class _HostFetch:
@@ -104,35 +100,22 @@ class _HostFetch:
         self.listing: list[pa.Table] = []
         self.media: list[dict] = []
         self.log: list[dict] = []
-        self._stored: StoredHost | None = None
         self.clamped: set[tuple[str, str]] = set()  # (share, path) of entries clamped
         # why each due partition is scanned, and how (fetchlist rows by partition_id)
         self.plans = {r["partition_id"]: r for r in job.due if r["partition_id"]}
-        # every partition the host has, by partition_id
-        self.known = {row["partition_id"]: _key(self.host.host, row) for row in job.known}
+        self.known = {
+            r["partition_id"]: PartitionKey(self.host.host, r["share"], r["root"], r["lo"], r["hi"])
+            for r in job.known
+        }
 
-    # -- stored state of the host, read only for the partitions that changed ---------------
-    @property
+    @cached_property
     def stored(self) -> StoredHost:
-        if self._stored is None:
-            version = self.job.version
-            self._stored = StoredHost(
-                self.crawl.hosts(version) if version else None, self.host.host
-            )
-        return self._stored
-
-    def old_entries(self, partition_id: str) -> dict[str, tuple[int, int]]:
-        """path -> (size, mtime_us) of the partition's stored files."""
-        rows = self.stored.rows("files", {partition_id})
-        columns = rows["path"], rows["size"], rows["mtime"].cast(pa.int64())
-        return {p: (size, m) for p, size, m in zip(*(c.to_pylist() for c in columns), strict=True)}
-
-    def old_tags(self) -> TagsByFile:
-        """Stored tags by (name, size, mtime_us): a file moved within the host keeps them."""
-        return self.stored.tags_by_file()
+        """The host's stored rows, read only for the partitions that changed."""
+        version = self.job.version
+        return StoredHost(self.crawl.hosts(version) if version else None, self.host.host)
 
     def stored_entries(self, partition_id: str) -> list[tuple[str, Entry]]:
-        """The partition's stored rows as (path, entry), for a hinted scan."""
+        """The partition's stored rows as (path, entry)."""
         rows = self.stored.rows("files", {partition_id})
         columns = [rows[c].to_pylist() for c in ("path", "name", "is_dir", "size")]
         mtimes = rows["mtime"].cast(pa.int64()).to_pylist()
@@ -160,20 +143,18 @@ class _HostFetch:
                 stats.folders_listed = 0  # what it listed is listed again
         return list(walk_partition(source, key, ranges, stats))
 
-    # -- one partition ----------------------------------------------------------------------
     def scan(
         self, source: Source, key: PartitionKey, stored_hash: str | None, ranges: Ranges
     ) -> None:
         started = time.time()
         stats = WalkStats()
-        entries: list[tuple[str, Entry]] = []
         plan = self.plans.get(key.id, {})
         counted = started  # a hinted scan counts from when its hints were read (later ones wait)
         if plan.get("hinted_paths") and plan.get("hints_as_of") is not None:
             counted = min(started, plan["hints_as_of"].timestamp())
         log = self._log_row(key.id, key.share, datetime.fromtimestamp(counted, UTC))
         try:
-            entries.extend(self._walk(source, key, stored_hash, ranges, stats))
+            entries = self._walk(source, key, stored_hash, ranges, stats)
         except ShareNotFound:
             raise  # no partition row: the host's row says it (run)
         except NotFound:
@@ -211,20 +192,22 @@ class _HostFetch:
         log["n_folders"] = stats.folders_listed
         self.log.append(log)
         if _progress is not None:
-            _progress.put((self.host.host, log["n_entries"], log["n_tags_read"]))
+            counts = {"entries": log["n_entries"], "tags": log["n_tags_read"]}
+            _progress.put((self.host.host, "partition", counts))
 
     def _read_new_tags(
         self, source: Source, key: PartitionKey, entries: list[tuple[str, Entry]], log: dict
     ) -> None:
         from crawl_io.tags import read_tags  # mutagen loads only in fetch workers
 
-        old = self.old_entries(key.id)
+        old = {path: (e.size, e.mtime_us) for path, e in self.stored_entries(key.id)}
         for path, entry in entries:
             if entry.is_dir or not media_kind(entry.name):
                 continue
             if old.get(path) == (entry.size, entry.mtime_us):
                 continue  # unchanged file: its stored tags stay
-            moved = self.old_tags().get((entry.name, entry.size, entry.mtime_us))
+            # a file moved within the host keeps its stored tags
+            moved = self.stored.tags_by_file().get((entry.name, entry.size, entry.mtime_us))
             if moved is not None:
                 tags = {k: v for k, v in moved.items() if k in MEDIA.names}
             else:
@@ -245,7 +228,6 @@ class _HostFetch:
             )
             self.media.append(tags)
 
-    # -- the host ---------------------------------------------------------------------------
     def due_keys(self) -> list[PartitionKey]:
         """The known partitions this round is to scan (without the shares to discover)."""
         due = (r["partition_id"] for r in self.job.due)
@@ -273,7 +255,7 @@ class _HostFetch:
         try:
             due = self._discover(source, known, due)
             if _progress is not None:  # the discover rows became the shares found
-                _progress.put(due_message(host.host, len(due)))
+                _progress.put((host.host, "due", {"partitions": len(due)}))
         except SourceError as e:
             source.close()
             self._host_failed(due, e)

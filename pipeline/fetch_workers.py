@@ -1,14 +1,8 @@
 """Fetch workers: processes of the crawl's fork server (crawl_io.workers) that fetch hosts
-(pipeline.fetch_host) one after another, `crawlers` at once, each with a pipe of its own for
-its hosts, its progress and its results.
-
-A pipe of its own, not a pool and a queue shared by all: a worker that dies (the kernel's
-out-of-memory killer, a signal, a crash in native code) then takes only the host it was
-fetching, which is recorded as not fetched, with why (pipeline.fetch_host.host_lost), and
-fetched again next round, while a new worker takes the hosts left. A pool lost every host in
-flight and failed the round, every round a host killed its worker; a shared queue has a lock
-that a worker killed in the middle of a write would hold for ever.
-"""
+(pipeline.fetch_host) one after another, `crawlers` at once, each with a pipe of its own: a
+worker that dies takes only the host it was fetching (recorded as lost, fetched again next
+round), where a pool lost every host in flight and a shared queue's lock could be held for
+ever by a worker killed mid-write."""
 
 from __future__ import annotations
 
@@ -31,9 +25,6 @@ log = logging.getLogger("sharecrawl.fetch")
 
 
 class _PipeProgress:
-    """A worker's progress events, down its own pipe: a queue shared by every worker has a
-    lock that a worker killed in the middle of a write would hold for ever."""
-
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
@@ -42,11 +33,9 @@ class _PipeProgress:
 
 
 def serve_hosts(conn: Connection) -> None:
-    """A fetch worker: fetch the hosts whose jobs come down `conn`, one after the other,
-    until None comes, sending for each its progress and then ("result", HostResult), or
-    ("failed", why and the traceback) for an error no fetch should meet (a bug). It exits
-    once the crawl process is gone, and leaves a Ctrl-C to the crawl process (SIGINT is
-    blocked in the fork server's processes), which ends it."""
+    """A fetch worker: fetch the hosts whose jobs come down `conn` until None comes, sending
+    progress, then ("result", HostResult) or ("failed", why) for a bug. It exits once the
+    crawl process is gone; SIGINT is blocked in it (the crawl process ends it)."""
     exit_with_parent(conn.fileno())
     set_progress(_PipeProgress(conn))
     try:
@@ -62,23 +51,13 @@ def serve_hosts(conn: Connection) -> None:
 
 @dataclass
 class _Worker:
-    """A worker process, the pipe its jobs go down and its progress and results come up,
-    and the job of the host it is fetching (None: idle)."""
-
     process: BaseProcess
     conn: Connection
-    job: HostJob | None = None
+    job: HostJob | None = None  # the host it is fetching; None: idle
 
 
 def fetch_hosts(jobs: list[HostJob], crawlers: int) -> None:
-    """Fetch hosts in worker processes, `crawlers` at once, showing progress.
-
-    Each worker has a pipe of its own and fetches one host at a time, so a worker that dies
-    (the kernel's out-of-memory killer, a signal, a crash in native code) or fails takes only
-    the host it was fetching: that host is recorded as not fetched, with why
-    (pipeline.fetch_host.host_lost), and fetched again next round; a new worker takes the
-    hosts left. (A pool lost every host in flight and failed the round, every round a host
-    killed its worker.)"""
+    """Fetch hosts in worker processes, `crawlers` at once, showing progress."""
     context = worker_context()
     progress = FetchProgress({job.host: HostProgress(due=len(job.due)) for job in jobs})
     waiting = list(reversed(jobs))
@@ -100,8 +79,8 @@ def fetch_hosts(jobs: list[HostJob], crawlers: int) -> None:
 
 def _start(context: BaseContext, workers: dict[Connection, _Worker]) -> _Worker:
     process, conn = start_worker(context, serve_hosts)
-    worker = workers[conn] = _Worker(process, conn)
-    return worker
+    workers[conn] = _Worker(process, conn)
+    return workers[conn]
 
 
 def _carry_on(
@@ -128,8 +107,7 @@ def _carry_on(
             worker.conn.close()
             worker.process.join()
             if fresh:
-                # every new worker dying at once is not a host's doing: starting
-                # more would never end
+                # a new worker dying at once is not a host's doing: more would never end
                 raise RuntimeError(
                     "sharecrawl: a fetch worker died as it started (its process "
                     f"{ended(worker.process.exitcode)}): see the system log, then run the "
@@ -145,15 +123,15 @@ def _carry_on(
 
 
 def _receive(worker: _Worker, progress: FetchProgress) -> HostResult | None:
-    """Read one message of a busy worker: the result for its host once it has one, else
-    None. A worker gone without one is joined, its pipe closed, and its host recorded as
-    lost."""
+    """A busy worker's result once it has one, else None; a worker gone without one is
+    joined and its host recorded as lost."""
     try:
         kind, payload = worker.conn.recv()
     except Exception:  # the end of the pipe, or a message cut short: the worker died
         kind, payload = "died", None
     if kind == "progress":
-        progress.receive(payload)
+        host, kind, counts = payload
+        progress.event(host, kind, **counts)
         return None
     job = worker.job
     assert job is not None

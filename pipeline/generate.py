@@ -1,16 +1,7 @@
-"""Generate: score every partition with the scheduling policy and choose the round's fetch list.
-
-Output: the round's `fetchlist.parquet`: the partitions to scan, with their stored hashes, why
-(`reason`) and how, and one row (partition_id null, reason 'new') for each online host that has
-no partition yet. Partitions without a stored hash (never listed, or their rows lost to a
-damaged part: crawl_io.crawldb.crawldir.CrawlDir.read) come first, whatever the policy says: until
-listed again they have no rows in the crawldb.
-
-What `sharecrawl watch` wrote to crawl/hints is read once (pipeline.scheduling.signals):
-hinted partitions come next, silent watched ones on trusted hosts are skipped until their
-safety interval has passed, and a round run with `hinted_only` (`watch --crawl`,
-`crawl --hinted-only`) takes the hinted partitions alone.
-"""
+"""Generate: choose the round's fetch list (fetchlist.parquet) with the scheduling policy.
+Partitions without a stored hash come first (until listed again they have no rows), then what
+`sharecrawl watch` hinted (pipeline.scheduling.signals); `hinted_only` takes those alone. An
+online host with no partition gets one row, partition_id null, reason 'new'."""
 
 from __future__ import annotations
 

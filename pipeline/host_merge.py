@@ -1,8 +1,5 @@
-"""How Update merges a host's stored rows with what the round listed and read: the files
-rows (rows of partitions not listed again kept, listed ones replaced, rows below folders
-refused this round kept), the hashes as the next walk sees them past refused folders, and
-the media rows (stored tags of files still there unchanged, plus the tags read this round).
-pipeline.host_rewrite applies them to the groups of parts that changed."""
+"""How Update merges a host's stored rows with what the round listed and read (files, media,
+and the hashes the next walk sees past refused folders); pipeline.host_rewrite applies them."""
 
 from __future__ import annotations
 

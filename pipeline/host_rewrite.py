@@ -1,22 +1,9 @@
-"""Update, one host the round touched: its files, media and folders rows in the new version,
-rewritten only in the groups of parts whose partitions changed (crawl_io.crawldb.host_parts).
-
-Stored rows of the groups holding a rescanned or removed partition are merged with the
-round's listing (pipeline.host_merge); the other groups' rows stay as they are. The groups
-are then planned again (crawl_io.crawldb.part_groups: new partitions join a group, big groups are
-cut, small ones compacted), and a group is written only when its partitions or rows
-changed; the others are hard links to the previous version's parts. Folder rows are Merkle
-hashes over whole subtrees: those above a changed path are hashed anew from the stored rows
-of their unchanged subfolders (jobs.folder_update; over every row when a damaged part or new
-rules took rows away, when most rows changed, and on the complete rounds that compute the
-prefix statistics of every host), and a folders part is written only when its
-rows differ from the stored ones (a change deep down changes the hashes of the folders above
-it, usually in a few groups).
-
-A group whose stored part is damaged costs the rows of its partitions that this round did
-not list again: they are left out, and their partitions are listed again as new by the
-next round (their hashes cleared by Update).
-"""
+"""Update, one host the round touched: its files, media and folders rows, rewritten only in the
+groups of parts whose partitions changed (crawl_io.crawldb.host_parts, part_groups) and hard
+links to the previous version's parts for the rest. Folder hashes above a change are hashed
+anew from the unchanged subfolders' stored rows (jobs.folder_update) unless rows left by
+damage or new rules, most rows changed, or the round is complete; then every row is hashed.
+A damaged group's partitions not listed again lose their rows (and hashes: listed next round)."""
 
 from __future__ import annotations
 

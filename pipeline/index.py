@@ -1,12 +1,6 @@
-"""Index: bring the search index up to the live version and swap it in.
-
-The index is updated in proportion to what the round changed (queries.index: the
-media parts that differ from the version it holds, and hosts gone on or off line). It is
-built in full instead when there is none, when it does not open (damaged), when it is of
-another format, when the version it holds is gone, and every `full_every` versions (the
-[Index] section of luigi.cfg) so that what updates leave behind (stale strings, freed
-space in the file) does not pile up.
-"""
+"""Index: bring the search index up to the live version (queries.index: what the round
+changed) or build it in full when there is none, it is damaged or of another format, or every
+`full_every` versions ([Index] in luigi.cfg), so what updates leave behind does not pile up."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""Inject: read the hosts file and the crawl rules (again every round) and check every host
-is alive.
-
-Output: the round's `inject.parquet`, one row per host (listed, or found by a range of the
-hosts file: pipeline.discovery, whose sweeps `discover.parquet` sums up) with its liveness
-and what it says about itself, written after `rules.txt`, the rules every fetcher uses.
-Hosts new to the file start being crawled this round; hosts no longer listed are retired by
-Update. A malformed rules
-file is reported and the last good rules stay in force.
-"""
+"""Inject: read the hosts file and the crawl rules again and check every host is alive.
+Writes the segment's rules.txt, then inject.parquet: one row per host, listed or found by a
+range (pipeline.discovery, whose sweeps discover.parquet sums up)."""
 
 from __future__ import annotations
 

@@ -1,24 +1,9 @@
-"""Publish: how a round's Update turns the version it builds into the live version.
-
-Update (pipeline.update) builds version N in a hidden folder, crawldb/.v000013.tmp/, begun
-empty by `VersionBuild.begin`: the groups of parts it rewrote (`write_group`: the parts of
-the partitions that changed, crawl_io.crawldb.host_parts), written there, and the others,
-hard-linked from version N-1 (`link_group`, `link_host`, `link_part` for a prefix_stats part
-whose rows did not change: they carry their manifest entries forward). `publish` then
-writes, in this order:
-
-    crawl/rules.auto                 the automatic crawl rules from the new prefix statistics
-    crawldb/.v000013.tmp/MANIFEST.json   every part's size and SHA-256, written last inside
-                                     the folder: a version with a manifest is complete
-    crawldb/v000013/                 the folder renamed into place
-    crawldb/CURRENT                  moved to v000013 (write + rename): the version is live
-
-Every part written is on disk (fsync) before the manifest names it, and every folder entry
-before the rename that publishes it (crawl_io.crawldb.atomic), so not even a power cut leaves a live
-version naming bytes the disk never got. A round killed before CURRENT moves leaves version
-N-1 live and whole, and its rerun builds N again (Luigi's complete() for Update is "CURRENT
-names N or later": pipeline.targets).
-"""
+"""Publish: how Update builds version N in a hidden folder (crawldb/.v000013.tmp/: groups of
+parts written there or hard-linked from N-1) and makes it live: rules.auto, then MANIFEST.json
+last inside the folder (a version with one is complete), the rename into place, and CURRENT
+moved. Every part is fsynced before the manifest names it, and every folder entry before the
+rename (crawl_io.crawldb.atomic): not even a power cut leaves a live version naming bytes the
+disk never got; a round killed before CURRENT moves leaves N-1 live and whole."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Re-partitioning during Update (thesis §3.2-3.3): apply the split job's plan
-(jobs.mr_listing) to the partitions; then give the affected hosts' file rows
-their partitions again and recompute those partitions' hashes, so that the next scan of an
-untouched partition finds it unchanged."""
+"""Re-partitioning during Update (thesis §3.2-3.3): apply the split job's plan to the
+partitions, then reassign the affected hosts' file rows and recompute those partitions'
+hashes, so the next scan of an untouched partition finds it unchanged."""
 
 from __future__ import annotations
 

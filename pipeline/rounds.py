@@ -1,10 +1,6 @@
-"""Run rounds: each is Inject -> Generate -> Fetch -> Update -> Index, chained to the last.
-
-A round killed part way leaves CURRENT on the previous version; the next run takes up that
-same round and Luigi's complete() skips whatever stage already finished. A round killed after
-it published its version but before its Index is that round still: the next run finishes it
-with Index alone, and counts it.
-"""
+"""Run rounds: Inject -> Generate -> Fetch -> Update -> Index, each chained to the last. A killed
+round leaves CURRENT on the previous version; the next run takes it up and Luigi's complete()
+skips the stages done (a round killed after publishing is finished with Index alone)."""
 
 from __future__ import annotations
 
@@ -29,23 +25,13 @@ from pipeline.fetch import FetchShard
 from pipeline.index import Index
 from pipeline.settings import (
     SMB_CONNECTIONS,
-    connection_cap,
     round_shards,
     scheduler_url,
     set_smb_connections,
     sharecrawl,
+    smb_connections,
 )
 from pipeline.targets import IndexedVersion
-
-log = logging.getLogger("sharecrawl")
-
-
-class Round(luigi.WrapperTask):
-    crawl_dir = luigi.Parameter()
-    round = luigi.IntParameter()
-
-    def requires(self) -> Index:
-        return Index(crawl_dir=self.crawl_dir, round=self.round)
 
 
 class RoundFailed(RuntimeError):
@@ -67,8 +53,7 @@ def _note_failure(task: luigi.Task, error: BaseException) -> None:
 
 
 class _NoDiskFullTraceback(logging.Filter):
-    """Luigi logs a failed task with its traceback; a full disk is said by the round's one
-    line instead (crawl_io.crawldb.disk_full)."""
+    """A full disk is said by the round's one line, not Luigi's traceback of the task."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (record.exc_info and is_disk_full(record.exc_info[1]))
@@ -78,14 +63,12 @@ logging.getLogger("luigi-interface").addFilter(_NoDiskFullTraceback())
 
 
 def _build(tasks: list[luigi.Task], **where: object) -> LuigiRunResult:
-    """luigi.build of `tasks`, the failures it meets noted afresh (_failures)."""
     _failures.clear()
     return luigi.build(tasks, detailed_summary=True, log_level="WARNING", **where)
 
 
 def round_failed(what: str, crawl_dir: str, summary: str) -> RoundFailed:
-    """The error of a build of `what` that failed: one line when a disk was full, else
-    Luigi's summary of what failed."""
+    """One line when a disk was full, else Luigi's summary of what failed."""
     full = next((e for e in _failures if is_disk_full(e)), None)
     if full is not None:
         then = "run the crawl again: it goes on from where this round stopped"
@@ -94,8 +77,7 @@ def round_failed(what: str, crawl_dir: str, summary: str) -> RoundFailed:
 
 
 def run_round(crawl_dir: str, round_: int) -> None:
-    """Run a round with Luigi's local scheduler, or with the central scheduler (luigid)
-    that luigi.cfg's [core] names, whose other workers may run some of its tasks."""
+    """Run a round with Luigi's local scheduler, or the central one luigi.cfg's [core] names."""
     worker_context()  # the fetch workers' server boots while Inject and Generate run
     url = scheduler_url()
     if url:
@@ -103,7 +85,7 @@ def run_round(crawl_dir: str, round_: int) -> None:
         # wait for shards that other workers run, rather than end with the round undone
         luigi.configuration.get_config().set("worker", "keep_alive", "true")
     where: dict[str, object] = {"scheduler_url": url} if url else {"local_scheduler": True}
-    task = Round(crawl_dir=crawl_dir, round=round_)
+    task = Index(crawl_dir=crawl_dir, round=round_)
     result = _build([task], **where)
     # under a central scheduler, Luigi reports the shards that other workers ran as left
     # pending: the round is done when its tasks are
@@ -115,10 +97,9 @@ def run_round(crawl_dir: str, round_: int) -> None:
 
 
 def share_connection_cap(url: str) -> None:
-    """Agree with the central scheduler on the SMB connection cap, which it enforces over
-    every worker's fetch shards: tell it ours when its own config sets none (luigid's
-    default for an unknown resource is 1), else take its cap here, so that no shard asks
-    for more than the cap (it would never run)."""
+    """Agree with the central scheduler on the SMB connection cap: tell it ours when it has
+    none (luigid's default for an unknown resource is 1), else take its own, so that no shard
+    asks for more than the cap (it would never run)."""
     from luigi.rpc import RemoteScheduler
 
     scheduler = RemoteScheduler(url)
@@ -126,15 +107,14 @@ def share_connection_cap(url: str) -> None:
     if SMB_CONNECTIONS in caps:
         set_smb_connections(int(caps[SMB_CONNECTIONS]))
     else:
-        scheduler.update_resource(SMB_CONNECTIONS, connection_cap(sharecrawl()))
+        scheduler.update_resource(SMB_CONNECTIONS, smb_connections() or sharecrawl().crawlers)
 
 
 def join_round(crawl_dir: str, wait_s: float = 60.0, poll_s: float = 0.2) -> int:
-    """Run fetch shards of the round that a crawl process (its driver, which holds the crawl
-    lock) runs now, through the same central scheduler; return that round, or 0 when no
-    round reached its fetch within `wait_s`. This worker never takes the lock and writes
-    only its shards' host parts: a second, independent crawl stays refused. Every process
-    must name the crawl directory by the same path (it is part of the tasks' ids)."""
+    """Run fetch shards of the round that the crawl process holding the lock runs now, through
+    the same central scheduler; return that round, or 0 when none reached its fetch within
+    `wait_s`. Never takes the lock. Every process must name the crawl directory by the same
+    path (it is part of the tasks' ids)."""
     url = scheduler_url()
     if not url:
         raise ValueError(
@@ -167,9 +147,8 @@ def join_round(crawl_dir: str, wait_s: float = 60.0, poll_s: float = 0.2) -> int
 
 
 def driver_shards(url: str, crawl_dir: str, round_: int) -> int:
-    """How many shards the driver split the round into, as the central scheduler knows its
-    tasks (a worker configured otherwise must not make shards of its own: two processes
-    would fetch one host); this process's setting when the scheduler knows none yet."""
+    """How many shards the driver split the round into, as the central scheduler knows them
+    (shards of another count would have two processes fetch one host); else our setting."""
     from luigi.rpc import RemoteScheduler
 
     tasks = RemoteScheduler(url).task_list("", "", search="FetchShard") or {}
@@ -227,14 +206,10 @@ def unfinished_round(crawl: CrawlDir) -> int:
 def run_rounds(
     crawl_dir: str, rounds: int, after_round: Callable[[int], None] | None = None
 ) -> int:
-    """Run `rounds` more rounds, the first finishing an interrupted one, each followed by the
-    removal of the rounds before the last `keep_rounds` (crawl_io.crawldb.retention); return the
-    last round's number.
-    SIGINT or SIGTERM stops it (crawl_io.processes; the line: stop_interrupted)."""
+    """Run `rounds` more rounds, the first finishing an interrupted one, each followed by
+    `keep_rounds` retention; return the last round's number. SIGINT or SIGTERM stops it."""
     crawl = CrawlDir(crawl_dir)
-    # Only ever called under the crawl lock (cli's cmd_crawl holds it), so no other crawl
-    # writes here: the temporary files of writers that are gone are a killed run's leftovers.
-    # (Fetch workers joining a round write too: alive here, or another machine's, recently.)
+    # under the crawl lock: temporary files of writers that are gone are a killed run's
     remove_stale_temp_files(crawl.root)
     remove_job_temp_dirs()
     first = unfinished_round(crawl)
@@ -248,9 +223,7 @@ def run_rounds(
 
 
 def stop_interrupted(crawl: CrawlDir) -> str:
-    """Clean up after a signal stopped a round, its helper processes gone, before this
-    process exits: temporary files go; the live version is untouched. Returns the line that
-    tells the operator where things stand."""
+    """Remove a stopped round's temporary files; the line that says where things stand."""
     remove_job_temp_dirs()
     remove_stale_temp_files(crawl.root)
     live, pending = crawl.current(), unfinished_round(crawl)

@@ -1,12 +1,6 @@
-"""The crawl rules in force for a crawl directory, kept in it: the operator's rules file
-(reread every round; a malformed one leaves the last good copy in force), the automatic rules
-in rules.auto, and the ids disabled for good in rules.disabled. The rules language itself is
-jobs.crawl_rules.
-
-    crawl/rules.good      the operator's last good rules file, copied here
-    crawl/rules.auto      automatic rules, written by RulesStore.regenerate_auto
-    crawl/rules.disabled  ids the operator disabled for good (default place)
-"""
+"""The crawl rules in force for a crawl directory (the language is jobs.crawl_rules): the
+operator's file, reread every round (a malformed one leaves its last good copy, rules.good,
+in force), the automatic rules in rules.auto, minus the ids in rules.disabled."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The [sharecrawl] settings. Their defaults live in the repository's luigi.cfg, read before
-any other Luigi config file, so LUIGI_CONFIG_PATH and the usual Luigi files override them.
-
-Luigi's own sections say how the rounds are scheduled: `[core] default_scheduler_url` (or
-`crawl --scheduler-url`) names a central scheduler (luigid) that crawl processes on several
-machines share, and `[resources] smb_connections` caps the SMB connections open at once by
-all of them.
-"""
+"""The [sharecrawl] settings, whose defaults live in the repository's luigi.cfg (read before
+Luigi's own config files, which override it), and Luigi's [core] scheduler URL and
+[resources] smb_connections cap."""
 
 from __future__ import annotations
 
@@ -15,23 +10,20 @@ import luigi
 
 from jobs.runner import JobRunner
 
-DEFAULTS = Path(__file__).resolve().parents[1] / "luigi.cfg"
-RUNNERS = ("inline", "local", "spark")
 SMB_CONNECTIONS = "smb_connections"  # the Luigi resource of fetch shards
 
 
 def load_defaults() -> None:
-    """Read the defaults, then Luigi's config files again over them: a read keeps what an
-    earlier one set unless a later file sets it too, so every file overrides the defaults,
-    and options that an earlier `override` set go back to the files' values."""
+    """Read the defaults, then Luigi's config files again over them (which also undoes an
+    earlier `override`)."""
     config = luigi.configuration.get_config()
-    config.read([str(DEFAULTS)])
+    config.read([str(Path(__file__).resolve().parents[1] / "luigi.cfg")])
     config.reload()
 
 
 def override(**values: object) -> None:
-    """Set [sharecrawl] options for this process (what CLI flags do), on top of the config
-    files as they are now: options set by an earlier call do not linger."""
+    """Set [sharecrawl] options for this process (what CLI flags do) over the config files;
+    an earlier call's do not linger."""
     load_defaults()
     config = luigi.configuration.get_config()
     for name, value in values.items():
@@ -39,12 +31,16 @@ def override(**values: object) -> None:
             config.set("sharecrawl", name, str(value))
 
 
+def _set(section: str, name: str, value: str) -> None:
+    config = luigi.configuration.get_config()
+    if not config.has_section(section):
+        config.add_section(section)
+    config.set(section, name, value)
+
+
 def set_scheduler_url(url: str) -> None:
     """Use the central scheduler at `url` in this process (what `crawl --scheduler-url` does)."""
-    config = luigi.configuration.get_config()
-    if not config.has_section("core"):
-        config.add_section("core")
-    config.set("core", "default_scheduler_url", url)
+    _set("core", "default_scheduler_url", url)
 
 
 class sharecrawl(luigi.Config):  # lower case: Luigi names a Config by its section
@@ -60,7 +56,7 @@ class sharecrawl(luigi.Config):  # lower case: Luigi names a Config by its secti
     discover_rate = luigi.FloatParameter()
     allow_wide_ranges = luigi.BoolParameter()
     policy = luigi.Parameter()
-    runner = luigi.ChoiceParameter(choices=RUNNERS)
+    runner = luigi.ChoiceParameter(choices=("inline", "local", "spark"))
     partition_max_seconds = luigi.FloatParameter()
     partition_max_bytes = luigi.IntParameter()
     list_s_per_folder = luigi.FloatParameter()
@@ -104,16 +100,11 @@ def scheduler_url() -> str:
     return ""
 
 
-def fetch_shards(settings: sharecrawl) -> int:
-    """Fetch tasks of a round: `fetch_shards`, or as many as `crawlers` when 0."""
-    return max(1, settings.fetch_shards or settings.crawlers)
-
-
 def round_shards(settings: sharecrawl) -> int:
-    """Fetch tasks of this round: fetch_shards under a central scheduler, whose workers
-    share them; one under the local scheduler, whose one worker would only run the shards
-    one after the other."""
-    return fetch_shards(settings) if scheduler_url() else 1
+    """Fetch tasks of this round: `fetch_shards` (0: `crawlers`) under a central scheduler,
+    whose workers share them; one under the local scheduler, whose one worker would run the
+    shards one after the other."""
+    return max(1, settings.fetch_shards or settings.crawlers) if scheduler_url() else 1
 
 
 def smb_connections() -> int:
@@ -124,15 +115,7 @@ def smb_connections() -> int:
 
 def set_smb_connections(cap: int) -> None:
     """Take the cap a central scheduler enforces as this process's own."""
-    config = luigi.configuration.get_config()
-    if not config.has_section("resources"):
-        config.add_section("resources")
-    config.set("resources", SMB_CONNECTIONS, str(cap))
-
-
-def connection_cap(settings: sharecrawl) -> int:
-    """The cap to tell a central scheduler that has none: luigi.cfg's, else `crawlers`."""
-    return smb_connections() or settings.crawlers
+    _set("resources", SMB_CONNECTIONS, str(cap))
 
 
 def shard_connections(settings: sharecrawl) -> int:
@@ -142,7 +125,6 @@ def shard_connections(settings: sharecrawl) -> int:
 
 
 def job_runner(settings: sharecrawl, crawl_root: str | Path) -> JobRunner:
-    """Where this crawl's update jobs run."""
     return JobRunner(
         settings.runner,
         spark_master=settings.spark_master,

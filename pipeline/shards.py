@@ -1,17 +1,9 @@
-"""Which fetch shard fetches which host of a round: one shard per host, so one host is only
-ever fetched by one worker in a round (politeness, as Nutch's fetchers partitioned by host),
-and shards of about equal cost, so that no worker is left with the round's tail.
-
-A stable hash of the host name (Nutch's partitioning) keeps the first property but not the
-second: 16 equal hosts hashed into 4 shards leave the largest with 6 or 7 hosts about as
-often as not, and one 1 M-file NAS among PCs weighs more than a shard's worth. So the
-assignment is the longest-processing-time rule (Graham, "Bounds on multiprocessing timing
-anomalies", 1969: each host, most costly first, to the shard with the least cost so far,
-within 4/3 of the best) over the fetch list's `est_scan_s`, the seconds Generate budgeted for
-each partition. It is a function of the fetch list alone, which every worker reads from the
-same file, so every process of a round computes the same shards. Hosts of equal cost are
-taken in the order of a hash of their names, so that shards do not follow name order.
-"""
+"""Which fetch shard fetches which host of a round: one shard per host (politeness, as Nutch
+partitioned fetchers by host), and shards of about equal cost. A hash of the host name leaves
+one shard with far more (16 equal hosts in 4 shards: often 6 or 7 in one), so the assignment
+is the longest-processing-time rule (Graham, "Bounds on multiprocessing timing anomalies",
+1969: within 4/3 of the best) over the fetch list's `est_scan_s`; a function of the fetch list
+alone, so every process of a round computes the same shards."""
 
 from __future__ import annotations
 

@@ -1,28 +1,10 @@
-"""Update, the prefix_stats table: stored in parts per host and group of partitions, as the
-files, media and folders tables are (crawl_io.crawldb.host_parts), a part written only when its
-rows changed.
-
-A prefix's row goes in the group of the partition that holds the prefix's folder: the group
-of the folders part holding the folder's row. The share root '' has no folder row: its row
-goes with the share root partition, which holds the root's own files (jobs.membership), or,
-when that partition holds no rows, with the lowest group holding a folder of the share. A
-prefix whose folder is gone (a row kept for what was deleted under it) goes with the
-nearest folder above it that is still there. The rows of the share root and of the folders
-above a change change with it anyway (their counts include it), so the rule costs no group
-of its own: a round rewrites the groups of the changed partitions' folders and of the
-folders above them, as for the folders table.
-
-A group's part is a hard link to the previous version's part of the group when its rows
-and the partitions its footer names are the same (the old part was read and its SHA-256
-checked), else it is written. The round's counts (n_new, n_changed, n_deleted) are part of
-the rows: a group whose rows counted a change last round is written again, with zeros. A
-host whose rows are carried over and counted no change last round gets every part linked
-as it is, its rows neither grouped nor compared (most hosts, most rounds: 1 % of 1 000
-hosts changed, bench/scale.py).
-
-A damaged or missing part of the previous version costs its host's statistics, which are
-computed again from the host's files; never a partition's rows.
-"""
+"""Update, the prefix_stats table, stored in parts per host and group as the files table is. A
+prefix's row goes in the group of the folders part holding its folder (the nearest folder
+still there; the share root: the share root partition's group, else the lowest group with a
+folder of the share), so it costs no group of its own. A part whose rows and footer match the
+previous one's is linked, else written; a group that counted a change last round is written
+again with zeros. A host carried over with no change counted gets every part linked without a
+look (most hosts, most rounds). A damaged part costs its host's statistics, computed again."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Luigi targets for outputs that are not single files: a published crawldb version and the
-search index of a version. Both exist once the pointer moved, never before.
-
-`PublishedRound` chains the rounds: a round's Inject requires the previous round published.
-It is the previous round's Update seen from below (the same target), so that the stages of
-one round import each other in one direction only: inject <- generate <- fetch <- update <-
-index."""
+"""Luigi targets that exist once CURRENT or the index names a version. `PublishedRound` is the
+previous round's Update seen from below, so the stages import each other one way only."""
 
 from __future__ import annotations
 

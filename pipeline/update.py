@@ -1,18 +1,8 @@
-"""Update: fold a fetched segment into crawldb version N-1 and publish version N.
-
-Runs the subtree-hash mrjob job over the segment's listings (its hashes must equal the ones
-the fetchers streamed), rewrites the groups of parts whose partitions the round changed
-(pipeline.host_rewrite), hard-links the others' parts unchanged, updates partitions (scan
-history, rate), hosts and prefix statistics (their parts written only where their rows
-changed: pipeline.stats_parts), and hands the finished version to
-pipeline.publish, which writes its manifest and the automatic rules, renames it into place
-and moves CURRENT.
-
-A damaged or missing part is never linked forward: the rows of its group's partitions are
-left out and their hashes cleared, so a round lists them again as new (Generate puts them
-first) while their scan history stays. A damaged state table (hosts, partitions) stops the
-round (crawl_io.crawldb.crawldir.CrawlDamaged) instead of starting history over.
-"""
+"""Update: fold a fetched segment into crawldb version N-1 and publish version N: the listing
+jobs (hashes, which must equal the fetchers', and splits), each touched host's groups of parts
+rewritten (pipeline.host_rewrite), the rest linked, partitions, hosts and prefix statistics
+updated, then pipeline.publish. A damaged part's partitions get no hash (listed again as new,
+their history kept); a damaged state table stops the round (CrawlDamaged)."""
 
 from __future__ import annotations
 

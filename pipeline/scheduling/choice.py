@@ -1,7 +1,6 @@
-"""What every scheduling policy shares (docs/DESIGN.md, Scheduling; thesis §3.5): the partitions'
-state, the round's budget and the one packer. Order: untagged media, hinted, never scanned,
-must-scan (a watched one past its safety interval), then the policy's score; offline hosts
-skipped. Policies are pure selection over `PartitionState`, keeping only memos of the history."""
+"""What every scheduling policy shares (thesis §3.5): the partitions' state, the round's budget
+and the one packer. Order: untagged media, hinted, never scanned, due (a watched one past its
+safety interval), then the policy's score; offline hosts skipped."""
 
 from __future__ import annotations
 

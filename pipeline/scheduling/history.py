@@ -1,8 +1,7 @@
 """Partitions' scan histories as flat numpy arrays with per-partition offsets (a month of events
-for ten thousand partitions would take minutes as Python datetimes); rates solve all at once.
-A `complete` event (its interval watched unbroken on a trusted host) counts as watched time
-with its change notified, not as a scan outcome: scans made because a notification came
-would otherwise read as "always changed"."""
+for ten thousand partitions would take minutes as Python datetimes). A `complete` event (its
+interval watched unbroken on a trusted host) counts as watched time with its change notified,
+not as a scan outcome: scans made because a notification came would read "always changed"."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""What change notifications tell a round's Generate, whatever the policy (docs/DESIGN.md,
-Scheduling): hinted partitions (or overflowed shares) first; silent ones on trusted, unbroken
-watches skipped until `safety_s` after their last scan, then due; hinted scans for a few
-paths (jobs.hinted_walk); and `watched` scans, complete signals for the rate estimate.
-A broken watch starts a new `since`, later than every last scan, ending trust until each
-partition's next scan. Untrusted hosts' hints are taken first, their silence means nothing."""
+"""What change notifications tell Generate, whatever the policy (docs/DESIGN.md, Scheduling):
+hinted partitions first; silent ones on trusted, unbroken watches skipped until `safety_s`
+after their last scan; hinted scans of a few paths (jobs.hinted_walk); `watched` scans."""
 
 from __future__ import annotations
 
