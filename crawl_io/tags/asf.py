@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from crawl_io.tags.errors import NotThisFormat, Truncated
-from crawl_io.tags.fields import ASF_KEYS, fill_fields
+from crawl_io.tags.fields import ASF_KEYS, fill_from_pairs
 from crawl_io.tags.record import set_stream
 
 
@@ -55,10 +55,7 @@ def read_asf(row: dict[str, Any], fileobj: IO[bytes], size: int) -> None:
                 audio = data[54:66]  # WAVEFORMATEX: tag, channels, rate, bytes per second
         else:
             values += _values(guid, data)
-    by_key: dict[str, list[Any]] = {}
-    for key, value in values:
-        by_key.setdefault(key, []).append(value)
-    fill_fields(row, ASF_KEYS, lambda key: by_key.get(key, []))
+    fill_from_pairs(row, ASF_KEYS, values)
     if audio is not None or video:
         row["kind"] = "video" if video else "audio"
         row["format"] = "wmv" if video else "wma"

@@ -93,12 +93,19 @@ def fill_from_tags(row: dict[str, Any], tags: Any) -> None:
         fill_fields(row, VORBIS_KEYS, lambda key: list(tags.get(key) or []))
 
 
+def fill_from_pairs(
+    row: dict[str, Any], keys: dict[str, tuple[str, ...]], pairs: Iterable[tuple[str, Any]]
+) -> None:
+    """Fill empty columns from (key, value) pairs, a key's values in their order."""
+    by_key: dict[str, list[Any]] = {}
+    for key, value in pairs:
+        by_key.setdefault(key, []).append(value)
+    fill_fields(row, keys, lambda key: by_key.get(key, []))
+
+
 def fill_from_vorbis_pairs(row: dict[str, Any], pairs: list[tuple[str, str]]) -> None:
     """Fill from Vorbis comment (key, value) pairs; keys compare case-insensitively."""
-    by_key: dict[str, list[str]] = {}
-    for key, value in pairs:
-        by_key.setdefault(key.lower(), []).append(value)
-    fill_fields(row, VORBIS_KEYS, lambda key: by_key.get(key, []))
+    fill_from_pairs(row, VORBIS_KEYS, ((key.lower(), value) for key, value in pairs))
 
 
 def _id3_values(tags: ID3, key: str) -> list[Any]:

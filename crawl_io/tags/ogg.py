@@ -20,6 +20,14 @@ HEADER_PACKETS = 3  # Vorbis and Theora have three header packets, the others fe
 AUDIO_FORMATS = {"vorbis": "ogg", "opus": "opus", "flac": "flac", "speex": "spx"}
 VIDEO_MAGIC = (b"OVP80", b"\x80daala", b"BBCD\x00", b"\x01video")  # VP8, Daala, Dirac, OGM
 VIDEO_CODECS = ("theora", "video")
+CODEC_MAGIC = (
+    (b"\x01vorbis", "vorbis"),
+    (b"OpusHead", "opus"),
+    (b"\x7fFLAC", "flac"),
+    (b"Speex   ", "speex"),
+    (b"\x80theora", "theora"),
+    *((magic, "video") for magic in VIDEO_MAGIC),
+)
 
 
 @dataclass
@@ -129,18 +137,9 @@ def _header_packets(data: bytes) -> dict[int, Stream]:
 
 
 def _codec(first_packet: bytes) -> str:
-    if first_packet.startswith(b"\x01vorbis"):
-        return "vorbis"
-    if first_packet.startswith(b"OpusHead"):
-        return "opus"
-    if first_packet.startswith(b"\x7fFLAC"):
-        return "flac"
-    if first_packet.startswith(b"Speex   "):
-        return "speex"
-    if first_packet.startswith(b"\x80theora"):
-        return "theora"
-    if first_packet.startswith(VIDEO_MAGIC):
-        return "video"
+    for magic, codec in CODEC_MAGIC:
+        if first_packet.startswith(magic):
+            return codec
     return "other"  # Skeleton, Kate subtitles and the like
 
 

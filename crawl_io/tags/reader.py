@@ -39,28 +39,14 @@ READERS_BY_EXTENSION: dict[str, Reader] = {
 READER_FORMATS: dict[Reader, str] = {read_flac: "flac", read_wav: "wav", read_aiff: "aiff"}
 
 # Format names by mutagen class, for files only mutagen's sniffing recognised.
-CLASS_FORMATS = {
-    "MP3": "mp3",
-    "FLAC": "flac",
-    "OggVorbis": "ogg",
-    "OggOpus": "opus",
-    "OggFLAC": "flac",
-    "OggSpeex": "spx",
-    "OggTheora": "ogv",
-    "AIFF": "aiff",
-    "WAVE": "wav",
-    "AAC": "aac",
-    "AC3": "ac3",
-    "WavPack": "wv",
-    "MonkeysAudio": "ape",
-    "Musepack": "mpc",
-    "TrueAudio": "tta",
-    "OptimFROG": "ofr",
-    "DSF": "dsf",
-    "DSDIFF": "dff",
-    "TAK": "tak",
-    "SMF": "mid",
-}
+CLASS_FORMATS = dict(
+    pair.split("=")
+    for pair in (
+        "MP3=mp3 FLAC=flac OggVorbis=ogg OggOpus=opus OggFLAC=flac OggSpeex=spx OggTheora=ogv "
+        "AIFF=aiff WAVE=wav AAC=aac AC3=ac3 WavPack=wv MonkeysAudio=ape Musepack=mpc "
+        "TrueAudio=tta OptimFROG=ofr DSF=dsf DSDIFF=dff TAK=tak SMF=mid"
+    ).split()
+)
 VIDEO_FORMATS = ("mp4", "m4v", "wmv", "ogv")
 # Fields a reader fills only when the file is what it took it for.
 FOUND_FIELDS = ("artist", "title", "album", "duration_s", "samplerate", "channels")

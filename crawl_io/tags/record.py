@@ -10,26 +10,9 @@ from typing import Any
 from crawl_io.mediatypes import extension, media_kind
 
 # The media-describing columns of crawl_io.schema.MEDIA, in its order.
-TAG_COLUMNS = (
-    "kind",
-    "format",
-    "artist",
-    "title",
-    "album",
-    "albumartist",
-    "track",
-    "disc",
-    "year",
-    "genre",
-    "duration_s",
-    "bitrate_kbps",
-    "samplerate",
-    "channels",
-    "series",
-    "season",
-    "episode",
-    "tag_error",
-    "tag_source",
+TAG_COLUMNS = tuple(
+    "kind format artist title album albumartist track disc year genre duration_s bitrate_kbps "
+    "samplerate channels series season episode tag_error tag_source".split()
 )
 TEXT_FIELDS = ("artist", "title", "album", "albumartist", "genre", "series")
 INT32_MAX = 2**31 - 1

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import IO, Any, Literal
 
 from crawl_io.tags.errors import NotThisFormat, Truncated
-from crawl_io.tags.fields import fill_fields
+from crawl_io.tags.fields import fill_from_pairs
 from crawl_io.tags.id3 import ID3_MAX, fill_from_id3
 from crawl_io.tags.record import set_stream
 
@@ -69,10 +69,7 @@ def read_wav(row: dict[str, Any], fileobj: IO[bytes], size: int) -> None:
             list_type = fileobj.read(4)
             if list_type == b"INFO":
                 info += _info_items(fileobj.read(max(0, min(length - 4, INFO_MAX))))
-    by_key: dict[str, list[str]] = {}
-    for key, text in info:
-        by_key.setdefault(key, []).append(text)
-    fill_fields(row, RIFF_INFO_KEYS, lambda key: by_key.get(key, []))
+    fill_from_pairs(row, RIFF_INFO_KEYS, info)
     if len(fmt) < 16:
         raise NotThisFormat("no format chunk in the wav file")
     format_tag = int.from_bytes(fmt[0:2], "little")
@@ -119,7 +116,7 @@ def read_aiff(row: dict[str, Any], fileobj: IO[bytes], size: int) -> None:
     comm = b""
     sound_size: int | None = None
     cut = False
-    texts: dict[str, list[str]] = {}
+    texts: list[tuple[str, str]] = []
     for chunk_id, offset, length in chunks(fileobj, 12, size, "big"):
         if chunk_id == b"COMM" and not comm:
             comm = fileobj.read(min(length, 64))
@@ -131,8 +128,8 @@ def read_aiff(row: dict[str, Any], fileobj: IO[bytes], size: int) -> None:
         elif chunk_id in (b"NAME", b"AUTH") and length <= INFO_MAX:
             raw = fileobj.read(length)
             if len(raw) == length:  # a text cut short is not read as a shorter one
-                texts.setdefault(chunk_id.decode(), []).append(_text(raw.split(b"\0", 1)[0]))
-    fill_fields(row, AIFF_TEXT_KEYS, lambda key: texts.get(key, []))
+                texts.append((chunk_id.decode(), _text(raw.split(b"\0", 1)[0])))
+    fill_from_pairs(row, AIFF_TEXT_KEYS, texts)
     if len(comm) < 18:
         raise NotThisFormat("no COMM chunk in the AIFF file")
     channels = int.from_bytes(comm[0:2], "big")
