@@ -7,18 +7,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.membership import (
-    PartitionKey,
-    Ranges,
-    parent_path,
-    parent_paths,
-)
+from jobs.membership import PartitionKey, Ranges, parent_path, parent_paths
 from jobs.scan_cost import FolderCosts, HostCost, Limits, folder_costs
 from jobs.subtree_hash import canonical_sort_key, media_mask
 
@@ -45,45 +40,29 @@ def partition_folders(
     return folder_costs(folders, parent_paths(media_paths), pc.binary_length(media_paths), cost)
 
 
-# -- split ---------------------------------------------------------------------------------
+@dataclass(slots=True)
 class _Frame:
     """A folder being walked: its children, and the running sums over them."""
 
-    __slots__ = (
-        "barriers",
-        "children",
-        "closed",
-        "end",
-        "kept_b",
-        "kept_s",
-        "lo",
-        "next_barrier",
-        "next_child",
-        "own_b",
-        "own_s",
-        "path",
-        "run_b",
-        "run_s",
-        "top_of_range",
-    )
+    path: str
+    children: list[str]
+    own_s: float
+    own_b: float
+    barriers: list[PartitionKey]  # existing ranges here, by lo
+    top: PartitionKey | None = None  # the range partition whose root this is
+    lo: str | None = None
+    end: str | None = None  # the upper bound of the last range here
+    next_child: int = 0
+    next_barrier: int = 0
+    run_s: float = 0.0
+    run_b: float = 0.0
+    kept_s: float = 0.0
+    kept_b: float = 0.0
+    closed: list[list[Any]] = field(default_factory=list)  # [lo, hi, seconds, bytes]
 
-    def __init__(
-        self,
-        path: str,
-        children: list[str],
-        own_s: float,
-        own_b: float,
-        barriers: list[PartitionKey],
-        top: PartitionKey | None = None,
-    ) -> None:
-        self.path, self.children, self.own_s, self.own_b = path, children, own_s, own_b
-        self.barriers = barriers  # existing ranges here, by lo
-        self.top_of_range = top is not None
-        self.lo = top.lo if top else None
-        self.end = top.hi if top else None  # the upper bound of the last range here
-        self.next_child = self.next_barrier = 0
-        self.run_s = self.run_b = self.kept_s = self.kept_b = 0.0
-        self.closed: list[list[Any]] = []  # [lo, hi, seconds, bytes]
+    def __post_init__(self) -> None:
+        if self.top is not None:
+            self.lo, self.end = self.top.lo, self.top.hi
 
 
 @dataclass(frozen=True)
@@ -185,7 +164,7 @@ def split_ranges(
                 f.run_s = f.run_b = 0.0
 
     def finish(f: _Frame) -> tuple[float, float]:
-        if f.top_of_range and f.closed and (f.run_s or f.run_b):
+        if f.top is not None and f.closed and (f.run_s or f.run_b):
             last = f.closed[-1]
             joined = load(last[2] + f.run_s, last[3] + f.run_b)
             if load(f.run_s, f.run_b) < MERGE_BELOW and joined <= SPLIT_ABOVE:
@@ -226,7 +205,7 @@ def split_ranges(
         s, b = finish(stack.pop())
         add_child(stack[-1], s, b)
     top = stack[0]
-    if top.top_of_range and len(top.closed) == 1 and top.closed[0][:2] == [within.lo, within.hi]:
+    if top.top is not None and len(top.closed) == 1 and top.closed[0][:2] == [within.lo, within.hi]:
         top.closed = []  # the whole interval in one range: that is the partition itself
     finish(top)
     return made

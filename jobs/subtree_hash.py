@@ -1,8 +1,6 @@
-"""The one definition of partition and folder hashes (thesis §3.4.1; docs/DESIGN.md,
-B*-subtrees). The fetcher feeds PartitionHasher (or walk_hash) while streaming a walk; the
-jobs hash stored listings column-wise with `summarize`. Both build the same records in the
-same order, so they agree. Folder rows: Merkle and content hashes (`folder_summaries`) and
-the analysts' `duplicate_folders` view."""
+"""The one definition of partition and folder hashes (thesis §3.4.1): entry by entry for a walk
+(walk_hash), column-wise for stored listings (`summarize`), the same records in the same order;
+folder rows' Merkle and content hashes (`folder_summaries`) and the `duplicate_folders` view."""
 
 from __future__ import annotations
 
@@ -24,20 +22,16 @@ from jobs.membership import parent_path, parent_paths
 COLUMNS = ["host", "share", "partition_id", "path", "name", "is_dir", "size", "mtime"]
 FolderSeed = dict[str, tuple[str, str, int, int]]  # key -> hash, content_hash, n_files, bytes
 EMPTY_MD5 = hashlib.md5().hexdigest()
+PARTITION_COUNTS = ("n_folders", "n_files", "n_media", "bytes")  # beside its hash
 
 
-# -- the hash, entry by entry --------------------------------------------------------------
 def canonical_key(path: str) -> tuple[str, ...]:
     """Sort key giving depth-first order with children sorted by name ('a/b' before 'a b')."""
     return tuple(path.split("/")) if path else ()
 
 
-def _record_text(path: str, is_dir: bool, size: int, mtime_us: int) -> str:
+def _record(path: str, is_dir: bool, size: int, mtime_us: int) -> str:
     return f"{path}\0{'d' if is_dir else 'f'}\0{size}\0{mtime_us}\n"
-
-
-def _record(path: str, is_dir: bool, size: int, mtime_us: int) -> bytes:
-    return _record_text(path, is_dir, size, mtime_us).encode()
 
 
 class PartitionHasher:
@@ -48,7 +42,7 @@ class PartitionHasher:
         self.n_entries = 0
 
     def update(self, path: str, is_dir: bool, size: int, mtime_us: int) -> None:
-        self._md5.update(_record(path, is_dir, size, mtime_us))
+        self._md5.update(_record(path, is_dir, size, mtime_us).encode())
         self.n_entries += 1
 
     def hexdigest(self) -> str:
@@ -56,9 +50,8 @@ class PartitionHasher:
 
 
 def walk_hash(walk: Iterable[tuple[str, Entry]]) -> str:
-    """The partition hash of a walk's (path, entry) pairs in canonical order: PartitionHasher's
-    digest with one md5 call."""
-    text = "".join([_record_text(p, e.is_dir, e.size, e.mtime_us) for p, e in walk])
+    """PartitionHasher's digest of a walk's (path, entry) pairs in canonical order, in one call."""
+    text = "".join([_record(p, e.is_dir, e.size, e.mtime_us) for p, e in walk])
     return hashlib.md5(text.encode()).hexdigest()
 
 
@@ -73,9 +66,8 @@ def partition_hash(entries: Iterable[tuple[str, bool, int, int]]) -> str:
 def folder_hashes(
     entries: Iterable[tuple[str, bool, int, int]], *, with_times: bool = True
 ) -> dict[str, str]:
-    """Merkle hashes of every folder that appears as a parent among (path, is_dir, size,
-    mtime_us) rows: H(folder) = md5(child folders' names and hashes, file names, sizes[,
-    mtimes]) in name order. With with_times=False the hash depends on content only."""
+    """Merkle hashes of every folder that is a parent among (path, is_dir, size, mtime_us) rows:
+    md5(child folders' names and hashes, file names, sizes[, mtimes]) in name order."""
     children: dict[str, list[tuple[str, bool, int, int]]] = defaultdict(list)
     folders: set[str] = set()
     for path, is_dir, size, mtime_us in entries:
@@ -97,14 +89,12 @@ def folder_hashes(
     return hashes
 
 
-# -- columns -------------------------------------------------------------------------------
 def read_listing(part_path: str | Path) -> pa.Table:
-    """The listing columns the jobs use, as one chunk, strings large enough for any part."""
     return listing_columns(pq.read_table(part_path, columns=COLUMNS), part_path)
 
 
 def listing_columns(table: pa.Table, part_path: str | Path) -> pa.Table:
-    """A listing part's COLUMNS checked (no nulls) and cast as read_listing gives them."""
+    """A listing part's COLUMNS checked (no nulls), as one chunk of large strings."""
     table = table.select(COLUMNS)
     for column in ("path", "name", "is_dir", "size", "mtime"):
         if table[column].null_count:
@@ -125,7 +115,6 @@ def canonical_sort_key(paths: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 def _join(*parts: pa.Array | str) -> pa.Array:
-    """Concatenate string columns and literals element-wise (the hash record format)."""
     large = [
         pa.scalar(p, pa.large_string()) if isinstance(p, str) else p.cast(pa.large_string())
         for p in parts
@@ -134,7 +123,7 @@ def _join(*parts: pa.Array | str) -> pa.Array:
 
 
 def _digests(records: pa.Array, run_ends: np.ndarray) -> list[str]:
-    """md5 of each run of consecutive records: one slice of the contiguous buffer each."""
+    """md5 of each run of consecutive records: a slice of the contiguous buffer each."""
     records = records.cast(pa.large_string())
     offsets = np.frombuffer(records.buffers()[1], np.int64)[
         records.offset : records.offset + len(records) + 1
@@ -159,10 +148,9 @@ def _to_str(values: pa.Array) -> pa.Array:
     return pc.cast(values, pa.large_string())
 
 
-# -- partitions ----------------------------------------------------------------------------
 def in_partition_order(table: pa.Table) -> pa.Table:
-    """The rows grouped by partition, each in canonical order: checked in one pass (a fetch writes
-    them so), sorted only when not."""
+    """The rows grouped by partition, each in canonical order (as a fetch writes them: sorted only
+    when not)."""
     pids = table["partition_id"].combine_chunks()
     keys = canonical_sort_key(table["path"].combine_chunks())
     runs = pc.run_end_encode(pids, run_end_type=pa.int64()).values
@@ -178,8 +166,7 @@ def in_partition_order(table: pa.Table) -> pa.Table:
 
 
 def summarize(table: pa.Table) -> dict[str, dict]:
-    """partition_id -> {hash, n_folders, n_files, n_media, bytes} over listing rows; the hash
-    equals partition_hash over each partition's rows."""
+    """partition_id -> {hash (partition_hash), n_folders, n_files, n_media, bytes} of the rows."""
     if table.num_rows == 0:
         return {}
     t = in_partition_order(table).combine_chunks()
@@ -204,12 +191,7 @@ def summarize(table: pa.Table) -> dict[str, dict]:
     file_bytes = np.where(files, t["size"].chunk(0).to_numpy(), 0)
     sums = {
         name: np.add.reduceat(values.astype(np.int64), starts).tolist()
-        for name, values in (
-            ("n_folders", dirs),
-            ("n_files", files),
-            ("n_media", media),
-            ("bytes", file_bytes),
-        )
+        for name, values in zip(PARTITION_COUNTS, (dirs, files, media, file_bytes), strict=True)
     }
     return {
         pid: {"hash": h, **{name: sums[name][i] for name in sums}}
@@ -217,10 +199,8 @@ def summarize(table: pa.Table) -> dict[str, dict]:
     }
 
 
-# -- folders -------------------------------------------------------------------------------
 def folder_keys(table: pa.Table, column: str = "path") -> pa.Array:
-    """host NUL share NUL path of each row (or of its parent, column "parent"): a folder's
-    one key, in folder_summaries and its update (jobs.folder_update)."""
+    """host NUL share NUL path of each row (or of its parent, column "parent"): a folder's key."""
     if not table.num_rows:
         return pa.array([], pa.large_string())
     table = table.combine_chunks()
@@ -231,9 +211,8 @@ def folder_keys(table: pa.Table, column: str = "path") -> pa.Array:
 
 
 def folder_summaries(table: pa.Table, seed: FolderSeed | None = None) -> pa.Table:
-    """Every folder row's Merkle and content hash (as folder_hashes with_times True and False) and
-    its subtree's file count and bytes, level by level from the deepest. `seed`: folder key ->
-    (hash, content_hash, n_files, bytes) of folders whose children are not in `table`."""
+    """Every folder row's hash and content hash (folder_hashes with and without times), files and
+    bytes, level by level from the deepest; `seed`: those of folders whose children are absent."""
     if not pc.any(table["is_dir"]).as_py():
         return FOLDERS.empty_table()
     table = table.combine_chunks()
@@ -302,25 +281,14 @@ def folder_summaries(table: pa.Table, seed: FolderSeed | None = None) -> pa.Tabl
             target = int(target)
             f_hash[target], f_chash[target] = hashes[i], chashes[i]
             f_files[target], f_bytes[target] = files_sum[i], bytes_sum[i]
-    take = pa.array(folder_rows)
-    return pa.table(
-        {
-            "host": host.take(take),
-            "share": share.take(take),
-            "path": path.take(take),
-            "hash": pa.array(f_hash),
-            "content_hash": pa.array(f_chash),
-            "n_files": pa.array(f_files),
-            "bytes": pa.array(f_bytes),
-        }
-    ).cast(FOLDERS)
+    keys = [column.take(pa.array(folder_rows)) for column in (host, share, path)]
+    summary = [pa.array(column) for column in (f_hash, f_chash, f_files, f_bytes)]
+    return pa.table([*keys, *summary], names=FOLDERS.names).cast(FOLDERS)
 
 
-# -- duplicate folders ---------------------------------------------------------------------
 def duplicate_folders_sql(source: str, min_files: int = 3) -> str:
-    """Folders whose content hash is shared by folders on two hosts or more, each holding at
-    least `min_files` files: one row per content with every copy. `source` is a relation of
-    FOLDERS rows (a view name, or read_parquet(...))."""
+    """One row a content hash that folders of `min_files` files or more share on two hosts or more,
+    with every copy; `source` is a relation of FOLDERS rows."""
     return f"""
         SELECT content_hash, count(DISTINCT host) AS n_hosts, count(*) AS n_copies,
                any_value(n_files) AS n_files, any_value(bytes) AS bytes,

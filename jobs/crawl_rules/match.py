@@ -11,7 +11,6 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from crawl_io.mediatypes import extension
 from crawl_io.sources import ConfigError, Entry, HostURL, Source
@@ -26,7 +25,6 @@ from jobs.crawl_rules.parse import (
 )
 
 
-# -- compiled, per share -------------------------------------------------------------------
 @dataclass
 class _Compiled:
     exclude: bool
@@ -36,14 +34,10 @@ class _Compiled:
     files: bool  # applies to files
 
     def folder(self, path: str) -> bool:
-        if not self.dirs:
-            return False
-        return self.path is None or self.path(path) or self.path(path + "/")
+        return self.dirs and (self.path is None or self.path(path) or self.path(path + "/"))
 
     def file(self, path: str) -> bool:
-        if not self.files:
-            return False
-        if self.exts is not None and extension(path.rpartition("/")[2]) not in self.exts:
+        if not self.files or (self.exts and extension(path.rpartition("/")[2]) not in self.exts):
             return False
         return self.path is None or self.path(path)
 
@@ -113,9 +107,6 @@ class ShareRules:
         return self.excludes(path, is_dir) or self.excludes_subtree(path.rpartition("/")[0])
 
 
-NO_RULES = ShareRules([])
-
-
 @dataclass
 class Rules:
     """An ordered rule list; the first rule matching an entry decides."""
@@ -131,9 +122,6 @@ class Rules:
     def __bool__(self) -> bool:
         return bool(self.rules)
 
-    def __add__(self, other: Rules) -> Rules:
-        return Rules((*self.rules, *other.rules))
-
     def text(self) -> str:
         return "".join(rule.line() + "\n" for rule in self.rules)
 
@@ -143,11 +131,9 @@ class Rules:
         return hashlib.md5(self.text().encode()).hexdigest()
 
     def for_share(self, host: str, share: str) -> ShareRules:
-        key = (host, share)
-        found = self._shares.get(key)
-        if found is None:
-            found = self._shares[key] = _for_share(self._compiled, host, share)
-        return found
+        if (host, share) not in self._shares:
+            self._shares[host, share] = _for_share(self._compiled, host, share)
+        return self._shares[host, share]
 
     def excludes_share(self, host: str, share: str) -> bool:
         """Does the first rule with only host/share conditions that matches exclude it?"""
@@ -159,25 +145,20 @@ class Rules:
     def excludes_file(self, host: str, share: str, path: str) -> bool:
         return self.for_share(host, share).excludes_file(path)
 
-    def excluded_mask(self, table: pa.Table) -> pa.Array:
-        """For rows with host, share, path, is_dir: excluded by a rule, directly or through a
-        folder above them (the rows that must leave the crawldb)."""
-        if not self.rules or table.num_rows == 0:
-            return pa.array([False] * table.num_rows, pa.bool_())
-        is_dir = table["is_dir"] if "is_dir" in table.column_names else None
-        columns = [table[c].to_pylist() for c in ("host", "share", "path")]
-        dirs = is_dir.to_pylist() if is_dir is not None else [False] * table.num_rows
-        mask = [
-            self.for_share(h, s).whole_share_excluded or self.for_share(h, s).excludes_entry(p, d)
-            for h, s, p, d in zip(*columns, dirs, strict=True)
-        ]
-        return pa.array(mask, pa.bool_())
-
     def drop_excluded(self, table: pa.Table) -> pa.Table:
-        """`table` without its excluded rows (tables without is_dir hold files: media)."""
-        if not self.rules:
+        """`table` (host, share, path[, is_dir]: without it, files) without the rows a rule
+        excludes, directly or through a folder above them."""
+        if not self.rules or table.num_rows == 0:
             return table
-        return table.filter(pc.invert(self.excluded_mask(table)))
+        columns = [table[c].to_pylist() for c in ("host", "share", "path")]
+        has_dirs = "is_dir" in table.column_names
+        dirs = table["is_dir"].to_pylist() if has_dirs else [False] * table.num_rows
+        shares = [self.for_share(h, s) for h, s in zip(columns[0], columns[1], strict=True)]
+        keep = [
+            not (rules.whole_share_excluded or rules.excludes_entry(path, is_dir))
+            for rules, path, is_dir in zip(shares, columns[2], dirs, strict=True)
+        ]
+        return table.filter(pa.array(keep, pa.bool_()))
 
 
 @dataclass
@@ -194,21 +175,20 @@ class _Pending:
 def _compile(rule: Rule) -> _Pending:
     c = dict(rule.conditions)
     kinds = TYPES.get(c.get("type", ""), None)
-    path_value, ignore_case = (c["ipath"], True) if "ipath" in c else (c.get("path"), False)
+    path_value, icase = (c["ipath"], True) if "ipath" in c else (c.get("path"), False)
     exts = None
     if "ext" in c:
         exts = frozenset(e.strip().lstrip(".").lower() for e in c["ext"].split(","))
+    path = compile_pattern(path_value, ignore_case=icase, name_glob=True) if path_value else None
     compiled = _Compiled(
         exclude=rule.action == "exclude",
-        path=None
-        if path_value is None
-        else compile_pattern(path_value, ignore_case=ignore_case, name_glob=True),
+        path=path,
         exts=exts,
         dirs=kinds in (None, "dir") and exts is None,
         files=kinds in (None, "file"),
     )
     exact = None
-    if path_value is not None and not ignore_case and exts is None and kinds == "dir":
+    if path_value is not None and not icase and exts is None and kinds == "dir":
         kind, pattern = split_kind(path_value)
         if kind in ("exact", "pct"):
             exact = nfc(unquote(pattern) if kind == "pct" else pattern)

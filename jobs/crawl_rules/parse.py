@@ -1,14 +1,7 @@
-"""The crawl rules language (examples: docs/analysts.md, Crawl filters): one rule a line,
-`include` or `exclude` then `key=pattern` conditions that must all hold; `#` starts a comment.
-Keys: `host`, `share` (case-insensitive), `path`, `ipath` (case-insensitive), `ext` (comma
-list, files only), `type` (`dir` or `file`), `id`. Patterns: glob (default; `*`, `?` within a
-name, `**` across folders, `**/` zero or more folders; without `/` it matches the name at any
-depth, as in .gitignore), `re:` (searched), `prefix:`, `exact:`, `pct:` (%-decoded exact).
-Values are quoted as in a shell, without backslash escapes. Names and patterns compare in
-Unicode NFC (macOS shares list names decomposed). Paths are share-relative with `/`.
-A rule with only host and share conditions applies to whole shares. A folder matches when its
-path or its path plus `/` does; nothing under an excluded folder can be included again (as in
-.gitignore). The first matching rule decides; no match means included."""
+"""The crawl rules language (docs/analysts.md, Crawl filters). Beyond the docs: `host` and `share`
+ignore case; `**/` is zero or more folders; values are quoted as in a shell, without backslash
+escapes; a folder matches when its path or its path plus `/` does, and nothing under an excluded
+folder can be included again (as in .gitignore)."""
 
 from __future__ import annotations
 
@@ -30,7 +23,6 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 Matcher = Callable[[str], bool]
 
 
-# -- patterns ------------------------------------------------------------------------------
 def glob_to_regex(pattern: str) -> str:
     """A path glob as a regular expression for re.fullmatch (with re.DOTALL)."""
     out, i, n = [], 0, len(pattern)
@@ -62,13 +54,9 @@ def glob_to_regex(pattern: str) -> str:
 
 def _class_end(pattern: str, start: int) -> int:
     """Index of the `]` closing the class opened at `start`, or -1 (then `[` is literal)."""
-    j = start + 1
-    if j < len(pattern) and pattern[j] == "!":
-        j += 1
-    if j < len(pattern) and pattern[j] == "]":
-        j += 1  # a leading ] is a member
-    end = pattern.find("]", j)
-    return end
+    j = start + 1 + pattern.startswith("!", start + 1)
+    j += pattern.startswith("]", j)  # a leading ] is a member
+    return pattern.find("]", j)
 
 
 def split_kind(value: str) -> tuple[str, str]:
@@ -77,14 +65,14 @@ def split_kind(value: str) -> tuple[str, str]:
 
 
 def nfc(value: str) -> str:
-    """Composed form: macOS and some Samba set-ups list names decomposed (NFD), while rules
-    are typed composed; both sides are compared composed."""
+    """Composed form: macOS and some Samba set-ups list names decomposed (NFD), rules are typed
+    composed."""
     return value if value.isascii() else unicodedata.normalize("NFC", value)
 
 
 def compile_pattern(value: str, *, ignore_case: bool, name_glob: bool = False) -> Matcher:
-    """A predicate for one condition's pattern, comparing NFC forms. With `name_glob`, a
-    glob without `/` matches the last `/`-separated component (an entry's name)."""
+    """A predicate for one condition's pattern, comparing NFC forms. With `name_glob`, a glob
+    without `/` matches an entry's name."""
     kind, pattern = split_kind(value)
     if kind == "pct":
         kind, pattern = "exact", unquote(pattern)
@@ -109,7 +97,6 @@ def _compile_pattern(kind: str, pattern: str, ignore_case: bool, name_glob: bool
     return lambda v: regex.fullmatch(v) is not None
 
 
-# -- rules ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Rule:
     """One rule as written: its action and (key, pattern) conditions, in the file's order."""
@@ -124,9 +111,6 @@ class Rule:
 
     def line(self) -> str:
         return " ".join([self.action, *(f"{k}={_quote(v)}" for k, v in self.conditions)])
-
-    def __str__(self) -> str:
-        return self.line()
 
 
 def _quote(value: str) -> str:
@@ -196,9 +180,5 @@ def _check_value(key: str, value: str, error: Callable[[str], ConfigError]) -> N
 
 
 def parse_rules(text: str, source: str = "<rules>") -> list[Rule]:
-    rules = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        rule = parse_rule(line, f"{source}:{lineno}")
-        if rule is not None:
-            rules.append(rule)
-    return rules
+    found = (parse_rule(line, f"{source}:{n}") for n, line in enumerate(text.splitlines(), 1))
+    return [rule for rule in found if rule is not None]
