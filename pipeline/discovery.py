@@ -40,14 +40,7 @@ SWEEPS = pa.schema(  # segments/rN/discover.parquet: one row per range line
 
 
 def identity_fields(found: Identity) -> dict:
-    return {
-        "address": found.address,
-        "netbios_name": found.netbios_name,
-        "dns_name": found.dns_name,
-        "server_guid": found.server_guid,
-        "dialect": found.dialect,
-        "signing_required": found.signing_required,
-    }
+    return {c: getattr(found, c) for c in IDENTITY_COLUMNS if c != "discovered_by"}
 
 
 def _identity(guid: str | None, name: str | None, names: dict) -> tuple:

@@ -5,9 +5,9 @@ whose parts are there (a killed round) is not fetched again."""
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
+from collections import defaultdict
 from pathlib import Path
 
 import luigi
@@ -19,7 +19,6 @@ from crawl_io.schema import FETCHLOG
 from pipeline.fetch_host import HostJob, host_done
 from pipeline.fetch_workers import fetch_hosts
 from pipeline.generate import Generate
-from pipeline.inject import Inject
 from pipeline.settings import (
     SMB_CONNECTIONS,
     round_shards,
@@ -29,33 +28,7 @@ from pipeline.settings import (
 )
 from pipeline.shards import shard_hosts
 
-log = logging.getLogger("sharecrawl.fetch")
-
 KNOWN = ["partition_id", "share", "root", "lo", "hi", "hash"]
-
-
-def host_jobs(
-    crawl: CrawlDir, round_: int, fetchlist: list[dict], inject: list[dict], timeout_s: float
-) -> list[HostJob]:
-    partitions = crawl.read(round_ - 1, "partitions").select(["host", *KNOWN]).to_pylist()
-    shares = {h["host"]: h["shares"] for h in inject}
-    jobs: dict[str, HostJob] = {}
-    for row in fetchlist:
-        if row["host"] not in jobs:
-            known = [{k: p[k] for k in KNOWN} for p in partitions if p["host"] == row["host"]]
-            jobs[row["host"]] = HostJob(
-                crawl_dir=str(crawl.root),
-                round=round_,
-                version=round_ - 1,
-                host=row["host"],
-                url=row["url"],
-                shares=shares[row["host"]],
-                due=[],
-                known=known,
-                timeout_s=timeout_s,
-            )
-        jobs[row["host"]].due.append(row)
-    return list(jobs.values())
 
 
 def fetch_pending(crawl_dir: str, round_: int, hosts: set[str] | None, crawlers: int) -> None:
@@ -63,16 +36,25 @@ def fetch_pending(crawl_dir: str, round_: int, hosts: set[str] | None, crawlers:
     fetched, `crawlers` at once."""
     crawl = CrawlDir(crawl_dir)
     seg = crawl.segment_dir(round_)
-    fetchlist = pq.read_table(seg / "fetchlist.parquet").to_pylist()
-    inject = pq.read_table(seg / "inject.parquet").to_pylist()
+    shares = {h["host"]: h["shares"] for h in pq.read_table(seg / "inject.parquet").to_pylist()}
+    known: dict[str, list[dict]] = defaultdict(list)
+    for p in crawl.read(round_ - 1, "partitions").select(["host", *KNOWN]).to_pylist():
+        known[p.pop("host")].append(p)
+    jobs: dict[str, HostJob] = {}
     timeout_s = sharecrawl().host_timeout_s
-    jobs = [
+    for row in pq.read_table(seg / "fetchlist.parquet").to_pylist():
+        host = row["host"]
+        if host not in jobs:
+            args = (round_, round_ - 1, host, row["url"], shares[host], [], known[host])
+            jobs[host] = HostJob(str(crawl.root), *args, timeout_s)
+        jobs[host].due.append(row)
+    todo = [
         job
-        for job in host_jobs(crawl, round_, fetchlist, inject, timeout_s)
+        for job in jobs.values()
         if (hosts is None or job.host in hosts) and not host_done(crawl.root, round_, job.host)
     ]
-    if jobs:
-        fetch_hosts(jobs, crawlers)
+    if todo:
+        fetch_hosts(todo, crawlers)
 
 
 class FetchShard(luigi.Task):
@@ -90,18 +72,15 @@ class FetchShard(luigi.Task):
             return {}
         return {SMB_CONNECTIONS: shard_connections(sharecrawl())}
 
-    def requires(self) -> dict[str, luigi.Task]:
-        return {
-            "fetchlist": Generate(crawl_dir=self.crawl_dir, round=self.round),
-            "inject": Inject(crawl_dir=self.crawl_dir, round=self.round),
-        }
+    def requires(self) -> Generate:  # and Inject, which Generate requires
+        return Generate(crawl_dir=self.crawl_dir, round=self.round)
 
     def output(self) -> luigi.LocalTarget:
         seg = CrawlDir(self.crawl_dir).segment_dir(self.round)
         return luigi.LocalTarget(seg / "fetch" / f"shard-{self.shard:03d}-of-{self.shards:03d}")
 
     def run(self) -> None:
-        fetchlist = pq.read_table(self.input()["fetchlist"].path)
+        fetchlist = pq.read_table(self.input().path)
         assigned = shard_hosts(fetchlist, self.shards)
         hosts = {h for h, shard in assigned.items() if shard == self.shard}
         fetch_pending(self.crawl_dir, self.round, hosts, shard_connections(sharecrawl()))
@@ -115,16 +94,12 @@ class Fetch(luigi.Task):
     crawl_dir = luigi.Parameter()
     round = luigi.IntParameter()
 
-    def requires(self) -> dict[str, luigi.Task | list[FetchShard]]:
+    def requires(self) -> list[FetchShard]:
         shards = round_shards(sharecrawl())
-        return {
-            "fetchlist": Generate(crawl_dir=self.crawl_dir, round=self.round),
-            "inject": Inject(crawl_dir=self.crawl_dir, round=self.round),
-            "shards": [
-                FetchShard(crawl_dir=self.crawl_dir, round=self.round, shard=i, shards=shards)
-                for i in range(shards)
-            ],
-        }
+        return [
+            FetchShard(crawl_dir=self.crawl_dir, round=self.round, shard=i, shards=shards)
+            for i in range(shards)
+        ]
 
     def output(self) -> luigi.LocalTarget:
         seg = CrawlDir(self.crawl_dir).segment_dir(self.round)

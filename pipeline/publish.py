@@ -36,7 +36,7 @@ class VersionBuild:
         self.carried: Manifest = {}  # manifest entries of the parts linked from version N-1
 
     def begin(self) -> Path:
-        """The version's folder, empty (what a killed attempt left in it is dropped)."""
+        """The version's folder, emptied of what a killed attempt left."""
         if not self.prev:
             self.crawl.make()  # the first version: the crawldb records its format
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -45,45 +45,32 @@ class VersionBuild:
         return self.dir
 
     def link_group(self, host: str, group: int, tables: tuple[str, ...] = ROW_TABLES) -> bool:
-        """A group's parts left as they were are shared with the previous version, not
-        copied, and carry their manifest entries forward. Only their size is checked here
-        (a stat), so that publishing costs what changed; their bytes are checked when a
-        round reads them and by `sharecrawl check`. False: a part of the group is damaged
-        or missing, and nothing is linked."""
-        crawl, prev = self.crawl, self.prev
+        """Hard-link a group's parts from the previous version with their manifest entries;
+        only a stat checks them (their bytes are checked when read, and by `check`), so that
+        publishing costs what changed. False: a part is damaged or missing; none is linked."""
+        prev = self.prev
         if not prev:
             return True
-        stored = crawl.hosts(prev)
-        manifest = crawl.manifest(prev)
-        if stored.group_damaged(host, group):
-            log.warning(
-                "sharecrawl: %s: a part in v%06d is damaged or missing; its "
-                "partitions are crawled again as new",
-                host,
-                prev,
-            )
+        if self.crawl.hosts(prev).group_damaged(host, group):
+            why = "a part in v%06d is damaged or missing; its partitions are crawled again as new"
+            log.warning("sharecrawl: %s: " + why, host, prev)
             return False
-        links = []
+        manifest = self.crawl.manifest(prev)
         for name in tables:
             rel = rel_path(name, host, group)
-            src = crawl.version_dir(prev) / rel
+            src = self.crawl.version_dir(prev) / rel
             if rel in manifest and src.exists():
-                links.append((src, rel))
-        for src, rel in links:
-            os.link(src, self.dir / rel)
-            self.carried[rel] = manifest[rel]
+                os.link(src, self.dir / rel)
+                self.carried[rel] = manifest[rel]
         return True
 
-    def link_host(self, host: str) -> list[int]:
-        """Link every group of a host the round left as it was; the groups not linked
-        (damaged or missing parts)."""
-        if not self.prev:
-            return []
-        return [g for g in self.crawl.hosts(self.prev).groups(host) if not self.link_group(host, g)]
+    def link_host(self, host: str) -> None:
+        """Link every group of a host the round left as it was (that do link)."""
+        for g in self.crawl.hosts(self.prev).groups(host) if self.prev else []:
+            self.link_group(host, g)
 
     def link_part(self, table: str, host: str, group: int) -> None:
-        """Share one part the caller read and found equal to what it would write (a
-        prefix_stats part: pipeline.stats_parts) with the previous version."""
+        """Link one part the caller found equal to what it would write."""
         rel = rel_path(table, host, group)
         os.link(self.crawl.version_dir(self.prev) / rel, self.dir / rel)
         manifest = self.crawl.manifest(self.prev)
@@ -97,8 +84,7 @@ class VersionBuild:
         tables: dict[str, pa.Table],
         partitions: set[str] | frozenset[str],
     ) -> None:
-        """Write a group's parts (those of `tables`), naming its partitions in each
-        footer; on disk before the manifest names them."""
+        """Write a group's parts, naming its partitions in each footer."""
         for name, table in tables.items():
             write_parquet(
                 table,
@@ -109,11 +95,9 @@ class VersionBuild:
             )
 
     def write_table(self, name: str, table: pa.Table) -> None:
-        """Write one of the version's one-file tables (hosts, partitions)."""
         write_parquet(table, self.dir / f"{name}.parquet", durable=True, compact=True)
 
     def write_media_changes(self, record: ChangesRecord) -> None:
-        """Write the record of what changed in the media rows since version N-1."""
         write_parquet(
             record.table(),
             self.dir / MEDIA_CHANGES_FILE,
@@ -124,7 +108,7 @@ class VersionBuild:
 
     def publish(self, prefix_stats: pa.Table) -> None:
         """Write the automatic rules and the manifest, rename the folder into place and move
-        CURRENT to it. Every table of the version must be in its folder."""
+        CURRENT to it."""
         settings = sharecrawl()
         if settings.auto_rules:  # big folders without media are not worth crawling
             RulesStore(self.crawl.root, settings.rules_file or None).regenerate_auto(

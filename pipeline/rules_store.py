@@ -25,38 +25,24 @@ class CurrentRules(NamedTuple):
     error: str | None  # why the operator's file was not taken, None when it was
 
 
-def read_ids(path: Path) -> set[str]:
-    """Rule ids listed one a line (the first word; `#` starts a comment)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return set()
-    ids = set()
-    for line in text.splitlines():
-        word = line.split("#", 1)[0].strip().split(maxsplit=1)
-        if word:
-            ids.add(word[0])
-    return ids
-
-
 class RulesStore:
-    """The rules in force for a crawl directory: the operator's file, then the automatic
-    rules, minus every rule whose id is in the disabled file."""
-
     def __init__(
-        self,
-        crawl_dir: str | os.PathLike,
-        operator_rules_path: str | os.PathLike | None,
-        disabled_path: str | os.PathLike | None = None,
+        self, crawl_dir: str | os.PathLike, operator_rules_path: str | os.PathLike | None
     ) -> None:
         root = Path(crawl_dir)
         self.operator_path = Path(operator_rules_path) if operator_rules_path else None
         self.good_path = root / "rules.good"
         self.auto_path = root / "rules.auto"
-        self.disabled_path = Path(disabled_path) if disabled_path else root / "rules.disabled"
+        self.disabled_path = root / "rules.disabled"
 
     def disabled(self) -> set[str]:
-        return read_ids(self.disabled_path)
+        """The ids listed one a line in rules.disabled (the first word; `#` starts a comment)."""
+        try:
+            lines = self.disabled_path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return set()
+        words = (line.split("#", 1)[0].split() for line in lines)
+        return {w[0] for w in words if w}
 
     def operator_rules(self) -> CurrentRules:
         if self.operator_path is None:

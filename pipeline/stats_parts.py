@@ -9,7 +9,9 @@ look (most hosts, most rounds). A damaged part costs its host's statistics, comp
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache, partial
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -71,11 +73,9 @@ def write_stats(
     regrouped: set[str],
     carried: set[str] | frozenset[str] = frozenset(),
 ) -> dict[str, int]:
-    """Write (or link) every host's prefix_stats parts of the version being built, whose
-    files, media and folders parts are all in place. `regrouped`: the hosts whose groups
-    the round may have planned again (the others' groups are the previous version's);
-    `carried`: the hosts whose rows are the previous version's carried over (counts of
-    the round's changes zeroed: jobs.prefix_stats.carried_over). Returns how many parts
+    """Write (or link) every host's prefix_stats parts, once its other parts are in place.
+    `regrouped`: hosts whose groups the round may have planned again; `carried`: hosts whose
+    rows are the previous version's (jobs.prefix_stats.carried_over). Returns how many parts
     were written and linked."""
     new = VersionParts(build.dir)
     done = {"written": 0, "linked": 0}
@@ -96,15 +96,15 @@ def write_stats(
                 build.link_part(STATS, host, group)
             done["linked"] += len(stored[host])
             continue
-        footers = HostFooters(build, new, host)
+        footers = cache(partial(_footer, new, host))
         groups = None if host in regrouped else _old_groups(stored.get(host, []), rows)
         if groups is None:
-            groups = _folder_groups(build, new, host, rows, footers)
+            groups = _folder_groups(new, host, rows, footers)
         column = pa.array(groups, pa.int64())
         for group in sorted(set(groups)):
             mine = rows.filter(pc.equal(column, group))
             before = old.parts.get((host, group))
-            footer = footers.get(group)
+            footer = footers(group)
             if before is not None and _same(mine, before):
                 prev = build.crawl.version_dir(build.prev) / STATS / part_file(host, group)
                 if host not in regrouped or footer_partitions(prev) == footer:
@@ -120,40 +120,19 @@ def _quiet_hosts(table: pa.Table) -> dict[str, int]:
     """The hosts none of whose rows counted a change of their round: how many rows each
     has (carried over, the same rows come back)."""
     changes = pc.add(pc.add(table["n_new"], table["n_changed"]), table["n_deleted"])
-    by_host = (
-        pa.table({"host": table["host"], "changes": changes})
-        .group_by("host")
-        .aggregate([("changes", "max"), ("changes", "count")])
-    )
-    return {
-        host: n
-        for host, most, n in zip(
-            by_host["host"].to_pylist(),
-            by_host["changes_max"].to_pylist(),
-            by_host["changes_count"].to_pylist(),
-            strict=True,
-        )
-        if most == 0
-    }
+    by_host = pa.table({"host": table["host"], "changes": changes}).group_by("host")
+    counts = by_host.aggregate([("changes", "max"), ("changes", "count")])
+    quiet = counts.filter(pc.equal(counts["changes_max"], 0))
+    return dict(zip(quiet["host"].to_pylist(), quiet["changes_count"].to_pylist(), strict=True))
 
 
-class HostFooters:
-    """The partitions each group of a host names in the new version (its parts' footers,
-    read when asked)."""
-
-    def __init__(self, build: VersionBuild, parts: VersionParts, host: str) -> None:
-        self.build, self.parts, self.host = build, parts, host
-        self._found: dict[int, frozenset[str] | None] = {}
-
-    def get(self, group: int) -> frozenset[str] | None:
-        if group not in self._found:
-            found = None
-            for table in ROW_TABLES:
-                path = self.parts.path(table, self.host, group)
-                if path.exists() and (found := footer_partitions(path)) is not None:
-                    break
-            self._found[group] = found
-        return self._found[group]
+def _footer(parts: VersionParts, host: str, group: int) -> frozenset[str] | None:
+    """The partitions a group of the host names in its parts' footers in the new version."""
+    for table in ROW_TABLES:
+        path = parts.path(table, host, group)
+        if path.exists() and (found := footer_partitions(path)) is not None:
+            return found
+    return None
 
 
 def _old_groups(parts: list[tuple[int, pa.Table]], rows: pa.Table) -> list[int] | None:
@@ -171,7 +150,7 @@ def _old_groups(parts: list[tuple[int, pa.Table]], rows: pa.Table) -> list[int] 
 
 
 def _folder_groups(
-    build: VersionBuild, parts: VersionParts, host: str, rows: pa.Table, footers: HostFooters
+    parts: VersionParts, host: str, rows: pa.Table, footers: Callable[[int], frozenset[str] | None]
 ) -> list[int]:
     """Each row's group by the rule above, from the host's folders parts in the new
     version (only the folders at the rows' depths are kept)."""
@@ -191,7 +170,7 @@ def _folder_groups(
     def root_group(share: str) -> int:
         if share not in roots:
             pid = share_root(host, share).id
-            named = [g for g in groups if pid in (footers.get(g) or ())]
+            named = [g for g in groups if pid in (footers(g) or ())]
             held = sorted(g for (s, _), g in where.items() if s == share)
             roots[share] = (named or held or groups or [0])[0]
         return roots[share]

@@ -45,10 +45,6 @@ EWMA = 0.3  # weight of this round's measurement in a host's cost estimates
 logger = logging.getLogger("sharecrawl")  # `log` is the round's fetchlog in this module
 
 
-def _ts(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, UTC)
-
-
 def listing_parts(seg: Path) -> list[Path]:
     """The round's non-empty listing parts, the listing jobs' input."""
     return [p for p in sorted((seg / "listing").glob("*.parquet")) if pq.read_metadata(p).num_rows]
@@ -101,14 +97,10 @@ def updated_partitions(
         part["n_scans"] += 1
         part["last_scan"] = t
         if status in REPLACED:
-            summary = summaries.get(
-                pid, {"n_folders": 0, "n_files": 0, "n_media": 0, "bytes": 0, "hash": row["hash"]}
-            )
+            summary = summaries.get(pid, {**repartition.EMPTY, "hash": row["hash"]})
             if summary["hash"] != row["hash"]:
                 raise RuntimeError(f"partition {pid}: job hash differs from the fetcher's")
-            part.update(
-                {k: summary[k] for k in ("hash", "n_folders", "n_files", "n_media", "bytes")}
-            )
+            part.update({k: summary[k] for k in repartition.EMPTY})
             if status == "changed" or part["last_change"] is None:
                 part["last_change"] = t  # a partition listed again after damage is not new
             part["n_changes"] += status == "changed"
@@ -124,12 +116,10 @@ def updated_partitions(
 
 
 def host_outcome(checked: dict, mine: list[dict], prev: dict) -> tuple[str, str | None]:
-    """A host's `hosts.status` and `last_error` after the round, from its liveness check
-    (`checked`, an Inject row), its fetchlog rows and its previous hosts row.
-
-    A host fails when it is lost mid-round, cannot be opened (a host row without a
-    partition), or every scan of a share failed (a share refused, a wrong password). A
-    folder refused below a share's root is no failure of the host: its rows are kept."""
+    """A host's `hosts.status` and `last_error` from its Inject row, fetchlog rows and
+    previous hosts row. It fails when lost mid-round, not opened (a host row without a
+    partition), or when every scan failed; a folder refused below a share's root is no
+    failure (its rows are kept)."""
     if not checked["online"]:
         return checked.get("status") or "offline", checked["error"]
     scans = [r for r in mine if not (r["status"] == "error" and r.get("n_denied"))]

@@ -23,17 +23,11 @@ class PartitionState:
     last_scan: float | None  # epoch seconds, None = never scanned
     history: list[tuple[float, bool]]  # (scan time epoch s, found a change), oldest first
     rate_per_h: float | None  # stored estimate, may be None
-    # A change notification (a hint) for a path in it arrived since its last scan: due
-    # first, whatever the policy.
-    hinted: bool = False
-    # Its share has been watched without a break since its last scan, so the absence of a
-    # hint means it did not change (policies that trust the silence skip it).
-    watched: bool = False
+    hinted: bool = False  # a change notification came since its last scan: first
+    watched: bool = False  # its share watched unbroken since its last scan: silence = unchanged
     untagged: int = 0  # media files known but not yet tagged: due first
     online: bool = True  # host reachable at the last liveness check
-    # Must be scanned this round whatever the policy says: a watched partition whose safety
-    # interval has passed (a server may have dropped a notification).
-    due: bool = False
+    due: bool = False  # watched, past its safety interval (a notification may have been lost)
 
 
 @dataclass
@@ -46,9 +40,7 @@ class Policy(Protocol):
     name: str
 
     def choose(self, parts: Sequence[PartitionState], now: float, budget: Budget) -> list[str]:
-        """partition_ids to scan this round, in order, within crawlers*round_seconds and
-        round_seconds per host (one costlier partition may go alone); offline hosts never,
-        untagged and hinted first."""
+        """partition_ids to scan this round, in order, within the budget."""
         ...
 
 
@@ -67,8 +59,8 @@ def _column(parts: list[PartitionState], name: str) -> np.ndarray:
 
 @dataclass
 class PartitionTable(Sequence[PartitionState]):
-    """Partitions as columns beside their rows (None as nan), for a caller that keeps arrays anyway;
-    rows serve only for ids and histories. The caller keeps the two in step."""
+    """Partitions as columns beside their rows (None as nan), for a caller that keeps arrays
+    anyway (the simulator); rows serve only for ids and histories."""
 
     rows: list[PartitionState]
     host: np.ndarray  # an integer per host: equal hosts, equal values
