@@ -1,16 +1,9 @@
-"""What a host says, checked: listing entries made storable, and the shares named there.
+"""What a host says, checked: listing entries made storable (docs/DESIGN.md, Sources: a
+host's listing is anyone's to shape, and no entry may fail its round), and the shares named.
 
-A host's listing is anyone's to shape (a guest with write access can date a file year 10000),
-so no entry may fail its host's round. `clamped` keeps each entry, with a time outside what
-the tables and Python's datetime hold (years 1 to 9999) clamped to that range, a size below
-zero or above MAX_SIZE clamped into [0, MAX_SIZE], a time or size that is no integer (NaN)
-set to 0, and a name that UTF-8 (so Arrow and Parquet) cannot hold, or that holds '/' or NUL,
-marked with backslash escapes. It is a pure function of the entry, so an entry clamped the
-same way each round hashes the same (and Update's jobs, hashing the stored rows, agree).
-
-`CheckedSource` wraps a source: its listings come out clamped, and the paths of marked names
-are mapped back to the names the host gave, so those files are still listed and read. A share
-the hosts file names that is not on the host raises ShareNotFound, naming the shares it has.
+`clamped` is a pure function of the entry, so an entry clamped the same way each round hashes
+the same. `CheckedSource` wraps a source: listings come out clamped, marked names are mapped back
+to the host's for later calls, and a named share the host lacks raises ShareNotFound.
 """
 
 from __future__ import annotations
@@ -30,10 +23,8 @@ from crawl_io.sources import (
 )
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-MIN_MTIME_US = (datetime(1, 1, 1, tzinfo=UTC) - EPOCH) // timedelta(microseconds=1)
-MAX_MTIME_US = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC) - EPOCH) // timedelta(
-    microseconds=1
-)
+MIN_MTIME_US = (datetime.min.replace(tzinfo=UTC) - EPOCH) // timedelta(microseconds=1)
+MAX_MTIME_US = (datetime.max.replace(tzinfo=UTC) - EPOCH) // timedelta(microseconds=1)
 MAX_SIZE = 2**50  # 1 PiB: beyond any LAN disk; keeps sums of sizes far inside int64
 _ODD_NAMES = frozenset(("", ".", ".."))  # no path segment of their own
 _UNSAFE = re.compile("[/\x00\ud800-\udfff]")  # '/', NUL and lone surrogates (not UTF-8)
@@ -95,8 +86,8 @@ def clamped(entry: Entry) -> Entry:
 
 
 def storable(entries: list[Entry]) -> bool:
-    """Is `clamped` the identity on every entry? Column-wise, a folder at a time: it runs for
-    every entry of the LAN each round. (Types are the source's part: its is_dir is a bool.)"""
+    """Is `clamped` the identity on every entry (is_dir typed by the source)? Column-wise, as
+    it runs for every entry of the LAN each round."""
     if not entries:
         return True
     names, _, sizes, mtimes = zip(*entries, strict=True)
@@ -121,8 +112,8 @@ def storable(entries: list[Entry]) -> bool:
 
 
 class CheckedSource:
-    """A source whose listings are clamped; `changed` holds the (share, path) of each entry
-    it clamped or marked, for the fetchlog's count. `named`: the shares the hosts file names."""
+    """A source whose listings are clamped; `changed`: (share, path) of each entry clamped or
+    marked (fetchlog.n_clamped). `named`: the shares the hosts file names."""
 
     def __init__(self, source: Source, named: Collection[str] = ()) -> None:
         self._source = source

@@ -1,11 +1,7 @@
-"""Finding hosts: sweep address ranges for an open SMB port, and ask each host that answers
-who it is before any login.
-
-The sweep is one thread of non-blocking TCP connects (epoll): at most `concurrency` in
-flight, started at most `rate` a second, each given `timeout_s`. The probe is an SMB2
-NEGOTIATE (ServerGuid, dialect, signing) and a SESSION_SETUP carrying an anonymous NTLM
-NEGOTIATE, whose CHALLENGE names the machine in its target information (MS-NLMP 2.2.1.2,
-2.2.2.1), as nmap's smb-os-discovery reads it. Neither logs in nor touches a share.
+"""Finding hosts: sweep address ranges for an open SMB port (non-blocking connects on one
+thread: `concurrency` in flight, `rate` started a second), and ask each host that answers who it
+is with an SMB2 NEGOTIATE and an anonymous NTLM NEGOTIATE, whose CHALLENGE names the machine
+(MS-NLMP 2.2.2.1, as nmap's smb-os-discovery reads it). Neither logs in nor touches a share.
 """
 
 from __future__ import annotations
@@ -20,6 +16,7 @@ import uuid
 from collections import deque
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass
 
 from smbprotocol.connection import Connection
@@ -163,10 +160,8 @@ def probe(address: str, port: int, timeout_s: float) -> Identity:
     except Exception as e:  # a host that answers TCP but not SMB: say why, go on
         return Identity(address, error=f"no SMB answer: {type(e).__name__}: {e}"[:300])
     finally:
-        try:
+        with suppress(Exception):  # already gone: nothing to close
             conn.disconnect(timeout=timeout_s)
-        except Exception:  # already gone: nothing to close
-            pass
 
 
 def probe_all(addresses: Iterable[str], port: int, timeout_s: float) -> list[Identity]:

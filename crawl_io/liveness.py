@@ -35,8 +35,8 @@ class Liveness:
 def resolve_names(
     names: Sequence[tuple[str, int]], deadline_s: float, resolver: Resolver = socket.getaddrinfo
 ) -> dict[tuple[str, int], list[tuple[Any, ...]] | Liveness]:
-    """(name, port) -> getaddrinfo's addresses, or a Liveness saying why there are none; lookups
-    run concurrently on daemon threads, unanswered by `deadline_s` -> unknown_name."""
+    """(name, port) -> getaddrinfo's addresses, or a Liveness saying why there are none
+    (unknown_name when unanswered by `deadline_s`: the daemon threads are left to it)."""
     pending: queue.SimpleQueue[tuple[str, int]] = queue.SimpleQueue()
     todo = list(dict.fromkeys(names))
     for item in todo:
@@ -107,19 +107,16 @@ def _connect(addresses: list[tuple[Any, ...]], timeout_s: float) -> Liveness:
 def check_hosts(
     hosts: Sequence[HostURL], timeout_s: float = 2.0, resolver: Resolver = socket.getaddrinfo
 ) -> list[Liveness]:
-    """One Liveness per host: names resolved under one deadline of `timeout_s`, then each
-    resolved host's port tried with a timeout of `timeout_s`."""
+    """One Liveness per host: names resolved under one deadline, then ports tried, each within
+    `timeout_s`."""
     smb = [(h.hostname, h.port or 445) for h in hosts if h.scheme != "file"]
     to_resolve = [item for item in smb if not is_ip_address(item[0])]
     resolved = resolve_names(to_resolve, timeout_s, resolver) if to_resolve else {}
 
     def check(host: HostURL) -> Liveness:
         if host.scheme == "file":
-            return (
-                Liveness(HOST_OK)
-                if os.path.isdir(host.hostname)
-                else Liveness("offline", "folder is not there")
-            )
+            there = os.path.isdir(host.hostname)
+            return Liveness(HOST_OK) if there else Liveness("offline", "folder is not there")
         item = (host.hostname, host.port or 445)
         if item in resolved:
             addresses = resolved[item]
@@ -130,8 +127,7 @@ def check_hosts(
             addresses = [(family, socket.SOCK_STREAM, 0, "", (host.hostname, item[1]))]
         return _connect(addresses, timeout_s)
 
-    # Connects wait on the network, not the CPU: at night half of a thousand hosts are off
-    # and each costs a whole timeout, so many run at once.
+    # at night half of a thousand hosts are off, each costing a whole timeout: many at once
     with ThreadPoolExecutor(max_workers=max(1, min(CONNECT_THREADS, len(hosts)))) as pool:
         return list(pool.map(check, hosts))
 

@@ -1,16 +1,12 @@
 """Processes a crawl starts, and the one way a command stops on SIGINT or SIGTERM.
 
-`main` installs `stop_on_signals()` first thing. The handler never raises (an exception
-landing in an import or a library's cleanup is a traceback, or is dropped); it runs in the
-main thread wherever that waits, and does the whole stop there:
-  1. SIGKILL every process below this one (fetch workers, the fork server, the local runner's
-     tasks, Spark's) and wait until none runs, so that none writes after the crawl;
-  2. run the cleanup the running crawl registered (`stopping`): temporary files go, and it
-     returns the line that says where the round stands;
-  3. print that line and leave at once with 128 + the signal's number (130, 143).
-Leaving at once is safe because every file is written whole or not at all (crawl_io.crawldb.atomic)
-and the kernel drops the lock. A worker whose crawl died without a stop (SIGKILL) sees its
-pipe to the crawl hang up, and exits: `exit_with_parent`.
+`main` installs `stop_on_signals()` first. The handler never raises (an exception landing in an
+import or a library's cleanup is a traceback, or dropped); in the main thread it SIGKILLs every
+process below this one and waits until none runs (none writes after the crawl), runs the
+cleanup the crawl registered (`stopping`), prints the line it returns and leaves at once with
+128 + the signal's number: safe, as every file is written whole or not at all
+(crawl_io.crawldb.atomic) and the kernel drops the lock. A worker whose crawl was SIGKILLed
+exits when its pipe hangs up (`exit_with_parent`).
 """
 
 from __future__ import annotations
@@ -38,8 +34,7 @@ def stop_on_signals() -> None:
 
 @contextmanager
 def stopping(cleanup: Callable[[], str]) -> Iterator[None]:
-    """Within, a stop runs `cleanup` (after the processes below this one are gone) and prints
-    the line it returns."""
+    """Within, a stop runs `cleanup` (once the processes below are gone) and prints its line."""
     global _cleanup
     _cleanup = cleanup
     try:
@@ -73,9 +68,8 @@ def _stop(signum: int, _frame: object) -> None:
 
 
 def exit_with_parent(pipe: int) -> None:
-    """In a worker: exit once the crawl process is gone, seen as the hang-up of `pipe`, the
-    worker's end of its pipe to the crawl, whose other end only the crawl holds (the kernel
-    closes it when the crawl dies, even by SIGKILL). Not the fork server's exit: every
+    """In a worker: exit when `pipe`, its end of a pipe whose other end only the crawl holds,
+    hangs up (the kernel closes it even on SIGKILL). Not on the fork server's exit: every
     worker holds the pipe that would tell the server, so it waits for them."""
     fd = os.dup(pipe)  # the watch's own: the worker may close its end
 

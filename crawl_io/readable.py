@@ -11,12 +11,11 @@ import unicodedata
 from collections.abc import Callable
 from urllib.parse import quote
 
-# Invisible characters that are legitimate inside words: the zero-width joiner and
-# non-joiner (Persian, Indic scripts, emoji sequences). Every other format character
-# (Unicode category Cf: bidi overrides and isolates, marks, zero-width space, BOM...) hides or
-# reorders what is shown.
+# The zero-width (non-)joiner belong inside words (Persian, Indic scripts, emoji); every other
+# format character (category Cf: bidi overrides, zero-width space, BOM...) hides or reorders.
 _JOINERS = {"\u200c", "\u200d"}
 _ESCAPE_RUN = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
+_EDGE_SPACES = re.compile(r"\A +| +\Z")
 
 
 def unsafe(char: str) -> bool:
@@ -29,14 +28,7 @@ def unsafe(char: str) -> bool:
 
 def _escape_ends(name: str, escape: Callable[[str], str]) -> str:
     """Spaces at either end of a name are invisible: escape them."""
-    stripped = name.strip(" ")
-    if stripped == name:
-        return name
-    lead = len(name) - len(name.lstrip(" "))
-    trail = len(name) - len(name.rstrip(" "))
-    if not stripped:
-        return escape(" ") * len(name)
-    return escape(" ") * lead + stripped + escape(" ") * trail
+    return _EDGE_SPACES.sub(lambda m: escape(" ") * len(m[0]), name)
 
 
 def _backslash(char: str) -> str:

@@ -152,8 +152,6 @@ FOLDERS = pa.schema(
     ]
 )
 
-FETCH_STATUSES = ("unchanged", "changed", "new", "gone", "unreachable", "timeout", "error")
-
 FETCHLOG = pa.schema(
     [
         ("round", pa.int32()),
@@ -175,13 +173,11 @@ FETCHLOG = pa.schema(
         ("n_denied", pa.int64()),  # folders whose listing was refused (their rows are kept)
         ("denied", pa.list_(pa.string())),  # those folders' share-relative paths
         ("reason", pa.string()),  # why it was scanned: one of SCAN_REASONS
-        # its share was watched without a break since its previous scan on a host whose
-        # notifications are trusted: every change since was notified (a complete signal)
+        # every change since its previous scan was notified (a watched share of a trusted host)
         ("watched", pa.bool_()),
-        # the process that fetched it, "<host name>:<pid>": a round's fetch shards may run on
-        # several machines (a central scheduler's workers)
+        # "<host name>:<pid>" of the process that fetched it (shards may run on several machines)
         ("worker", pa.string()),
-        # entries kept with a time, size or name clamped or marked (crawl_io.entries)
+        # entries kept with a time, size or name clamped or marked (crawl_io.checked)
         ("n_clamped", pa.int64()),
     ]
 )

@@ -1,17 +1,11 @@
-"""The crawl's worker processes: one fork server per crawl process, which has imported what
-every worker runs (the fetcher, the update jobs' tasks), so that a worker starts as a cheap
-fork of it rather than an interpreter importing pyarrow, numpy and mrjob anew.
+"""The crawl's worker processes, forked by one fork server per crawl process that has imported
+what every worker runs, so a worker is a cheap fork rather than a new interpreter.
 
-A fork server, not fork: the crawl process holds threads (Luigi, DuckDB, Arrow) that fork
-would copy without their owners, and a forked child that touches their locks waits for ever
-(a DuckDB query in a forked child does). The server forks before any of those start.
-
-Each worker has a pipe of its own (start_worker), not a pool's queues: a worker that dies (the
-kernel's out-of-memory killer, a signal, a crash in native code) is seen at once as the end
-of its pipe, and takes only its own work. A pool misses it: CPython 3.11's
-ProcessPoolExecutor, with a fork server, starts a worker after waking the thread that watches
-its workers, which may then wait without it for ever; a shared queue has a lock that a worker
-killed in the middle of a write holds for ever.
+Not plain fork: the crawl holds threads (Luigi, DuckDB, Arrow) whose locks a forked child may
+wait on for ever (a DuckDB query in one does). Not a pool: each worker has a pipe of its own,
+so one that dies (OOM killer, signal, native crash) is seen at once and takes only its work;
+CPython 3.11's ProcessPoolExecutor with a fork server can miss a dead worker for ever, and a
+shared queue's lock stays held by a worker killed mid-write.
 """
 
 from __future__ import annotations
@@ -45,13 +39,9 @@ PRELOADED = [
 
 
 def worker_context() -> multiprocessing.context.BaseContext:
-    """The workers' start method, its server started (once per process).
-
-    Starting it is asynchronous: called before a round's Inject, its imports overlap Inject
-    and Generate. The server exits when this process does (multiprocessing's own pipe to it
-    closes), and starts with SIGINT blocked, a mask its workers inherit: a Ctrl-C reaches
-    the whole process group and is this process's to handle (crawl_io.processes ends the
-    workers), not a traceback of theirs. multiprocessing starts its resource tracker so."""
+    """The workers' start method, its server started (asynchronously: its imports overlap
+    Inject and Generate). The server and its workers start with SIGINT blocked: a Ctrl-C
+    reaches the process group and is this process's to handle (crawl_io.processes)."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOADED)
     resource_tracker.ensure_running()  # first: it would unblock SIGINT after starting
@@ -76,12 +66,8 @@ def server_pid() -> int | None:
 
 @contextmanager
 def main_module_hidden() -> Iterator[None]:
-    """Start worker processes without re-running the main script in each of them.
-
-    multiprocessing runs the parent's main script (as __mp_main__) in every forkserver
-    child, and Python 3.11 ignores a '__main__' preload; a script that imports the whole
-    pipeline costs each worker half a second. The workers need nothing from it: everything
-    they run lives in the modules the server preloads."""
+    """Start workers without re-running the main script in each (as __mp_main__; Python 3.11
+    ignores a '__main__' preload): one that imports the pipeline costs a worker half a second."""
     main = sys.modules["__main__"]
     file, spec = getattr(main, "__file__", None), getattr(main, "__spec__", None)
     main.__spec__ = None
@@ -98,8 +84,7 @@ def main_module_hidden() -> Iterator[None]:
 def start_worker(
     context: BaseContext, target: Callable[..., None], *args: object
 ) -> tuple[BaseProcess, Connection]:
-    """A worker process of the fork server running `target(conn, *args)`, and this end of
-    `conn`, its pipe of its own: once the worker is gone, reading this end finds the end."""
+    """A worker running `target(conn, *args)`, and this end of `conn`, its own pipe."""
     ours, theirs = context.Pipe()
     process = context.Process(target=target, args=(theirs, *args))
     with main_module_hidden():
@@ -109,8 +94,7 @@ def start_worker(
 
 
 class WorkerDied(Exception):
-    """A worker ended without answering: killed (the kernel's out-of-memory killer, a
-    signal) or crashed in native code."""
+    """A worker ended without answering: killed (OOM killer, a signal) or crashed."""
 
     def __init__(self, exitcode: int | None) -> None:
         self.exitcode = exitcode
@@ -131,12 +115,9 @@ def run_calls(
     processes: int,
     on_event: Callable[[object], None] | None = None,
 ) -> list[object]:
-    """Run `calls` in workers of the fork server, `processes` at once, each worker with a
-    pipe of its own (module docstring), and return what they returned, in their order. A
-    call may send events while it runs (`report`): each comes to `on_event` here as it is
-    sent. The first call that raises ends the others and its exception is raised here; a
-    worker that dies ends them too, raising WorkerDied. An interrupt (KeyboardInterrupt)
-    ends them at once."""
+    """Run `calls` in `processes` workers and return their results in order; what a call
+    `report`s comes to `on_event` as it is sent. The first call that raises (or worker that
+    dies: WorkerDied), or an interrupt, ends the others and is raised here."""
     results: list[object] = [None] * len(calls)
     if not calls:
         return results
@@ -146,11 +127,10 @@ def run_calls(
     running: dict[Connection, int] = {}  # the index of the call each worker runs
 
     def give_next(conn: Connection) -> None:
+        call = None
         if waiting:
             running[conn], call = waiting.pop()
-            _send(conn, workers, call)
-        else:
-            _send(conn, workers, None)
+        _send(conn, workers, call)
 
     try:
         for _ in range(min(max(1, processes), len(calls))):
@@ -205,25 +185,21 @@ _reporting: Connection | None = None  # in a worker of run_calls: its pipe
 
 
 def report(event: object) -> None:
-    """Send `event` (picklable) from the call that runs in this worker to run_calls'
-    `on_event`, now. Outside a worker of run_calls it goes nowhere."""
+    """Send `event` (picklable) to run_calls' `on_event` now; outside a worker, nowhere."""
     if _reporting is not None:
         _reporting.send(("event", event))
 
 
 def serve_calls(conn: Connection) -> None:
-    """A worker of run_calls: run the calls that come down `conn`, one after the other,
-    until None comes, answering each with ("result", what it returned), or ("error", the
-    exception it raised, its traceback); ("event", ...) messages come before, as the call
-    reports them. It exits once the crawl process is gone."""
+    """A worker of run_calls: run the calls that come down `conn` until None, answering each
+    ("result", value) or ("error", exception, traceback) after its ("event", ...) messages."""
     global _reporting
     exit_with_parent(conn.fileno())
     _reporting = conn
     try:
         while (call := conn.recv()) is not None:
             try:
-                # pickled whole before a byte is sent: a result that does not pickle is an
-                # error of its call, not half a message
+                # pickled whole before a byte is sent: a result that does not pickle is its error
                 conn.send(("result", call()))
             except Exception as e:
                 conn.send(("error", _picklable(e), traceback.format_exc()))
@@ -233,8 +209,7 @@ def serve_calls(conn: Connection) -> None:
 
 
 def _picklable(error: Exception) -> Exception:
-    """`error`, or its repr in a plain Exception when it cannot cross a pipe (an exception
-    whose __init__ takes other arguments than it passes on pickles, then fails to load)."""
+    """`error`, or its repr in a plain Exception when it does not survive a pickle round trip."""
     try:
         pickle.loads(pickle.dumps(error))
     except Exception:
@@ -243,8 +218,7 @@ def _picklable(error: Exception) -> Exception:
 
 
 def stop_processes(processes: list[BaseProcess]) -> None:
-    """End worker processes now (SIGKILL); what they were doing is lost (a rerun fetches
-    those hosts or runs that job again)."""
+    """SIGKILL worker processes; what they were doing is lost (a rerun does it again)."""
     for process in processes:
         process.kill()
     for process in processes:
