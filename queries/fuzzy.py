@@ -20,14 +20,8 @@ MAX_TERM = MAX_WORD + 1
 
 
 def fuzzy_word(surface: str) -> bool:
-    """Whether a query word's surface form gets typo tolerance: letters only, five to
-    MAX_WORD of them."""
+    """Whether a query word's surface form gets typo tolerance."""
     return MIN_WORD <= len(surface) <= MAX_WORD and surface.isalpha()
-
-
-def keyed_term(term: str) -> bool:
-    """Whether an index term gets deletion keys (it may be one edit from a fuzzy word)."""
-    return MIN_TERM <= len(term) <= MAX_TERM and term.isalpha()
 
 
 def deletion_keys(word: str) -> set[str]:
@@ -41,12 +35,11 @@ def key_hash(key: str) -> int:
 
 
 def term_key_rows(terms: Iterable[tuple[str, int]]) -> tuple[np.ndarray, np.ndarray]:
-    """(key hashes, term ids) of the deletion keys of (term, term_id) pairs, one row per
-    distinct key of each keyed term."""
+    """(key hashes, term ids): one row per distinct deletion key of each keyed term."""
     hashes: list[int] = []
     ids: list[int] = []
     for term, term_id in terms:
-        if keyed_term(term):
+        if MIN_TERM <= len(term) <= MAX_TERM and term.isalpha():  # may be one edit from one
             keys = {key_hash(k) for k in deletion_keys(term)}
             hashes.extend(keys)
             ids.extend([term_id] * len(keys))

@@ -22,10 +22,10 @@ from queries.fuzzy import term_key_rows
 from queries.index_store import FORMAT
 from queries.index_works import (
     BEST_COPY_ORDER,
-    LOSSLESS_FORMATS,
     assign_work_ids,
     copies_select,
     create_strings,
+    is_lossless,
     key_media,
     load_hosts,
     media_rows,
@@ -40,24 +40,21 @@ def _write(
     fill: Callable[[duckdb.DuckDBPyConnection], None],
     start_from: Path | None = None,
 ) -> None:
-    """Write an index with `fill` under a temporary name (a copy of `start_from`, or a new
-    file), then rename it over `out_path`."""
+    """Fill a new file, or a copy of `start_from`, with `fill`; rename it over `out_path`."""
 
     def write(tmp_path: Path) -> None:
         wal = Path(f"{tmp_path}.wal")  # DuckDB's log of a failed write
         tmp_path.unlink(missing_ok=True)
         writeback = None
         try:
-            # A file system that clones files gives the update a copy at no cost, which
-            # then writes only the blocks it changes; elsewhere the whole index is copied.
+            # a clone costs nothing and the update writes only the blocks it changes
             if start_from is not None and not clone_file(start_from, tmp_path):
                 shutil.copyfile(start_from, tmp_path)
                 writeback = start_writeback(tmp_path)
             with duckdb.connect(str(tmp_path)) as con:
-                # An update is one transaction: DuckDB syncs its log to disk at each commit,
-                # and a sync waits for every dirty page of the file (a copy of the whole
-                # index). A full build is not: one transaction holds more in memory (1.9
-                # GiB against 1.5 GiB at 2 M media) for no time saved on a new file.
+                # An update is one transaction: each commit's sync waits for every dirty page
+                # of the copy. A build is not: that holds more memory (1.9 GiB against 1.5 at
+                # 2 M media) for no time saved on a new file.
                 one_transaction = start_from is not None
                 if one_transaction:
                     con.execute("BEGIN TRANSACTION")
@@ -75,13 +72,12 @@ def _write(
 
 def build_index(version_dir: Path, out_path: Path) -> None:
     """Build the index of `version_dir` from scratch into `out_path`, replacing it."""
-    version_dir = Path(version_dir)
-    _write(Path(out_path), lambda con: _build(con, version_dir))
+    _write(Path(out_path), lambda con: _build(con, Path(version_dir)))
 
 
 def update_index(index_path: Path, old_dir: Path, new_dir: Path) -> UpdateCounts:
-    """Bring the index at `index_path`, which holds version `old_dir`, up to `new_dir`,
-    replacing it. The caller checks that it holds `old_dir` in this FORMAT."""
+    """Bring the index at `index_path`, which holds version `old_dir` in this FORMAT (the
+    caller checks), up to `new_dir`."""
     index_path = Path(index_path)
     counts: list[UpdateCounts] = []
 
@@ -115,8 +111,7 @@ def _build(con: duckdb.DuckDBPyConnection, version_dir: Path) -> None:
 def _write_meta(
     con: duckdb.DuckDBPyConnection, version: str, *, full: bool, changed: bool = True
 ) -> None:
-    """Record the version the index now holds, its counts and format; `built_at` is when
-    what it holds last changed (an update that changed nothing only relabels it)."""
+    """Record the version, counts and format; `built_at` is when the content last changed."""
     values = {
         "version": version,
         "format": FORMAT,
@@ -156,13 +151,9 @@ def _apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) 
         columns = ", ".join(INDEXED_COLUMNS)
         con.execute(f"INSERT INTO came SELECT {columns} FROM recorded WHERE came")
         con.unregister("recorded")
-    # Works whose copies changed are grouped and posted anew (scope). Works that only have
-    # copies on a host that went on or off line keep their postings, which never depend on
-    # whether a copy is online (relabel): their counts of online copies and their best copy
-    # change, their terms do not; they are brought up to date from their copies on those
-    # hosts (_relabel_works), or grouped anew when their best copy went off line.
-    # The copies gone are found once, by row id, for their works and for their deletion:
-    # each is a pass over the paths of every copy.
+    # Works whose copies changed are grouped and posted anew (scope); those whose copies only
+    # switched hosts keep their postings (relabel). The copies gone are found once, by row id,
+    # for their works and their deletion: each is a pass over the paths of every copy.
     con.execute(
         """
         CREATE TEMP TABLE gone_copies AS
@@ -197,9 +188,7 @@ def _apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) 
         """
     )
     con.execute("DELETE FROM works WHERE work_id IN (SELECT work_id FROM scope_keys)")
-    # The copies of the works grouped anew are read where they are, each query taking the
-    # columns it needs: copying them out first (a third of `copies`, every column) cost
-    # more than reading them twice.
+    # read where they are, twice: copying them out first (a third of `copies`) cost more
     grouped = "(SELECT * FROM copies SEMI JOIN scope_keys USING (work_id))"
     con.execute(f"INSERT INTO works {works_select('scope_keys', grouped, materialize=True)}")
     work_postings(con, "(SELECT * FROM copies SEMI JOIN scope USING (work_id))")
@@ -219,9 +208,8 @@ def _apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) 
 
 def _compare_rows(con: duckdb.DuckDBPyConnection, before: str, after: str) -> None:
     """Temp tables `gone` (host, share, path): paths whose rows (INDEXED_COLUMNS) differ between
-    relations `before` and `after`, and `came`: their new rows. Rows are compared by a 64-bit
-    hash with multiplicity (a miss has probability 2^-64); the new side is read again for the
-    changed paths rather than held in a table."""
+    relations `before` and `after`, compared by a 64-bit hash with multiplicity; `came`: their
+    new rows, read again rather than held."""
     columns = ", ".join(INDEXED_COLUMNS)
     con.execute(
         f"""
@@ -301,9 +289,8 @@ def _relabel_works(con: duckdb.DuckDBPyConnection) -> None:
         )
         """
     )
-    lossless = ", ".join(f"'{f}'" for f in LOSSLESS_FORMATS)  # our constants
-    # `lossless` as prepare_rows computes it from the (lower case) format: the old best
-    # copy's is the same value, and so is its place in BEST_COPY_ORDER.
+    # `lossless` as prepare_rows computes it from the format: the old best copy's is the
+    # same value, and so is its place in BEST_COPY_ORDER.
     con.execute(
         "DELETE FROM moved WHERE work_id NOT IN (SELECT work_id FROM relabel) "
         "OR work_id IN (SELECT work_id FROM regroup)"
@@ -324,7 +311,7 @@ def _relabel_works(con: duckdb.DuckDBPyConnection) -> None:
             SELECT w.work_id, w.kind, w.series, w.season, w.episode, NULL, w.best_host,
                    w.best_share, w.best_path, w.best_format, w.best_bitrate_kbps, w.best_size,
                    w.best_online, w.best_resolution,
-                   lower(w.best_format) IN ({lossless}), false
+                   {is_lossless("w.best_format")}, false
             FROM works w SEMI JOIN moved m USING (work_id)
             WHERE w.best_host NOT IN (SELECT host FROM switched)
         ),

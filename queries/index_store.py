@@ -18,9 +18,8 @@ import duckdb
 
 from crawl_io.crawldb.version_manifest import first_line
 
-# The index's format: readers take no other, and an index of another format is rebuilt in
-# full, never updated. It changes whenever what the index holds or how text is read
-# (queries.text) does.
+# Readers take no other; an index of another format is rebuilt, never updated. It changes
+# whenever what the index holds or how text is read (queries.text) does.
 FORMAT = "3"
 Identity = tuple[int, int, int]  # inode, mtime in ns, size: a replaced file differs in all
 REQUIRED_TABLES = ("works", "copies", "hosts", "terms", "postings", "meta")
@@ -61,13 +60,11 @@ class IndexFile:
     default schema), its identity and meta, and what readers derive from it."""
 
     def __init__(self, path: Path) -> None:
-        """Attach the index file at `path` as it is now. Raises Swapped when it was replaced
-        before it could be attached, FileNotFoundError when it is gone, Unopenable when it
-        does not open as an index."""
+        """Attach the index file at `path` as it is now: Swapped, FileNotFoundError or
+        Unopenable when it cannot."""
         self.path = path
-        # no temp_directory: DuckDB would spill big sorts to the working folder, and readers
-        # write nothing anywhere. Made before the file is looked at: a new DuckDB takes
-        # longer than a round may take to swap the file again.
+        # Readers write nothing (no spills to the working folder). Made before the file is
+        # looked at: a new DuckDB takes longer than a round may take to swap the file again.
         self.con = duckdb.connect(":memory:", config={"temp_directory": ""})
         self._users = 0
         self._retired = False
@@ -98,7 +95,6 @@ class IndexFile:
         self.version: str = self.meta.get("version") or "?"
 
     def _attach(self) -> None:
-        # the identity and DuckDB's open are moments apart: a swap in between is seen here
         quoted = str(self.path).replace("'", "''")  # our own path, never request text
         try:
             self.con.execute(f"ATTACH '{quoted}' AS idx (READ_ONLY)")
@@ -170,9 +166,8 @@ def _no_index(index_path: Path) -> FileNotFoundError:
 
 
 def open_index(index_path: Path) -> tuple[IndexFile, bool]:
-    """The index file at `index_path` as it is now, with one user counted for the caller
-    (call `leave()` when done), and whether it was opened by this call. Raises
-    FileNotFoundError when there is none and IndexUnreadable when it is damaged."""
+    """The index file at `index_path` as it is now, with the caller counted as a user (call
+    `leave()`), and whether this call opened it. FileNotFoundError, IndexUnreadable."""
     key = os.path.abspath(index_path)
     with _slots_lock:
         slot = _slots.setdefault(key, _Slot())

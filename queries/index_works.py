@@ -29,28 +29,19 @@ from queries.sandbox import quote
 from queries.video_guess import Guess, start_guessing
 
 LOSSLESS_FORMATS = ("flac", "ape", "wav", "wv", "alac", "aiff", "aif", "dsf", "dff", "tta")
+TAGS = ("artist", "title", "album", "albumartist", "genre")
 # The columns of a prepared media row (and of the index's `copies`, with work_id, online).
 ROW_COLUMNS = (
     "host, share, path, size, mtime, kind, format, artist, title, album, albumartist, genre, "
     "year, bitrate_kbps, series, season, episode, folder, stem, filename, lossless, resolution"
 )
 # The strings a prepared row gives: its tags, name stem, folder and folder's own name.
-STRING_COLUMNS = (
-    "artist",
-    "title",
-    "album",
-    "albumartist",
-    "genre",
-    "series",
-    "stem",
-    "folder",
-    "parse_filename(folder, false, '/')",
-)
+STRING_COLUMNS = (*TAGS, "series", "stem", "folder", "parse_filename(folder, false, '/')")
 
 
 def media_rows(con: duckdb.DuckDBPyConnection, parts: Sequence[Path]) -> str:
-    """A relation, as SQL text for a FROM clause, of the media parts' INDEXED_COLUMNS (an empty one,
-    registered on `con`, for no parts); a read_parquet in the query binds faster than a relation."""
+    """SQL for a FROM clause: the media parts' INDEXED_COLUMNS (for no parts, an empty relation
+    registered on `con`); a read_parquet in the query binds faster than a relation."""
     columns = ", ".join(INDEXED_COLUMNS)
     if not parts:
         con.register("no_media", schema.MEDIA.empty_table().select(list(INDEXED_COLUMNS)))
@@ -74,30 +65,29 @@ def load_hosts(con: duckdb.DuckDBPyConnection, version_dir: Path) -> None:
     con.unregister("hosts_src")
 
 
+def is_lossless(format_sql: str) -> str:
+    """SQL: whether the format `format_sql` is lossless."""
+    return f"lower({format_sql}) IN ({', '.join(map(quote, LOSSLESS_FORMATS))})"
+
+
 def prepare_rows(con: duckdb.DuckDBPyConnection, source: str, target: str) -> None:
     """Temp table `target` (ROW_COLUMNS): the media rows of relation `source`, cleaned, the path
     split into folder, file name and stem (string functions: cheaper than regular expressions)."""
-    lossless = ", ".join(f"'{f}'" for f in LOSSLESS_FORMATS)  # our constants
+    tags = ", ".join(f"nullif(trim(s.{tag}), '') AS {tag}" for tag in TAGS)
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE {target} AS
         SELECT
             s.host, s.share, s.path, s.size, s.mtime,
             lower(coalesce(s.kind, 'audio')) AS kind,
-            lower(s.format) AS format,
-            nullif(trim(s.artist), '') AS artist,
-            nullif(trim(s.title), '') AS title,
-            nullif(trim(s.album), '') AS album,
-            nullif(trim(s.albumartist), '') AS albumartist,
-            nullif(trim(s.genre), '') AS genre,
-            s.year, s.bitrate_kbps,
+            lower(s.format) AS format, {tags}, s.year, s.bitrate_kbps,
             nullif(trim(s.series), '') AS series, s.season, s.episode,
             CASE WHEN length(s.path) > length(s.filename)
                  THEN left(s.path, length(s.path) - length(s.filename) - 1) ELSE '' END
                 AS folder,
             regexp_replace(s.filename, '\\.[^./]{{1,5}}$', '') AS stem,
             s.filename,
-            lower(s.format) IN ({lossless}) AS lossless,
+            {is_lossless("s.format")} AS lossless,
             CASE WHEN regexp_matches(s.path, '\\d\\d\\d[pPiI]') THEN
                 try_cast(regexp_extract(lower(s.path),
                                         '(?:^|[^0-9])(\\d{{3,4}})[pi](?:[^a-z]|$)', 1)
@@ -112,15 +102,11 @@ def key_media(con: duckdb.DuckDBPyConnection, source: str, *, few: bool = False)
     """Temp table `mk`: the prepared rows of `source`, videos with neither series nor title filled
     by guessit (in a child process meanwhile), with their work keys; their strings added."""
     prepare_rows(con, source, "m")
-    guesses = start_guessing(
-        [
-            name
-            for (name,) in con.execute(
-                "SELECT DISTINCT filename FROM m "
-                "WHERE kind = 'video' AND series IS NULL AND title IS NULL ORDER BY filename"
-            ).fetchall()
-        ]
+    blank = con.execute(
+        "SELECT DISTINCT filename FROM m "
+        "WHERE kind = 'video' AND series IS NULL AND title IS NULL ORDER BY filename"
     )
+    guesses = start_guessing([name for (name,) in blank.fetchall()])
     add_row_strings(con, "m")
     if _apply_guesses(con, "m", guesses()):
         add_row_strings(con, "m")  # the titles and series guessed
@@ -136,8 +122,7 @@ _GUESSES = pa.schema(
 
 
 def _apply_guesses(con: duckdb.DuckDBPyConnection, rows: str, guesses: list[Guess]) -> bool:
-    """Fill the blanks of `rows` from the guesses (their new strings: add_row_strings);
-    whether there were any (else there is no new string to look for)."""
+    """Fill the blanks of `rows` from the guesses; whether there were any."""
     if not guesses:
         return False
     columns = zip(*guesses, strict=True)
@@ -442,8 +427,7 @@ def works_select(keys: str, copies: str = "copies", *, materialize: bool = False
 
 
 def work_postings(con: duckdb.DuckDBPyConnection, copies: str = "copies") -> None:
-    """Temp table `new_postings` (work_id, term, fields, weight) of the works whose copies (every
-    copy of each) are in relation `copies`."""
+    """Temp table `new_postings` (work_id, term, fields, weight) of the works in `copies`."""
     values = " UNION ALL ".join(
         f"SELECT DISTINCT work_id, {FIELD_BITS[field]} AS field, {column} AS v FROM c"
         for field, column in FIELD_COLUMNS.items()

@@ -1,7 +1,5 @@
-"""Whether a Parquet part can serve as a part of a view's table (queries.views): its footer
-and top-level columns, its pages, and whether the version's manifest vouches for it; each
-answer a reason in one line, or None.
-"""
+"""Whether a Parquet part can serve as a part of a view's table (queries.views): footer and
+columns, pages, the manifest's word for it; each answer a reason in one line, or None."""
 
 from __future__ import annotations
 
@@ -24,8 +22,7 @@ def reason(error: BaseException) -> str:
 
 
 def damage(path: Path, schema: pa.Schema) -> str | None:
-    """Why the Parquet part at `path` cannot serve as a part of `schema`'s table, or None.
-    Reads only the footer."""
+    """Why the part at `path` cannot serve in `schema`'s table, or None, from its footer."""
     try:
         names = set(pq.read_schema(path).names)
     except FileNotFoundError:
@@ -53,8 +50,7 @@ def page_damage(path: Path) -> str | None:
 def damages(
     con: duckdb.DuckDBPyConnection, parts: list[Path], schema: pa.Schema
 ) -> list[str | None]:
-    """Why each of `parts` cannot serve as a part of `schema`'s table (None: it can): every footer
-    read at once by DuckDB, each part alone only should that fail."""
+    """damage of each of `parts`: every footer read at once by DuckDB, else one by one."""
     if not parts:
         return []
     try:
@@ -69,8 +65,7 @@ def damages(
 
 
 def _top_level_columns(elements: list[tuple[str, str, int]]) -> dict[str, set[str]]:
-    """The top-level column names of each file, from its Parquet schema elements in order
-    (depth first: the root, then each column and the elements nested in it)."""
+    """The top-level column names of each file, from its Parquet schema elements (depth first)."""
     columns: dict[str, set[str]] = {}
     pending: list[int] = []  # children still to come at each depth below the root
     for file, name, children in elements:
@@ -89,8 +84,8 @@ def _top_level_columns(elements: list[tuple[str, str, int]]) -> dict[str, set[st
 
 
 def vouched_by_manifest(version_dir: Path) -> Callable[[Path], bool]:
-    """Whether the manifest of `version_dir` lists a part at its current size (its footer
-    need not be read first); a garbled manifest vouches for nothing. Read when first asked."""
+    """Whether the manifest of `version_dir` (read when first asked; garbled: vouches for
+    nothing) lists a part at its current size, so its footer need not be read first."""
     root = f"{version_dir}{os.sep}"  # strings, not Paths: a big LAN's tables have thousands
     manifests: list[Manifest] = []
 

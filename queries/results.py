@@ -44,8 +44,7 @@ def json_text(columns: list[str], rows: list[tuple]) -> str:
 
 
 def write_result(path: Path, fmt: str, result: pa.Table | str) -> None:
-    """Write `result` (an Arrow table for csv and parquet, the JSON text for json) to
-    `path` atomically."""
+    """Write `result` (JSON text for json, else an Arrow table) to `path` atomically."""
 
     def write(tmp: Path) -> None:
         if fmt == "json":

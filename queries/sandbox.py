@@ -1,9 +1,7 @@
-"""The analysts' SQL sandbox: only reads over the crawl's views run, and nothing reads or writes a
-file outside the live version. Three layers: the statement (exactly one SELECT-type, or
-EXPLAIN without ANALYZE); its DuckDB parse tree (read nodes only, as a CTE may hide COPY or
-INSERT; allow-listed table functions; no table named like a file); the connection (external
-access off, files limited to the version and fetchlogs, no extensions or replacement scans,
-configuration locked)."""
+"""The analysts' SQL sandbox, three layers: the statement (one SELECT-type, or EXPLAIN without
+ANALYZE); its parse tree (read nodes only, as a CTE may hide COPY or INSERT; allow-listed
+table functions; no table named like a file); the connection (files limited to the version
+and fetchlogs, no extensions or replacement scans, configuration locked)."""
 
 from __future__ import annotations
 
@@ -32,9 +30,8 @@ ALLOWED_USE = "only SELECT/WITH, EXPLAIN, DESCRIBE, SHOW and SUMMARIZE over the 
 # Query nodes that only read: a COPY, INSERT, UPDATE or DELETE node inside a SELECT is refused.
 READ_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
 
-# Table functions that compute rows or describe the catalog; everything else (the file
-# readers, query(), the scans of Python memory, logging, profiling, checkpoints, and what a
-# newer DuckDB adds until someone looks at it) is refused.
+# Table functions that compute rows or describe the catalog; all else (file readers, query(),
+# scans of Python memory, what a newer DuckDB adds) is refused.
 TABLE_FUNCTIONS = frozenset(
     """
     range generate_series unnest repeat repeat_row json_each json_tree histogram histogram_values
@@ -46,8 +43,7 @@ TABLE_FUNCTIONS = frozenset(
     """.split()
 )
 
-# Scalar functions that take SQL text, write somewhere or read the environment (getenv is
-# the DuckDB shell's; refused should a build ever bring it).
+# Scalar functions that take SQL text, write somewhere or read the environment (the shell's).
 SCALAR_FUNCTIONS_REFUSED = frozenset({"json_serialize_plan", "write_log", "getenv"})
 
 _ANALYZE = ("ANALYZE", "ANALYSE")
@@ -57,9 +53,8 @@ Token = tuple[int, str, duckdb.token_type]  # offset, text, kind
 
 
 class Statement(NamedTuple):
-    """An allowed statement: its text (an EXPLAIN rebuilt, with no option but FORMAT), the
-    names of the tables and views it reads (and of its CTEs), and the table functions it
-    calls (duckdb_views(), range(), ...)."""
+    """An allowed statement (an EXPLAIN rebuilt), the tables, views and CTEs it names, and the
+    table functions it calls."""
 
     query: str
     tables: frozenset[str]
@@ -67,8 +62,7 @@ class Statement(NamedTuple):
 
 
 def checked_statement(sql: str) -> Statement:
-    """The one statement of `sql` if the sandbox allows it; raise SQLRefused if not, SQLError
-    if it does not parse."""
+    """The one statement of `sql`, if allowed (else SQLRefused) and it parses (else SQLError)."""
     statements = _parse(sql)
     if not statements:
         raise SQLError("no SQL statement given")
@@ -96,9 +90,8 @@ def _parse(sql: str) -> list[duckdb.Statement]:
 
 
 def _explained(query: str) -> tuple[str, str]:
-    """(the statement an EXPLAIN shows, the EXPLAIN to run instead of `query`). What runs is
-    rebuilt as `EXPLAIN (FORMAT f) <statement>`: the analyst's options never reach DuckDB,
-    so no spelling of ANALYZE (which runs the statement: quoted, cased, commented) can."""
+    """(the statement an EXPLAIN shows, `EXPLAIN (FORMAT f) <statement>` to run instead): the
+    analyst's options never reach DuckDB, so no spelling of ANALYZE can."""
     tokens = _tokens(query)
     if not tokens or tokens[0][1].upper() != "EXPLAIN":
         raise SQLRefused(f"an EXPLAIN that does not start with EXPLAIN: {ALLOWED_USE}")
@@ -166,8 +159,8 @@ def _tokens(query: str) -> list[Token]:
 
 
 def _check_read(query: str) -> tuple[frozenset[str], frozenset[str]]:
-    """Refuse a SELECT whose parse tree writes, reads files or calls what it must not; return
-    the tables it names and the table functions it calls."""
+    """The tables a SELECT names and the table functions it calls; SQLRefused should its parse
+    tree write, read files or call what it must not."""
     con = cursor()
     try:
         serialized = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [query]).fetchone()
@@ -216,9 +209,8 @@ def _dicts(tree: object) -> Iterator[dict]:
 
 
 class Limits(NamedTuple):
-    """What one analyst's statement may take: seconds (0: no end), and DuckDB's memory_limit
-    and max_temp_directory_size ('2GiB'; None: DuckDB's defaults, 80 % of the RAM and 90 %
-    of the free disk)."""
+    """What one statement may take: seconds (0: no end), DuckDB's memory_limit and
+    max_temp_directory_size ('2GiB'; None: DuckDB's defaults)."""
 
     timeout_s: float = 0
     memory: str | None = None
@@ -235,8 +227,8 @@ def lock(
     temp_dir: Path,
     limits: Limits = NO_LIMITS,
 ) -> None:
-    """Close `con` to every file but `directories` (and below) and `paths`, bound its memory and
-    temporary files by `limits`, and lock its configuration. Call once the views are defined."""
+    """Close `con` to every file but `directories` (and below) and `paths`, bound it by `limits`
+    and lock its configuration, once the views are defined."""
 
     def literal(items: list[str]) -> str:
         return "[" + ", ".join(quote(i) for i in items) + "]"
@@ -263,8 +255,7 @@ def quote(text: str) -> str:
 
 
 def refusal(error: duckdb.Error) -> SQLRefused | None:
-    """The refusal DuckDB's lock made, if this error is one (a file outside the allowed
-    ones, a setting while locked)."""
+    """The refusal DuckDB's lock made, if this error is one."""
     message = first_line(error)
     if isinstance(error, duckdb.PermissionException) or "configuration has been locked" in message:
         return SQLRefused(f"{message} ({ALLOWED_USE})")

@@ -166,8 +166,7 @@ def _few_exact(matched: np.ndarray | None, words: Words, limit: int) -> bool:
 
 
 def _near_forms(arrays: SearchArrays, words: Words) -> list[tuple[str, ...]] | None:
-    """Per query word, the index terms one edit from it (none for short words); None when
-    no word has any."""
+    """Per query word, the index terms one edit from it; None when no word has any."""
     near = [
         tuple(t for t in arrays.near_terms(forms[0]) if t not in forms)
         if forms and fuzzy_word(forms[0])
@@ -221,8 +220,7 @@ def _match(
 def _word_postings(
     n_works: int, found: dict[str, tuple[np.ndarray, ...]], forms: tuple[str, ...], mask: int | None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Works holding any of one word's terms (in the fields of `mask`, when given), each
-    with the best impact among those terms. Rows are distinct."""
+    """Distinct rows of the works holding one word's terms (in `mask`'s fields), best impact."""
     parts = []
     for term in forms:
         if term not in found:

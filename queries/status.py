@@ -1,9 +1,5 @@
-"""`sharecrawl status`: what the last round did, from its fetchlog and the live crawldb.
-
-Every host not crawled is named with its `hosts.status` (refused, timed_out, unknown_name,
-offline, auth_failed, access_denied, share_not_found, error), and every folder whose listing
-was refused.
-"""
+"""`sharecrawl status`: what the last round did, from its fetchlog and the live crawldb, with
+every host not crawled (and its `hosts.status`) and every folder whose listing was refused."""
 
 from __future__ import annotations
 
@@ -35,8 +31,7 @@ def host_status(row: dict) -> str:
 
 
 def config_failure(statuses: list[str]) -> bool:
-    """Did every host that answered fail for a configuration reason (a wrong password, a
-    share refused)? Hosts switched off are normal on a LAN and never count."""
+    """Did every host that answered fail for a configuration reason (a password, a share)?"""
     reachable = [s for s in statuses if s not in UNREACHABLE_STATUSES]
     return bool(reachable) and all(s in CONFIG_STATUSES for s in reachable)
 

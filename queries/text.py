@@ -85,8 +85,7 @@ def loose(surface: str) -> str:
 
 @lru_cache(maxsize=1 << 18)
 def word_forms(word: str) -> tuple[str, ...]:
-    """Forms of one casefolded word in the common Latin form: surface first, then its stem
-    and its loose spelling when they differ."""
+    """Latin forms of one casefolded word: surface, then stem and loose spelling if they differ."""
     if _CYRILLIC_RE.search(word):
         cyrillic = word.replace("ё", "е")
         surface = strip_accents(transliterate(cyrillic))
@@ -106,12 +105,6 @@ def indexable(surface: str) -> bool:
 def is_generic_word(surface: str) -> bool:
     """Whether a word's surface form says nothing about a work ('track', '01')."""
     return surface.isdigit() or surface in GENERIC_WORDS
-
-
-def surface_words(text: str | None) -> list[str]:
-    """The Latin surface forms of the words of `text` worth indexing, in order."""
-    forms = (word_forms(w)[0] for w in words(text))
-    return [s for s in forms if indexable(s)]
 
 
 def normalised(text: str | None) -> str:
@@ -172,4 +165,5 @@ def query_words(text: str) -> list[tuple[str, ...]]:
 
 def is_generic_name(stem: str | None) -> bool:
     """True when a file name (without extension) has no word beyond generic ones."""
-    return all(is_generic_word(w) for w in surface_words(stem))
+    surfaces = (word_forms(w)[0] for w in words(stem))
+    return all(is_generic_word(s) for s in surfaces if indexable(s))

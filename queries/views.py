@@ -1,10 +1,7 @@
-"""DuckDB views over the live crawldb version for analysts' SQL (files, media, hosts, partitions,
-prefix_stats, fetchlog, folders, duplicate_folders, works and copies), in the sandbox of
-queries.sandbox. A damaged part must not take every query down: a part the manifest vouches
-for is read by the query alone; other parts' footers are read when the views are defined
-(kept in DuckDB's parquet_metadata_cache). A part that does not read is left out of its view
-with one warning, and a failed query is run again without it; a table with no readable part
-is an empty view of its schema. A query naming views alone gets only those defined."""
+"""DuckDB views over the live crawldb version for analysts' SQL, in queries.sandbox. A damaged
+part takes no query down: parts the manifest does not vouch for have their footers read when
+the views are defined; a part that does not read is left out with one warning (a failed query
+runs again without it), and a table with no readable part is an empty view of its schema."""
 
 from __future__ import annotations
 
@@ -48,16 +45,10 @@ Warn = Callable[[str], None]
 T = TypeVar("T")
 Fetch = Callable[[duckdb.DuckDBPyConnection, str], T]
 # Errors of the query itself (or of its size), never of a damaged part.
-_QUERY_ERRORS = (
-    duckdb.ParserException,
-    duckdb.BinderException,
-    duckdb.CatalogException,
-    duckdb.ConversionException,
-    duckdb.OutOfRangeException,
-    duckdb.TypeMismatchException,
-    duckdb.NotImplementedException,
-    duckdb.OutOfMemoryException,
-    duckdb.InterruptException,
+_QUERY_ERRORS = tuple(
+    getattr(duckdb, f"{kind}Exception")
+    for kind in "Parser Binder Catalog Conversion OutOfRange TypeMismatch NotImplemented "
+    "OutOfMemory Interrupt".split()
 )
 _VIEW_SOURCES = {"duplicate_folders": "folders"}  # views over another view
 # The crawldb's tables and the hints `sharecrawl watch` keeps beside them.
@@ -84,17 +75,15 @@ class CrawlViews:
         only_reads: bool = False,
         limits: Limits = NO_LIMITS,
     ) -> None:
-        """`reads`: the tables and views a query reads, whose parts are checked now (None: all).
-        `only_reads`: define only those views (and what they are over). `limits`: the memory and
-        temporary files a query may take."""
+        """`reads`: the tables and views a query reads, whose parts are checked now (None: all);
+        `only_reads`: define only those (and what they are over)."""
         self.crawl = crawl
         self.warn = warn
         self.version_dir = crawl.version_dir(version).resolve()
         self.parts: dict[str, list[Path]] = {}
         self._temp = Path(tempfile.mkdtemp(prefix="sharecrawl-sql-"))
         self.con = duckdb.connect()
-        # Parts never change in place (a round writes new files), so footers read once, to
-        # check the parts, serve every query after.
+        # parts never change in place: footers read to check them serve every query after
         self.con.execute("SET parquet_metadata_cache = true")
         named = bool(reads and reads <= VIEW_NAMES)
         try:
@@ -140,10 +129,8 @@ class CrawlViews:
     def _table(
         self, name: str, parts: list[Path], check: bool, vouched: Callable[[Path], bool]
     ) -> None:
-        """Define the view of table `name` over those of `parts` that read. Checked: parts the
-        manifest does not vouch for have their footers read and the view must have its
-        table's columns; unchecked, only their existence is seen to. Should DuckDB fail,
-        every part is checked."""
+        """Define the view of table `name` over those of `parts` that read: checked, the footers
+        of parts the manifest does not vouch for (all, should DuckDB fail); else, existence."""
         schema = VIEW_TABLES[name]
         if check:
             suspects = [p for p in parts if not vouched(p)]
@@ -167,8 +154,7 @@ class CrawlViews:
             self._view(name)
 
     def _columns(self, name: str) -> set[str]:
-        """The columns of view `name` as DuckDB bound it (from the catalog: binding the
-        view again would cost more)."""
+        """The columns of view `name` from the catalog (binding it again would cost more)."""
         found = self.con.execute(
             "SELECT column_name FROM duckdb_columns() WHERE database_name = "
             "current_database() AND schema_name = 'main' AND table_name = ?",
@@ -177,8 +163,7 @@ class CrawlViews:
         return {column for (column,) in found}
 
     def _view(self, name: str) -> None:
-        """(Re)define view `name` over its parts; should DuckDB still not read them together,
-        an empty view of the table's columns, said once."""
+        """(Re)define view `name` over its parts, else (said once) an empty view."""
         try:
             self._create(name, self.parts[name])
         except duckdb.Error as e:
@@ -232,8 +217,8 @@ class CrawlViews:
             )
 
     def leave_out(self, error: duckdb.Error, tables: frozenset[str]) -> bool:
-        """Leave out the parts whose pages do not read, if `error` may be theirs (the part it names,
-        else every part the query reads), saying so for each; True if any was left out."""
+        """Leave out (saying so) the parts whose pages do not read, of those `error` names, else
+        of every part the query reads, unless the error is the query's; True if any was."""
         if isinstance(error, _QUERY_ERRORS):
             return False
         message = str(error)
@@ -264,9 +249,8 @@ class CrawlViews:
 def query(
     crawl: CrawlDir, version: int, sql: str, fetch: Fetch[T], warn: Warn, limits: Limits = NO_LIMITS
 ) -> T:
-    """Run an analyst's SQL in the sandbox: `fetch(connection, statement)` runs the checked
-    statement and returns its result. Raises SQLRefused for what the sandbox does not run,
-    SQLError for a query that fails or goes past `limits`."""
+    """Run an analyst's SQL in the sandbox, returning `fetch(connection, checked statement)`.
+    Raises SQLRefused for what the sandbox does not run, SQLError for a failure or `limits`."""
     statement = checked_statement(sql)  # refused before a view is defined
     try:
         views = CrawlViews(crawl, version, warn, statement.tables, not statement.functions, limits)

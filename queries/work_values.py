@@ -1,7 +1,5 @@
-"""The values of a work's copies (its hosts, its formats) in memory, for the query fields
-host: and format: and for the page's facets: distinct (work, value) pairs of one column of
-the index's `copies`, grouped by work, with whether a copy with that value is online.
-"""
+"""The values of works' copies (hosts, formats) in memory, for the query fields host: and
+format: and the page's facets: distinct (work, value, online) of a column of `copies`."""
 
 from __future__ import annotations
 
@@ -29,8 +27,7 @@ def group_starts(sorted_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def gather(
     work_ids: np.ndarray, starts: np.ndarray, wanted: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(position in `wanted`, row) of the rows of every wanted work, without a Python loop:
-    the rows of work_ids[i] are starts[i] to starts[i + 1]."""
+    """(position in `wanted`, row) of the rows of every wanted work, without a Python loop."""
     found = np.searchsorted(work_ids, wanted)
     found = np.minimum(found, len(work_ids) - 1) if len(work_ids) else found
     present = (work_ids[found] == wanted) if len(work_ids) else np.zeros(len(wanted), bool)
@@ -53,8 +50,7 @@ class Pairs:
     names: list[str]
 
     def of(self, work_ids: np.ndarray, offline: bool) -> tuple[np.ndarray, np.ndarray]:
-        """(position in `work_ids`, code) of every pair of those works; offline copies'
-        values only when `offline`."""
+        """(position in `work_ids`, code) of every pair of those works (offline: all copies)."""
         owner, rows = gather(self.work_ids, self.starts, work_ids)
         if not offline:
             keep = self.online[rows]
@@ -67,8 +63,7 @@ class Pairs:
         return [i for i, name in enumerate(self.names) if name.casefold() == wanted]
 
     def works_with(self, value: str, offline: bool) -> np.ndarray:
-        """The ids of every work with a copy whose value is `value` (online copies only
-        unless `offline`), ascending."""
+        """The ids, ascending, of the works with a copy (online, unless `offline`) of `value`."""
         hit = np.isin(self.codes, self.codes_of(value))
         if not offline:
             hit &= self.online
@@ -93,8 +88,7 @@ def load_pairs(con: duckdb.DuckDBPyConnection, field: str) -> Pairs:
 def works_with_sql(
     con: duckdb.DuckDBPyConnection, field: str, value: str, offline: bool
 ) -> np.ndarray:
-    """Pairs.works_with, asked of the index directly (a process's first search: reading
-    one value's works costs less than loading every pair)."""
+    """Pairs.works_with asked of the index: cheaper than loading every pair for one search."""
     online = "" if offline else "AND online"
     column = COPY_COLUMNS[field]
     rows = con.execute(  # the value travels as a parameter
