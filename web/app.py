@@ -49,9 +49,8 @@ SECURITY_HEADERS = [
 
 
 class LoopbackHostOnly:
-    """On a loopback address, answer only requests addressed to it (Host 127.x.x.x, [::1]
-    or localhost): a web page whose name an attacker points at 127.0.0.1 (DNS rebinding)
-    gets 421, not the index."""
+    """On a loopback address, answer only requests for a loopback Host: a page whose name an
+    attacker points at 127.0.0.1 (DNS rebinding) gets 421, not the index."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app

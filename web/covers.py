@@ -196,11 +196,9 @@ class Covers:
         for _, size, name in entries:
             if total <= self.cap * 0.9:
                 break
-            try:
+            with contextlib.suppress(FileNotFoundError):  # another server process took it
                 os.unlink(name)
-                total -= size
-            except FileNotFoundError:  # another server process took it
-                total -= size
+            total -= size
         return total
 
     def get(self, copy_id: str) -> tuple[bytes, str] | None:

@@ -28,8 +28,7 @@ class LiveIndex:
         self._current: tuple[Identity, str] | None = None  # CURRENT's identity and name
 
     def current_name(self) -> str:
-        """The live crawldb version's name (from CURRENT, re-read only when it changed);
-        raises Unavailable when there is none or it is damaged."""
+        """The live version's name (CURRENT, re-read when it changed), else Unavailable."""
         root = self.crawl.root
         current = self.crawl.crawldb / "CURRENT"
         try:

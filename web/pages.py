@@ -221,8 +221,7 @@ def error_payload(p: Params, message: str) -> dict:
 
 
 def run(live: LiveIndex, p: Params) -> tuple[int, dict]:
-    """(HTTP status, payload) of one request. Raises Unavailable when nothing can be
-    served (a missing or damaged crawl directory or index)."""
+    """(HTTP status, payload) of one request; Unavailable when nothing can be served."""
     pool = max(facets.FACET_POOL, p.page * p.size + 1)
     with live.acquire() as state:
         if not p.q:

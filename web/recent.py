@@ -27,8 +27,7 @@ def _files_parts(version_dir: Path) -> list[str]:
 def new_works(
     con: duckdb.DuckDBPyConnection, version_dir: Path, days: int = NEW_DAYS
 ) -> list[dict]:
-    """The works of the version first seen in its last `days` days, newest first: work
-    rows (the columns of search results) with `first_seen`."""
+    """Work rows (search results' columns, `first_seen`) new in the last `days`, newest first."""
     parts = _files_parts(version_dir)
     if not parts:
         return []

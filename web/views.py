@@ -55,8 +55,7 @@ def quality(row: dict) -> str:
 
 @lru_cache(maxsize=65536)  # popular works come back in many searches
 def links(host_url: str | None, host: str, share: str, path: str) -> tuple[str | None, str, str]:
-    """(href, the same link as people read it, the Windows path) of a copy. The href is
-    percent-encoded, and None unless it is smb:// or file://; the text keeps Cyrillic."""
+    """(href: percent-encoded, None unless smb:// or file://; readable text; Windows path)."""
     href = copy_url(host_url, host, share, path)
     text = readable_url(href)  # one definition of the readable form (crawl_io.readable)
     safe_href = href if href.startswith(("smb://", "file://")) else None
@@ -150,8 +149,7 @@ def work_card(
 
 
 def blocks(works: Iterable[dict], card: Callable[..., dict]) -> list[dict]:
-    """Work cards in order; the episodes of one series gather in one block where its first
-    episode stands: series -> seasons -> episodes, in season and episode order."""
+    """Work cards in order; a series' episodes gather where its first stands, by season."""
     out: list[dict] = []
     series_blocks: dict[str, dict] = {}
     for work in works:
@@ -182,14 +180,8 @@ def blocks(works: Iterable[dict], card: Callable[..., dict]) -> list[dict]:
 
 def link(q: str, page: int = 1, size: int | None = None, offline: bool = False) -> str:
     """The page's own URL for a query: the same parameters the API takes."""
-    params: dict[str, object] = {"q": q}
-    if page > 1:
-        params["page"] = page
-    if size:
-        params["size"] = size
-    if offline:
-        params["offline"] = 1
-    return "/?" + urlencode(params)
+    params = {"q": q, "page": page if page > 1 else None, "size": size, "offline": int(offline)}
+    return "/?" + urlencode({k: v for k, v in params.items() if k == "q" or v})
 
 
 def pager(

@@ -14,8 +14,7 @@ _DASH = re.compile(r"\s+[-\u2013\u2014]\s+")  # ' - ', en and em dashes too
 
 
 def fill_from_audio_name(row: dict[str, Any], name: str) -> bool:
-    """Artist, title (and album, track) from the file name, where the tags gave neither
-    artist nor title; True when the name gave them."""
+    """Artist, title (album, track) from the name where the tags gave neither; True if it did."""
     if row["artist"] is not None or row["title"] is not None:
         return False
     stem = name.rsplit("/", 1)[-1].rpartition(".")[0].strip()

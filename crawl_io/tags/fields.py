@@ -13,60 +13,35 @@ from mutagen.mp4 import MP4Tags
 
 from crawl_io.tags.record import fill
 
-ASF_KEYS = {
-    "artist": ("Author",),
-    "title": ("Title",),
-    "album": ("WM/AlbumTitle",),
-    "albumartist": ("WM/AlbumArtist",),
-    "track": ("WM/TrackNumber",),
-    "disc": ("WM/PartOfSet",),
-    "year": ("WM/Year", "WM/OriginalReleaseYear"),
-    "genre": ("WM/Genre",),
-}
-MP4_KEYS = {
-    "artist": ("\xa9ART",),
-    "title": ("\xa9nam",),
-    "album": ("\xa9alb",),
-    "albumartist": ("aART",),
-    "track": ("trkn",),
-    "disc": ("disk",),
-    "year": ("\xa9day",),
-    "genre": ("\xa9gen",),
-    "series": ("tvsh",),
-    "season": ("tvsn",),
-    "episode": ("tves",),
-}
-ID3_KEYS = {
-    "artist": ("TPE1",),
-    "title": ("TIT2",),
-    "album": ("TALB",),
-    "albumartist": ("TPE2",),
-    "track": ("TRCK",),
-    "disc": ("TPOS",),
-    "year": ("TDRC", "TORY", "TDOR"),
-    "genre": ("TCON",),
-}
+
+def key_table(table: str) -> dict[str, tuple[str, ...]]:
+    """'column=key,key; ...' as {column: (key, ...)}, the keys in the order they are tried."""
+    pairs = (item.strip().split("=") for item in table.split(";"))
+    return {column: tuple(keys.split(",")) for column, keys in pairs}
+
+
+ASF_KEYS = key_table(
+    "artist=Author; title=Title; album=WM/AlbumTitle; albumartist=WM/AlbumArtist; "
+    "track=WM/TrackNumber; disc=WM/PartOfSet; year=WM/Year,WM/OriginalReleaseYear; genre=WM/Genre"
+)
+MP4_KEYS = key_table(
+    "artist=\xa9ART; title=\xa9nam; album=\xa9alb; albumartist=aART; track=trkn; disc=disk; "
+    "year=\xa9day; genre=\xa9gen; series=tvsh; season=tvsn; episode=tves"
+)
+ID3_KEYS = key_table(
+    "artist=TPE1; title=TIT2; album=TALB; albumartist=TPE2; track=TRCK; disc=TPOS; "
+    "year=TDRC,TORY,TDOR; genre=TCON"
+)
 # Vorbis comments (Ogg, FLAC) name fields freely; speexenc writes its artist as `author`.
-VORBIS_KEYS = {
-    "artist": ("artist", "author"),
-    "title": ("title",),
-    "album": ("album",),
-    "albumartist": ("albumartist", "album artist", "album_artist"),
-    "track": ("tracknumber", "track"),
-    "disc": ("discnumber", "disc"),
-    "year": ("date", "year", "originaldate"),
-    "genre": ("genre",),
-}
-APE_KEYS = {
-    "artist": ("Artist",),
-    "title": ("Title",),
-    "album": ("Album",),
-    "albumartist": ("Album Artist", "AlbumArtist"),
-    "track": ("Track",),
-    "disc": ("Disc",),
-    "year": ("Year",),
-    "genre": ("Genre",),
-}
+VORBIS_KEYS = key_table(
+    "artist=artist,author; title=title; album=album; albumartist=albumartist,album artist,"
+    "album_artist; track=tracknumber,track; disc=discnumber,disc; year=date,year,originaldate; "
+    "genre=genre"
+)
+APE_KEYS = key_table(
+    "artist=Artist; title=Title; album=Album; albumartist=Album Artist,AlbumArtist; track=Track; "
+    "disc=Disc; year=Year; genre=Genre"
+)
 
 Getter = Callable[[str], Iterable[Any]]
 

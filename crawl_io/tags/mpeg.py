@@ -89,8 +89,7 @@ class Stream:
 
 
 def read_mpeg(row: dict[str, Any], fileobj: IO[bytes], size: int) -> None:
-    """Fill `row` from an MPEG audio file: mutagen's ID3 tags, our frame count. A damaged
-    or cut ID3 tag still gives its frames before the damage, and the stream its length."""
+    """mutagen's ID3 tags and our frame count; a damaged or cut tag gives what precedes it."""
     audio = None
     tag_error: Exception | None = None
     try:
@@ -178,8 +177,7 @@ def _vbr_header(frame: bytes, first: Frame) -> tuple[int, int]:
 
 
 def _walk(data: bytes, offset: int, audio_size: int) -> tuple[int, int, bool]:
-    """Walk frame headers from `offset`: (frames, their bytes, whether the walk reached the
-    end of the audio)."""
+    """(frames, their bytes, whether it reached the end of the audio) walked from `offset`."""
     frames = nbytes = 0
     while offset + 4 <= len(data):
         frame = parse_frame(data[offset : offset + 4])

@@ -134,8 +134,7 @@ def _settle_kind(reader: Reader, row: dict[str, Any]) -> None:
 
 
 def reader_by_magic(fileobj: IO[bytes]) -> Reader | None:
-    """The reader a file's first bytes call for (a FLAC file named .mp3 is read as FLAC); None when
-    the header does not say (an ID3 tag could precede anything)."""
+    """The reader a file's first bytes call for; None when they do not say (an ID3 tag)."""
     fileobj.seek(0)
     header = fileobj.read(64)
     if header.startswith(b"fLaC"):

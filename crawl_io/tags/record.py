@@ -31,8 +31,7 @@ def empty_row(name: str) -> dict[str, Any]:
 
 
 def fill(row: dict[str, Any], field: str, value: Any) -> bool:
-    """Set `field` from a raw tag value unless it is set already (the first value read
-    wins); True when it was set."""
+    """Set `field` from a raw tag value unless it is set already; True when it was set."""
     if row[field] is not None or value is None:
         return False
     converted = convert(field, value)

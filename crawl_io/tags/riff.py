@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import IO, Any, Literal
 
 from crawl_io.tags.errors import NotThisFormat, Truncated
-from crawl_io.tags.fields import fill_from_pairs
+from crawl_io.tags.fields import fill_from_pairs, key_table
 from crawl_io.tags.id3 import ID3_MAX, fill_from_id3
 from crawl_io.tags.record import set_stream
 
@@ -22,14 +22,9 @@ EXTENSIBLE = 0xFFFE  # the real format tag is in the sub-format GUID
 AIFC_UNCOMPRESSED = (b"NONE", b"sowt", b"twos", b"raw ", b"fl32", b"fl64", b"in24", b"in32")
 
 # RIFF INFO ids (what Windows and many rippers write into wav files)
-RIFF_INFO_KEYS = {
-    "artist": ("IART",),
-    "title": ("INAM",),
-    "album": ("IPRD",),
-    "year": ("ICRD",),
-    "genre": ("IGNR",),
-    "track": ("ITRK", "IPRT"),
-}
+RIFF_INFO_KEYS = key_table(
+    "artist=IART; title=INAM; album=IPRD; year=ICRD; genre=IGNR; track=ITRK,IPRT"
+)
 AIFF_TEXT_KEYS = {"artist": ("AUTH",), "title": ("NAME",)}
 
 
