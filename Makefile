@@ -50,7 +50,7 @@ test-deps: $(STAMP)
 
 test: test-deps
 	@echo "dependencies the tests run with:"; $(BIN)/python -m pip list --format=freeze 2>/dev/null | \
-	  grep -iE '^(mrjob|luigi|pyarrow|duckdb|mutagen|smbprotocol|pyspnego|impacket|rich|guessit|snowballstemmer|starlette|uvicorn|jinja2|numpy|matplotlib|pyspark|selenium|hypothesis|pytest)=='
+	  grep -iE '^(mrjob|luigi|pyarrow|duckdb|mutagen|smbprotocol|pyspnego|impacket|rich|guessit|snowballstemmer|starlette|uvicorn|jinja2|numpy|pyspark|selenium|hypothesis|pytest)=='
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)

@@ -46,11 +46,11 @@ from bench.incremental import (
     write_segment,
     write_version,
 )
+from bench.progress import step
 from crawl_io.crawldb.crawldir import CrawlDir
 from jobs.subtree_hash import summarize
 from pipeline import settings as config
 from queries.views import query, rows
-from simulator.progress import step
 
 NAS = "nas"
 RANGE_FOLDERS = 10  # folders per range partition: about 1 000 rows

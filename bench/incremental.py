@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from bench.progress import step
 from crawl_io.crawldb.atomic import write_parquet
 from crawl_io.crawldb.crawldir import CrawlDir, host_file
 from crawl_io.crawldb.stored_hosts import StoredHost
@@ -43,7 +44,6 @@ from pipeline import settings as config
 from pipeline.inject import INJECT
 from pipeline.rounds import run_round
 from queries.status import round_report
-from simulator.progress import step
 
 SHARES_PER_HOST = 10
 FOLDERS_PER_SHARE = 50

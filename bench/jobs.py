@@ -39,6 +39,7 @@ import pyarrow.compute as pc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.progress import track
 from crawl_io.crawldb.crawldir import write_parquet
 from crawl_io.mediatypes import MEDIA_NAME
 from crawl_io.schema import LISTING
@@ -48,7 +49,6 @@ from jobs.mr_listing import SplitState, run_listing_jobs
 from jobs.runner import JobRunner
 from jobs.scan_cost import HostCost, Limits
 from jobs.subtree_hash import in_partition_order
-from simulator.progress import track
 
 GOAL = 2.0
 ALBUMS, TRACKS, ARTISTS_PER_PARTITION = 10, 10, 100  # a track folder row per album

@@ -47,11 +47,11 @@ from bench.incremental import (
     tags_of,
     write_fetched_host,
 )
+from bench.progress import step
 from crawl_io.crawldb.crawldir import CrawlDir
 from jobs.membership import PartitionKey
 from jobs.subtree_hash import summarize
 from pipeline import settings as config
-from simulator.progress import step
 
 FOLDERS_PER_SHARE = 50  # 5 000 files a share: one partition within the limits
 GOAL_S = 60.0

@@ -35,8 +35,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.progress import track
 from crawl_io.crawldb.crawldir import CrawlDir
-from simulator.progress import track
 from tests.luigid import running_luigid
 from tests.smbd import (
     _make_media,

@@ -35,10 +35,10 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench.progress import step, track
 from crawl_io import schema
 from queries.index import build_index
 from queries.search import search
-from simulator.progress import step, track
 
 N_HOSTS = 300
 SYLLABLES = "ka ri mo la ne to su vi da ro mi zu be lo ta ni ko re sa po gu fe the an".split()

@@ -2,16 +2,14 @@
 
     .venv/bin/python bench/simulate.py [--days 7] [--hosts 1000] [--seed 0] [--workers 2]
                                        [--notify-share 0.9] [--also-fixed-rounds]
-                                       [--plot fresh.png]
 
 Goals, for the policies that only poll (all but `sensors`): the best one's mean staleness
 <= 10 min and >= 20 % below `poisson` in the same run; its freshness within 5 % of the bound;
 none fresher than the bound. For `sensors`, told of changes by the hosts that notify: mean
-staleness <= 1/10 of the best polling policy's. A 7-day run within 5 minutes on this machine.
-Progress goes to stderr when it is a terminal. The last line is the ratio of the run's wall
-time to that 5-minute budget (below 1 meets it). `--also-fixed-rounds` repeats poisson and
-optimal with rounds that always last round_seconds, to show how much of the difference comes
-from rounds that end when their work is done.
+staleness <= 1/10 of the best polling policy's. A 7-day run within 5 minutes on this machine:
+the last line is the ratio of the run's wall time to that budget (below 1 meets it).
+`--also-fixed-rounds` repeats poisson and optimal with rounds that always last round_seconds,
+to show how much of the difference comes from rounds that end when their work is done.
 """
 
 from __future__ import annotations
@@ -24,8 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from simulator.cli import plot, print_table
-from simulator.simulate import simulate
+from simulator.simulate import print_table, simulate
 
 TIME_BUDGET_S = 300.0
 
@@ -38,7 +35,6 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--notify-share", type=float, default=0.9)
     ap.add_argument("--also-fixed-rounds", action="store_true")
-    ap.add_argument("--plot", help="PNG of freshness over time")
     args = ap.parse_args()
 
     started = time.perf_counter()
@@ -47,14 +43,10 @@ def main() -> int:
         days=args.days,
         seed=args.seed,
         workers=args.workers,
-        keep_series=bool(args.plot),
         notify_share=args.notify_share,
     )
     elapsed = time.perf_counter() - started
     print_table(result)
-    if args.plot:
-        plot(result, args.plot)
-        print(f"plot: {args.plot}")
 
     pol = result["policies"]
     polling = [name for name in pol if name != "sensors"]

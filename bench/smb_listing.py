@@ -27,10 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.progress import track
 from crawl_io.rangefile import RangeFile
 from crawl_io.smb import SMBSource
 from crawl_io.sources import Credentials, parse_host_url
-from simulator.progress import track
 from tests.smbd import (
     SmbServer,
     chmod_tree,

@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 import os
 import stat
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from crawl_io.sources import ConfigError, short_repr
@@ -57,10 +56,10 @@ def check_count(name: str, value: int) -> None:
     check_number(name, value, 1, False, math.inf)
 
 
-# `sharecrawl simulate`'s numeric options, checked like the crawl's: (lowest allowed,
-# lowest is exclusive, highest). The simulator parses them; the CLI checks them first.
-SIMULATE_OPTIONS: dict[str, tuple[float, bool, float]] = {
+# `sharecrawl simulate`'s numeric options: (lowest allowed, lowest is exclusive, highest).
+SIMULATE_LIMITS: dict[str, tuple[float, bool, float]] = {
     "hosts": (1, False, 1_000_000),
+    "seed": (0, False, math.inf),
     "days": (0, True, 3650),
     "crawlers": (1, False, 10_000),
     "round_seconds": (0, True, 365 * DAY_S),
@@ -68,6 +67,7 @@ SIMULATE_OPTIONS: dict[str, tuple[float, bool, float]] = {
     "min_round_s": (0, False, 365 * DAY_S),
     "notify_share": (0, False, 1),
     "hint_crawlers": (0, False, 10_000),
+    "hinted_scan_folders": (0, False, math.inf),
     "workers": (1, False, 1024),
 }
 
@@ -133,14 +133,3 @@ def check_readable_file(what: str, path: str) -> None:
         raise ConfigError(f"{what} {short_repr(path)} is not a regular file")
     if not os.access(path, os.R_OK):
         raise ConfigError(f"{what} {short_repr(path)} cannot be read: permission denied")
-
-
-def check_output_file(what: str, path: str) -> None:
-    """A file to write: its folder must exist already (none is created) and it must not be
-    a folder itself."""
-    target = Path(path)
-    folder = target.parent
-    if not folder.is_dir():
-        raise ConfigError(f"{what}: folder {short_repr(str(folder))} does not exist")
-    if target.is_dir():
-        raise ConfigError(f"{what} {short_repr(path)} is a folder")

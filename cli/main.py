@@ -46,11 +46,7 @@ def _logging() -> None:
 def _run(argv: list[str]) -> int:
     from cli.parser import parser
 
-    args, rest = parser().parse_known_args(argv)
-    if args.command == "simulate":
-        args.rest = rest
-    elif rest:
-        parser().error(f"unrecognized arguments: {' '.join(rest)}")
+    args = parser().parse_args(argv)
     _logging()
     return command(args.command)(args)
 

@@ -4,10 +4,12 @@ change notifications) and `simulate` (the scheduling policies on a synthetic LAN
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cli.inputs import SIMULATE_OPTIONS, UsageError, check_number, check_output_file
+from cli.inputs import SIMULATE_LIMITS, UsageError, check_number
 
 if TYPE_CHECKING:
     from web.copy_source import StreamSettings
@@ -105,43 +107,43 @@ def cmd_watch(args: argparse.Namespace) -> int:
     )
 
 
-def check_simulate_options(rest: list[str]) -> bool:
-    """Check `simulate`'s options as the crawl's are (one line, exit 2) before the simulator
-    runs; False when they asked for help (printed)."""
-    from pipeline.scheduling.policies import POLICY_NAMES
-    from simulator.cli import _parser
-
-    parser = _parser()
-
-    def one_line(message: str) -> None:
-        raise UsageError(f"simulate: {message} (see sharecrawl simulate --help)")
-
-    parser.error = one_line  # type: ignore[method-assign]
-    try:
-        options = parser.parse_args(rest)
-    except SystemExit:  # --help, printed
-        return False
-    for name, limits in SIMULATE_OPTIONS.items():
-        check_number(f"--{name.replace('_', '-')}", getattr(options, name), *limits)
-    if options.hint_crawlers > options.crawlers:
-        raise UsageError(
-            "--hint-crawlers must be at most --crawlers "
-            f"({options.hint_crawlers} > {options.crawlers})"
-        )
-    unknown = [p for p in options.policies.split(",") if p.strip() not in POLICY_NAMES]
-    if unknown:
-        raise UsageError(
-            f"--policies: unknown policy {unknown[0].strip()!r}; choose from "
-            f"{', '.join(POLICY_NAMES)}"
-        )
-    if options.plot:
-        check_output_file("--plot", options.plot)
-    return True
-
-
 def cmd_simulate(args: argparse.Namespace) -> int:
-    if not check_simulate_options(args.rest):
-        return 0
-    from simulator.cli import run_cli
+    from cli.parser import SIMULATE_OPTIONS
 
-    return run_cli(args.rest)  # the simulator parses its own options
+    given = {}
+    for flag, *_ in SIMULATE_OPTIONS:
+        name = flag[2:].replace("-", "_")
+        if (value := getattr(args, name)) is not None:
+            check_number(flag, value, *SIMULATE_LIMITS[name])
+            given[name] = value
+    check_number("--workers", args.workers, *SIMULATE_LIMITS["workers"])
+    from crawl_io.workers import WorkerDied
+    from pipeline.scheduling.policies import POLICY_NAMES
+    from simulator.lan import SimParams
+    from simulator.simulate import print_table, simulate
+
+    crawlers = given.get("crawlers", SimParams.crawlers)
+    if args.hint_crawlers is not None and args.hint_crawlers > crawlers:
+        raise UsageError(
+            f"--hint-crawlers must be at most --crawlers ({args.hint_crawlers} > {crawlers})"
+        )
+    policies = [p.strip() for p in (args.policies or ",".join(POLICY_NAMES)).split(",")]
+    policies = [p for p in policies if p]
+    if unknown := [p for p in policies if p not in POLICY_NAMES]:
+        raise UsageError(
+            f"--policies: unknown policy {unknown[0]!r}; choose from {', '.join(POLICY_NAMES)}"
+        )
+    if not policies:
+        raise UsageError("--policies names no policy")
+    try:
+        result = simulate(policies=policies, workers=args.workers, **given)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    except WorkerDied as e:  # each worker holds a copy of the trace: fewer need less memory
+        print(f"sharecrawl simulate: {e}: run it again, with fewer --workers", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print_table(result)
+    return 0

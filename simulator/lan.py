@@ -119,7 +119,6 @@ def overlapping(
     )
 
 
-SERIES_STEP_S = 300.0  # freshness is sampled for the plot at most this often
 KEY_OFFSET = 3 * DAY  # times from -3 days on are keyed
 KEY_SPAN = 64 * DAY * 2  # > simulated time + offset; keys stay exact to ~1e-3 s at 1e5 items
 

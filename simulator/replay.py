@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -36,7 +35,7 @@ from pipeline.scheduling.policies import get_policy
 from pipeline.scheduling.rates import DEFAULT_PRIOR_RATE_PER_S
 from simulator.estimates import RateStats
 from simulator.hints import HintBook, HintPath
-from simulator.lan import DAY, HOUR, SERIES_STEP_S, Lan
+from simulator.lan import DAY, HOUR, Lan
 
 HINTED_POLICIES = ("sensors",)
 
@@ -55,8 +54,6 @@ class PolicyRun:
     rounds: int
     seconds: float
     cpu_seconds: float
-    series_t: list[float] = field(default_factory=list)
-    series_fresh: list[float] = field(default_factory=list)
 
     def summary(self) -> dict[str, float | int | None]:
         st = self.staleness
@@ -161,11 +158,8 @@ class _Run:
         return fresh, np.concatenate(self.staleness) if self.staleness else np.empty(0)
 
 
-def replay(
-    lan: Lan, policy_name: str, on_progress: Callable[[float], None] | None = None
-) -> PolicyRun:
-    """Run one policy over the LAN's trace, round by round, and measure it. `on_progress`
-    is called with the simulated time now and then (about every simulated hour)."""
+def replay(lan: Lan, policy_name: str) -> PolicyRun:
+    """Run one policy over the LAN's trace, round by round, and measure it."""
     started, cpu_started = time.perf_counter(), time.process_time()
     p = lan.params
     policy = get_policy(policy_name)
@@ -176,7 +170,6 @@ def replay(
     crawlers = p.crawlers - hint_crawlers
     budget = Budget(crawlers=crawlers, round_seconds=p.round_seconds)
     n = lan.host_of.size
-    idx_all = np.arange(n)
     rng = np.random.default_rng(p.seed + 1)  # the same initial crawl for every policy
 
     # Before the start, a full crawl at staggered times over the previous day.
@@ -218,15 +211,9 @@ def replay(
     latest_start = last_scan.copy()  # of any scan planned so far, for the hint path
 
     failed = rounds = 0
-    series_t: list[float] = []
-    series_fresh: list[float] = []
     t = 0.0
-    next_report = 0.0
     while t < lan.end:
         rounds += 1
-        if on_progress is not None and t >= next_report:
-            on_progress(t)
-            next_report = t + HOUR
         now_online = lan.host_online(np.arange(p.hosts), t)
         for h in np.flatnonzero(now_online != online_now).tolist():
             for i in parts_of_host[h]:
@@ -235,10 +222,6 @@ def replay(
         table.online = online_now[lan.host_of]
         if hints is not None:
             hints.tell(table, t)
-        if t >= lan.measure_from and (not series_t or t - series_t[-1] >= SERIES_STEP_S):
-            stale_now = lan.changes_upto(idx_all, t) > run.seen
-            series_t.append(t)
-            series_fresh.append(1.0 - float(stale_now.mean()))
 
         chosen = np.array([index_of[pid] for pid in policy.choose(table, t, budget)], dtype=int)
         # Rounds run back to back: as long as their fetch list takes, at least min_round_s.
@@ -278,8 +261,6 @@ def replay(
         rounds=rounds,
         seconds=time.perf_counter() - started,
         cpu_seconds=time.process_time() - cpu_started,
-        series_t=series_t,
-        series_fresh=series_fresh,
     )
 
 
