@@ -1,7 +1,6 @@
-"""The one way a crawl directory file is written: whole or not at all (docs/DESIGN.md, The
-crawl directory). The temporary name `.<name>.tmp<pid>@<machine>` is what crawl_io.crawldb.tempfiles
-removes once its writer is gone. `durable=True`, for what a published version stands on,
-fsyncs the bytes before the rename and the folder after it; the rest is spared the fsyncs."""
+"""Files of the crawl directory written whole or not at all, through the temporary name
+`.<name>.tmp<pid>@<machine>` (crawl_io.crawldb.tempfiles removes it once its writer is gone);
+Parquet parts with page CRCs; reflink copies."""
 
 from __future__ import annotations
 
@@ -21,14 +20,12 @@ Content = bytes | str | Callable[[Path], None]
 
 
 def temp_name(path: Path) -> Path:
-    """The hidden temporary name a write to `path` goes through: it names the writing
-    process and its machine (a pid alone means nothing on another machine)."""
+    """The hidden name a write to `path` goes through (a pid alone means nothing elsewhere)."""
     return path.with_name(f".{path.name}.tmp{os.getpid()}@{machine()}")
 
 
 def machine() -> str:
-    """This machine's name as temporary names carry it (no '/', which a file name cannot
-    hold)."""
+    """This machine's name as temporary names carry it (no '/')."""
     return socket.gethostname().replace("/", "_") or "localhost"
 
 
@@ -36,8 +33,7 @@ _SYNC_FILE_RANGE_WRITE = 2  # linux/fs.h: start writeback, do not wait
 
 
 def start_writeback(path: Path) -> threading.Thread | None:
-    """Start writing `path`'s pages to disk without waiting (Linux; elsewhere nothing), on the
-    thread returned, since asking the kernel blocks while it queues the writes."""
+    """Start writing `path`'s pages to disk (Linux) on the thread returned: asking blocks."""
     sync_file_range = getattr(ctypes.CDLL(None), "sync_file_range", None)
     if sync_file_range is None:
         return None
@@ -58,8 +54,7 @@ FICLONE = 0x40049409  # linux/fs.h: _IOW(0x94, 9, int)
 
 
 def clone_file(source: Path, target: Path) -> bool:
-    """Make `target` a reflink copy of `source` (Linux; XFS, btrfs and others) and say whether it
-    could; where not, nothing is made and the caller copies."""
+    """Make `target` a reflink copy of `source` (XFS, btrfs ...); False: nothing made."""
     try:
         with open(source, "rb") as src, open(target, "wb") as dst:
             fcntl.ioctl(dst.fileno(), FICLONE, src.fileno())
@@ -69,9 +64,9 @@ def clone_file(source: Path, target: Path) -> bool:
     return True
 
 
-def fsync_folder(folder: Path) -> None:
-    """Make a folder's entries (names created, renamed or linked in it) durable."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+def fsync_folder(path: Path) -> None:
+    """Make a file's bytes, or a folder's entries (names created, renamed, linked), durable."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
@@ -90,11 +85,7 @@ def write_atomic(path: str | os.PathLike, content: Content, *, durable: bool = F
         else:
             tmp.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
         if durable:
-            fd = os.open(tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_folder(tmp)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -104,8 +95,7 @@ def write_atomic(path: str | os.PathLike, content: Content, *, durable: bool = F
 
 
 def rename_into_place(built: Path, path: Path) -> None:
-    """Rename what was built under a hidden name (a file or a folder) to `path`, durably.
-    An existing file `path` is replaced; a folder `path` must not exist."""
+    """Rename what was built under a hidden name to `path` (not an existing folder), durably."""
     os.replace(built, path)
     fsync_folder(path.parent)
 
@@ -121,10 +111,9 @@ def write_parquet(
     metadata: dict[bytes, bytes] | None = None,
     compact: bool = False,
 ) -> None:
-    """Write a Parquet file atomically, zstd-compressed, with page CRCs; `metadata` goes into the
-    footer. `compact` (small whole tables) leaves out the footer's Arrow schema copy and the
-    statistics of columns no reader filters by (FILTERED keeps them)."""
-    if metadata:  # a key the table brought from the part it was read from is replaced
+    """Write a Parquet file atomically, zstd, page CRCs, `metadata` in the footer. `compact`
+    (small tables) leaves out the Arrow schema and statistics of columns not in FILTERED."""
+    if metadata:  # replaces a key the table brought from the part it was read from
         kept = {k: v for k, v in (table.schema.metadata or {}).items() if k not in metadata}
         table = table.replace_schema_metadata(kept)
     dictionary, encodings = _encodings(table)
@@ -150,9 +139,8 @@ def write_parquet(
 
 
 def _encodings(table: pa.Table) -> tuple[list[str], dict[str, str]]:
-    """Dictionary encoding for columns whose values repeat, none for mostly distinct ones (paths,
-    sizes, hashes: the indices would not compress); DELTA_BYTE_ARRAY for strings, since sorted
-    paths share long prefixes."""
+    """Dictionary encoding where values repeat, none for mostly distinct ones (the indices
+    would not compress); DELTA_BYTE_ARRAY for strings: sorted paths share long prefixes."""
     dictionary, encodings = [], {}
     for field in table.schema:
         if pa.types.is_nested(field.type):

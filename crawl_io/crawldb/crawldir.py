@@ -1,33 +1,8 @@
-"""The crawl directory: versioned crawldb with an atomic CURRENT pointer, segments, index.
-
-crawl/
-  LOCK                   held (flock) by the one crawl running here: crawl_io.crawldb.lock
-  crawldb/CURRENT        name of the live version, replaced by write + rename
-  crawldb/FORMAT         the on-disk format (FORMAT), written when the crawldb is made
-  crawldb/v000012/       hosts.parquet, partitions.parquet,
-                         files/, media/, folders/, prefix_stats/: each host's parts,
-                         <host>.parquet and <host>@<group>.parquet, by group of partitions
-                         (crawl_io.crawldb.host_parts; immutable once published)
-                         MANIFEST.json: every part's size and SHA-256
-                         (crawl_io.crawldb.version_manifest)
-  segments/r000013/      inject.parquet, fetchlist.parquet, listing/, media/, fetchlog/
-                         (one <host>.parquet each); jobs/: the jobs' manifests, naming parts
-                         relative to jobs/
-  index/search.duckdb
-
-A version is complete when its manifest exists: Update writes it before renaming the version
-folder into place, and CURRENT only ever names a complete version. Only the current format
-is read: a crawldb of another one (or holding versions but no FORMAT) is refused.
-No file here names an absolute path, so a crawl directory can be moved, copied or mounted
-elsewhere, a round half done included.
-
-A damaged or missing part of a host costs the rows of its group's partitions (never the
-version): their stored hashes read as null, so the next round lists them again as new.
-"""
+"""The crawl directory (layout: docs/crawl-dir.md): versions of the crawldb behind an atomic
+CURRENT pointer, their manifests, segments and the search index. Only FORMAT is read."""
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import shutil
@@ -49,6 +24,7 @@ from crawl_io.crawldb.host_parts import (
 from crawl_io.crawldb.lock import LOCK_NAME
 from crawl_io.crawldb.stored_hosts import StoredHosts
 from crawl_io.crawldb.version_manifest import (
+    FORMAT,
     MANIFEST_NAME,
     Manifest,
     ManifestError,
@@ -67,24 +43,18 @@ STATE_TABLES = ("hosts", "partitions")  # a round cannot go on without them (his
 STATS_READERS = 4  # threads reading prefix_stats parts: Arrow and hashlib release the GIL
 VERSION_NAME = re.compile(r"v(\d{6,})")
 SEGMENT_NAME = re.compile(r"r(\d{6,})")  # segments/r000012: round 12
-FORMAT = 1  # the on-disk format this sharecrawl reads and writes; crawldb/FORMAT records it
 FORMAT_NAME = "FORMAT"
-
-log = logging.getLogger("sharecrawl")
 
 
 class CrawlDamaged(Exception):
-    """The crawldb cannot be used as it is: one line naming what is wrong and saying to run
-    `sharecrawl check --repair` (exit status 1)."""
+    """The crawldb cannot be used as it is: one line naming what, and saying to repair it."""
 
     def __init__(self, root: Path, what: str) -> None:
         super().__init__(f"{what}; run `sharecrawl check --crawl-dir {root} --repair`")
         self.what = what
 
 
-def host_file(host: str) -> str:
-    """A host's file name in a segment's folders (and its group 0 part in a version)."""
-    return part_file(host)
+host_file = part_file  # a host's file name in a segment's folders (its group 0 in a version)
 
 
 class CrawlDir:
@@ -146,9 +116,8 @@ class CrawlDir:
         return sorted(int(m[1]) for m in found if m)
 
     def current(self) -> int:
-        """The live version number, 0 before the first round is published. Raises
-        CrawlDamaged when CURRENT is empty, garbled, or names a version that is not
-        complete, and when it is missing although rounds were published."""
+        """The live version, 0 before the first is published; CrawlDamaged when CURRENT is
+        empty, garbled, names an incomplete version, or is missing after rounds were published."""
         path = self.crawldb / "CURRENT"
         try:
             text = path.read_text()
@@ -216,14 +185,9 @@ class CrawlDir:
 
     # -- reading a version ------------------------------------------------------------------
     def read(self, version: int, name: str) -> pa.Table:
-        """A whole table of a version. A one-file table (hosts, partitions) must be there
-        and match its manifest entry, size and SHA-256 (it is read in full anyway): else
-        CrawlDamaged, never an empty table that would start history over. So must every
-        part of prefix_stats (`stats_parts`).
-
-        In `partitions`, the stored hash of a partition whose group has a damaged or missing
-        part reads as null: a hash vouches for stored rows, and without them the partition
-        must be listed again as new (its scan history stays)."""
+        """A whole table of a version. hosts, partitions and prefix_stats parts must match
+        their manifest entries, else CrawlDamaged (never an empty table that would start
+        history over). A partition whose group is damaged reads with a null stored hash."""
         if version == 0:
             return TABLES[name].empty_table()
         path = self.table_path(version, name)
@@ -257,11 +221,9 @@ class CrawlDir:
         return table
 
     def stats_parts(self, version: int) -> tuple[dict[tuple[str, int], pa.Table], dict[Path, str]]:
-        """The prefix_stats parts of a version stored in parts, by (host, group), each
-        checked against its manifest entry, size and SHA-256 (they are small and read in
-        full), and what is wrong with those that are not: missing, changed, unreadable.
-        A part's bytes are read once, checked, then parsed; parts in a few threads (a big
-        LAN has thousands, each costing more in calls than in bytes)."""
+        """The prefix_stats parts of a version by (host, group), each checked against its
+        manifest entry, and what is wrong with the others. Read in threads: a big LAN has
+        thousands, each costing more in calls than in bytes."""
         vdir = self.version_dir(version)
         manifest = self.manifest(version)
         rels = sorted(r for r in manifest if r.partition("/")[0] == "prefix_stats")
@@ -299,7 +261,6 @@ class CrawlDir:
         return self._hosts[version]
 
     def read_host(self, version: int, name: str, host: str) -> pa.Table:
-        """All of a host's rows of a per-host table that read (crawl_io.crawldb.stored_hosts)."""
         if version == 0:
             return TABLES[name].empty_table()
         return self.hosts(version).read_host(name, host)

@@ -1,10 +1,5 @@
-"""Writes refused for want of space: how to tell them from other failures, and the line that
-says what to do.
-
-A full disk is no fault of a host and no bug: a round that meets one stops (each stage
-writes its output whole or not at all, so what it wrote before stays good) and says, in one
-line, to free space and run the crawl again, which goes on from where the round stopped.
-"""
+"""Writes refused for want of space: how to tell them from other failures, and the one line
+that says what to do (a round stopped by a full disk goes on when run again)."""
 
 from __future__ import annotations
 
@@ -19,8 +14,7 @@ _FULL_WORDS = tuple(os.strerror(number) for number in sorted(FULL_ERRNOS))
 
 
 def is_disk_full(error: BaseException | None) -> bool:
-    """Whether `error`, or an error it was raised from, is a write refused for want of
-    space."""
+    """Whether `error`, or one it was raised from, is a write refused for want of space."""
     seen: set[int] = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
@@ -43,16 +37,13 @@ def _text(error: BaseException) -> str:
 def disk_full_line(
     error: BaseException, crawl_dir: str | None = None, then: str = "run the command again"
 ) -> str:
-    """What to do about `error` (is_disk_full), in one line: free space (where the crawl
-    directory lives, when the caller knows it), then `then`. The error's own first line
-    names the file when the library says it (Arrow does not)."""
+    """What to do about `error` (is_disk_full), in one line: free space, then `then`."""
     if isinstance(error, OSError) and error.strerror:  # not "[Errno 28]" before the words
         text = error.strerror + (f": {error.filename}" if error.filename else "")
     else:
         text = str(error)
     lines = text.strip().splitlines() or [type(error).__name__]
-    # after months of rounds, their old versions and segments are what a crawl directory
-    # holds most of (unless keep_rounds removes them), and the operator may delete them
+    # after months of rounds, old versions and segments are most of a crawl directory
     where = (
         "the crawl directory"
         if crawl_dir is None

@@ -1,11 +1,5 @@
-"""Every finished round's fetchlog, as the `fetchlog` view reads it:
-
-    segments/r000042/fetchlog.parquet       round 42's, in its segment
-    segments/fetchlogs/r000042.parquet      kept there when keep_rounds removed the segment
-
-A kept part is the only copy of its round's scans, so `check` reads it in full and
-`check --repair` moves a damaged one aside.
-"""
+"""Every finished round's fetchlog for the `fetchlog` view: in its segment, or kept as
+`segments/fetchlogs/rNNNNNN.parquet` once keep_rounds removed the segment."""
 
 from __future__ import annotations
 
@@ -21,14 +15,12 @@ KEPT_NAME = re.compile(r"r(\d{6,})\.parquet")
 
 
 def kept_fetchlog(crawl: CrawlDir, round_: int) -> Path:
-    """Where the fetchlog of a removed round's segment is kept (crawl_io.crawldb.retention)."""
     return crawl.segments / KEPT_FETCHLOGS / f"r{round_:06d}.parquet"
 
 
 def fetchlog_parts(segments: Path, version: int) -> list[Path]:
-    """The parts the `fetchlog` view reads for the rounds up to `version` (from folder
-    `segments`), by round: each round's in its segment, else kept after the segment went.
-    Names, not Paths, until a part is wanted: a year of hourly rounds is 8,760."""
+    """The fetchlog parts of the rounds up to `version`, by round. Names, not Paths, until
+    a part is wanted: a year of hourly rounds is 8,760."""
     found: dict[int, Path] = {}
     for name in _names(segments / KEPT_FETCHLOGS):
         match = KEPT_NAME.fullmatch(name)
@@ -44,8 +36,7 @@ def fetchlog_parts(segments: Path, version: int) -> list[Path]:
 
 
 def damaged_fetchlogs(segments: Path) -> list[tuple[Path, str]]:
-    """(path, what is wrong) of each kept part that does not read in full (footer, every
-    page and its CRC). A segment's own fetchlog is its segment's."""
+    """(path, what is wrong) of each kept part that does not read in full."""
     found = []
     for name in sorted(_names(segments / KEPT_FETCHLOGS)):
         if KEPT_NAME.fullmatch(name):

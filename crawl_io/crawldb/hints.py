@@ -1,11 +1,6 @@
-"""Change hints (docs/DESIGN.md, Scheduling; layout in docs/crawl-dir.md): what SMB change
-notifications said, as `h<first>-<last>.parquet` parts and `watches.parquet` under crawl/hints.
-A hint is (host, share, path, action, overflow, seen_at), path share-relative ('' the root);
-an overflow hint's action says why the count was lost (`overflow`, `reconnected`). A reader
-takes the widest parts: one whose number range lies inside another's was compacted into it
-(and is deleted only a minute later). `complete_since` says from when the hints are all there.
-A watch is `watching` (unbroken since `since`), `down`, `refused` or `stopped`; every
-notification received before `alive_at` is in a part. Only `sharecrawl watch` writes here."""
+"""Reading crawl/hints (docs/watch.md): the watcher's change hints, `h<first>-<last>.parquet`
+parts of which a reader takes the widest (a part inside another's range was compacted into
+it), and `watches.parquet`, each share's watch state."""
 
 from __future__ import annotations
 
@@ -73,20 +68,16 @@ def cover(paths: Iterable[Path]) -> list[Path]:
 
 
 def storable(path: str) -> str:
-    """`path`, or when a name in it is not valid Unicode (a lone UTF-16 surrogate from a
-    Windows server) the folder above that name: the hint still leads to the right folder."""
-    try:
-        path.encode("utf-8")
-        return path
-    except UnicodeEncodeError:
-        kept = []
-        for name in path.split("/"):
-            try:
-                name.encode("utf-8")
-            except UnicodeEncodeError:
-                break
-            kept.append(name)
-        return "/".join(kept)
+    """`path` up to its first name that is not valid Unicode (a lone UTF-16 surrogate from a
+    Windows server): the hint still leads to the right folder."""
+    kept = []
+    for name in path.split("/"):
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            break
+        kept.append(name)
+    return "/".join(kept)
 
 
 def timestamp_us(value: datetime) -> int:
@@ -110,8 +101,8 @@ class HintsStore:
         return cover(self.all_parts())
 
     def read(self) -> pa.Table:
-        """Every hint kept. A part compacted away while being read is looked for again; a
-        damaged one is left out and named in `self.damaged` (the watcher sets it aside)."""
+        """Every hint kept; a part compacted away meanwhile is looked for again, a damaged one
+        left out and named in `self.damaged`."""
         self.damaged = []
         for _ in range(5):
             tables, vanished = [], False
@@ -137,8 +128,8 @@ class HintsStore:
             return WATCHES.empty_table(), {}
 
     def snapshot(self, now: datetime | None = None) -> HintsSnapshot:
-        """Hints and watch states as of now, read once (for a round's Generate or status).
-        A damaged part means hints are missing: no silence is trusted before now."""
+        """Hints and watch states as of now, read once; after a damaged part, no silence
+        before now is trusted."""
         now = now or datetime.now(UTC)
         watches, metadata = self.watches()
         complete = metadata.get(COMPLETE_SINCE)
@@ -166,8 +157,7 @@ class SharedHint(NamedTuple):
 
 
 class HintsSnapshot:
-    """Answers "which paths of host/share were hinted since t, and was the watch of that share
-    unbroken since t" for a round (Generate) from one read of the store."""
+    """Which paths of a share were hinted since t, and was its watch unbroken since t."""
 
     def __init__(
         self,
@@ -190,7 +180,6 @@ class HintsSnapshot:
         self._live_after_us = timestamp_us(now) - round(stale_after_s * 1_000_000)
 
     def shares(self) -> list[tuple[str, str]]:
-        """(host, share) of every share with hints."""
         return sorted(self._by_share)
 
     def hints_for(self, host: str, share: str) -> list[SharedHint]:
@@ -202,8 +191,7 @@ class HintsSnapshot:
 
     def since(self, host: str, share: str, t: datetime | None) -> ShareSignal:
         """Hints of host/share seen after t (None: ever), and whether its watch was unbroken
-        from t on (armed by t, no break, watcher alive within stale_after_s, nothing after t
-        lost to retention)."""
+        from t on (armed by t, watcher alive, nothing after t lost to retention)."""
         t_us = None if t is None else timestamp_us(t)
         paths, overflow = set(), False
         for hint in self._by_share.get((host, share), ()):

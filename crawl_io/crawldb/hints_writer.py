@@ -1,8 +1,6 @@
-"""Writing crawl/hints (layout: crawl_io.crawldb.hints): one writer, holding watch.lock;
-parts appear whole. Compaction has two levels so its cost stays near what was written:
-FRESH_LIMIT flush parts merge into one; MERGED_LIMIT merged parts (or a day) merge all,
-keeping the latest sighting per key and dropping hints past retention. A compacted part is
-deleted GRACE_S later."""
+"""Writing crawl/hints: one writer, holding watch.lock. FRESH_LIMIT flush parts merge into one;
+MERGED_LIMIT merged parts (or a day) merge all, dropping hints past retention; a compacted
+part is deleted GRACE_S later (a reader may have listed it)."""
 
 from __future__ import annotations
 
@@ -76,8 +74,7 @@ class HintsWriter:
         return fd
 
     def _remove_leftovers(self) -> None:
-        """A killed writer's temporary files, damaged parts, and parts compacted away (after a
-        grace: a reader may have listed them)."""
+        """A killed writer's temporary files, damaged parts, and parts compacted away."""
         for tmp in self.store.dir.glob(".*.tmp*"):
             tmp.unlink(missing_ok=True)
         kept = set(self.store.parts())
@@ -91,8 +88,7 @@ class HintsWriter:
                 self._doomed.append((time.monotonic() + GRACE_S, path))
 
     def _set_aside(self, path: Path) -> None:
-        """A damaged part: renamed out of the readers' way, and its hints count as lost (no
-        round trusts silence from before now)."""
+        """Rename a damaged part out of the readers' way; its hints count as lost."""
         aside = path.with_name(path.name + ".damaged")
         os.replace(path, aside)
         self.complete_since = datetime.now(UTC)
@@ -107,11 +103,9 @@ class HintsWriter:
             os.close(self._lock_fd)  # the lock goes with the descriptor
             self._lock_fd = -1
 
-    # -- hints ----------------------------------------------------------------------------
-
     def append(self, rows: list[dict], now: datetime | None = None) -> None:
-        """Write one part of hints (dicts with HINTS' columns); compact when due. OSError
-        (a full disk) leaves the hints with the caller and the folder as it was."""
+        """Write one part of hints (dicts with HINTS' columns); compact when due. On OSError
+        the hints stay with the caller and the folder as it was."""
         if rows:
             write_parquet(pa.Table.from_pylist(rows, HINTS), self._path(self._next, self._next))
             self._next += 1
@@ -160,8 +154,6 @@ class HintsWriter:
         write_parquet(table, self._path(first[0], last[1]))
         due = time.monotonic() + GRACE_S
         self._doomed.extend((due, p) for p in parts if p.exists())
-
-    # -- watch states ---------------------------------------------------------------------
 
     def write_watches(self, rows: list[dict]) -> None:
         """Replace the watches file (dicts with WATCHES' columns)."""

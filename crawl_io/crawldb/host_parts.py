@@ -1,25 +1,6 @@
-"""A host's rows of the files, media, folders and prefix_stats tables: parts per group of
-partitions.
-
-    crawldb/v000012/files/pc-1.parquet      group 0 of host pc-1 (a small host has no other)
-    crawldb/v000012/files/pc-1@3.parquet    group 3 of the same host
-    crawldb/v000012/media/pc-1@3.parquet    the media rows of the same partitions
-    crawldb/v000012/folders/pc-1@3.parquet  and their folder rows
-    crawldb/v000012/prefix_stats/pc-1@3.parquet  and the statistics of their folders
-
-Every row of a partition (a folder's row goes with the folder's partition) is in one group,
-and a group's parts hold the rows of the same partitions, which every part names in its
-footer (key `sharecrawl.partitions`, a JSON list). A prefix_stats row goes with its prefix's
-folder (the share root '' with the share root partition, which holds the root's files:
-pipeline.stats_parts); a group with no prefix at the statistics' depth has no such part.
-The groups are those of the files, media and folders parts (ROW_TABLES): only a damaged part
-of theirs costs a group's partitions, a damaged prefix_stats part only its statistics, which
-are computed again. A round rewrites the groups whose
-partitions changed and hard-links the others, so a host of a million files does not pay
-for all its rows to record one new album (crawl_io.crawldb.part_groups decides the groups). The
-parts stay flat in their table's folder: every reader that reads a table's parts reads
-`<table>/*.parquet`, whatever the groups.
-"""
+"""A host's parts of the files, media, folders and prefix_stats tables, one per group of
+partitions (`<host>.parquet`, `<host>@<group>.parquet`), whose footer names the group's
+partitions; which parts differ between two versions."""
 
 from __future__ import annotations
 
@@ -41,14 +22,13 @@ GROUP_MARK = "@"  # never in a host key: quote() escapes it
 
 
 def part_file(host: str, group: int = 0) -> str:
-    """The file name of a host's part of group `group`: the host key made safe for any
-    file system, then `@<group>` past group 0."""
+    """A host's part of group `group`: the host key quoted for any file system, `@<group>`."""
     key = quote(host, safe="")
     return f"{key}.parquet" if group == 0 else f"{key}{GROUP_MARK}{group}.parquet"
 
 
 def parse_part_file(name: str) -> tuple[str, int] | None:
-    """(host, group) of a part file name (part_file's inverse), None for another name."""
+    """part_file's inverse; None for another name."""
     if not name.endswith(".parquet") or name.startswith("."):
         return None
     key, mark, group = name.removesuffix(".parquet").partition(GROUP_MARK)
@@ -63,8 +43,7 @@ def partitions_metadata(partition_ids: set[str] | frozenset[str]) -> dict[bytes,
 
 
 def footer_partitions(path: Path) -> frozenset[str] | None:
-    """The partitions a part's footer names; None when its footer does not read (or names
-    none)."""
+    """The partitions a part's footer names; None when it does not read or names none."""
     try:
         metadata = pq.read_metadata(path).metadata or {}
         value = metadata.get(PARTITIONS_KEY)
@@ -74,8 +53,7 @@ def footer_partitions(path: Path) -> frozenset[str] | None:
 
 
 def read_parquet(path: Path, schema: pa.Schema) -> pa.Table:
-    """A table file or a folder of part files; an absent one reads as empty. Page CRCs are
-    verified (an ArrowException or OSError says a part is damaged)."""
+    """A table file or a folder of parts (absent: empty), page CRCs verified."""
     if path.is_dir():
         parts = sorted(p for p in path.glob("*.parquet") if not p.name.startswith("."))
         if not parts:
@@ -87,10 +65,8 @@ def read_parquet(path: Path, schema: pa.Schema) -> pa.Table:
 
 
 def _read_file(source: Path | pa.NativeFile, schema: pa.Schema) -> pa.Table:
-    """A part's rows (a file, or its bytes) in `schema`, page CRCs verified. pyarrow's
-    dataset reader, which conforms a part to another schema (some of its columns, say),
-    costs several times more a part than reading the file: only those are
-    read again with it."""
+    """A part's rows (a file, or its bytes) in `schema`. pyarrow's dataset reader, which
+    conforms a part to another schema, costs several times more: only those go through it."""
     table = pq.ParquetFile(source, page_checksum_verification=True).read()
     if table.schema.equals(schema):
         return table.replace_schema_metadata(None)
@@ -100,18 +76,16 @@ def _read_file(source: Path | pa.NativeFile, schema: pa.Schema) -> pa.Table:
 
 
 def parquet_from_bytes(data: bytes, schema: pa.Schema) -> pa.Table:
-    """A part's rows from its bytes, as read_parquet reads its file."""
     return _read_file(pa.BufferReader(data), schema)
 
 
 def table_parts(version_dir: Path, table: str) -> list[Path]:
-    """Every Parquet part of a table in a version folder, sorted: one file for the tables
-    of one file (hosts, partitions), every host's groups for the others."""
+    """Every Parquet part of a table in a version folder, sorted."""
     return [version_dir / rel for rel in table_part_names(version_dir, table)]
 
 
 def table_part_names(version_dir: Path, table: str) -> list[str]:
-    """table_parts as paths relative to the version folder (as manifests name them)."""
+    """table_parts relative to the version folder (as manifests name them)."""
     folder = version_dir / table
     if table not in PART_TABLES:
         name = f"{table}.parquet"
@@ -124,8 +98,7 @@ def table_part_names(version_dir: Path, table: str) -> list[str]:
 
 
 class VersionParts:
-    """The per-host parts of one version folder, by table, host and group: from its
-    manifest when it has one (no directory listing), else from its folders."""
+    """A version folder's per-host parts by table, host and group (from its manifest if any)."""
 
     def __init__(self, version_dir: Path, names: list[str] | None = None) -> None:
         self.dir = version_dir
@@ -149,9 +122,6 @@ class VersionParts:
             found |= self._groups.get((table, host), set())
         return sorted(found)
 
-    def hosts(self) -> set[str]:
-        return {host for _, host in self._groups}
-
     def path(self, table: str, host: str, group: int) -> Path:
         return self.dir / table / part_file(host, group)
 
@@ -163,9 +133,8 @@ def rel_path(table: str, host: str, group: int) -> str:
 
 @dataclass(frozen=True)
 class PartsChange:
-    """The parts of a table that differ between two versions: `removed` (paths in the older
-    version) held rows the newer one does not hold there, `added` (paths in the newer one)
-    hold its rows in their place. Parts in neither list are the same bytes in both."""
+    """The parts of a table that differ between two versions: `removed` (in the older one),
+    `added` (in the newer one); others are the same bytes in both."""
 
     removed: list[Path]
     added: list[Path]

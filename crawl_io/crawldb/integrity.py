@@ -1,24 +1,6 @@
-"""`sharecrawl check`: verify the live crawldb version part by part, and repair CURRENT.
-
-A version is verified against its manifest (crawl_io.crawldb.version_manifest): every part listed is
-there, has its size and SHA-256, and reads (footer and every page, page CRCs checked); no
-Parquet part is there that the manifest does not list.
-
-Damage comes in two kinds. A damaged part of a host (files/, media/, folders/) costs the rows
-of its group's partitions until the next round lists them again as new
-(crawl_io.crawldb.stored_hosts), one of prefix_stats/ only its host's statistics, which the next
-round computes again, and the record of media changes only the index's shortcut (its update
-compares the parts instead): the version stays usable, and `check --repair` restores the
-part from a separate copy with its checksum or drops it from the manifest, so that `check`
-passes at once and the rounds after it start from a whole version. Damaged state tables
-(hosts, partitions: the scan history) or a damaged manifest make the version unusable: a
-round refuses to start from it, and `check --repair` points CURRENT at the newest usable
-version instead, moving the newer versions and segments aside (never deleting them).
-
-The fetchlog's kept parts (crawl_io.crawldb.fetchlogs) are read in full too: once their segments are
-gone they are the only copy of those rounds' scans. A damaged one is moved aside by
-`check --repair`.
-"""
+"""`sharecrawl check`: verify the live version against its manifest part by part; `--repair`
+restores or drops damaged host parts and points CURRENT at the newest usable version,
+moving what is newer aside under crawl/damaged/ (docs/crawl-dir.md)."""
 
 from __future__ import annotations
 
@@ -29,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 
-from crawl_io.crawldb.atomic import fsync_folder, temp_name
+from crawl_io.crawldb.atomic import rename_into_place, temp_name
 from crawl_io.crawldb.crawldir import SEGMENT_NAME, STATE_TABLES, CrawlDamaged, CrawlDir
 from crawl_io.crawldb.fetchlogs import damaged_fetchlogs
 from crawl_io.crawldb.host_parts import ROW_TABLES, parse_part_file
@@ -102,8 +84,7 @@ def verify_version(crawl: CrawlDir, version: int) -> VersionReport:
 
 
 def index_state(crawl: CrawlDir) -> tuple[str | None, str | None]:
-    """(problem, version): does the search index open and name the crawldb version it was
-    built from?"""
+    """(problem, version): does the search index open and name the version it was built from?"""
     if not crawl.index.exists():
         return f"{crawl.index}: missing", None
     path = "'" + str(crawl.index).replace("'", "''") + "'"
@@ -124,26 +105,22 @@ def index_state(crawl: CrawlDir) -> tuple[str | None, str | None]:
 
 def verify_round_start(crawl: CrawlDir) -> None:
     """Raise CrawlDamaged unless a round can start from the live version: CURRENT names a
-    complete version whose manifest parses and whose state tables match it. The state
-    tables are read in full by the round anyway; per-host parts are left to the round."""
+    complete version whose manifest parses and whose state tables match it."""
     live = crawl.current()
     if live == 0:
         return
     vdir = crawl.version_dir(live)
     manifest = crawl.manifest(live)
     for rel in (f"{t}.parquet" for t in STATE_TABLES):
-        path = vdir / rel
-        if rel not in manifest:
-            problem = f"missing from {MANIFEST_NAME}"
-        else:
-            problem = checksum_problem(path, manifest[rel])
+        path, entry = vdir / rel, manifest.get(rel)
+        problem = checksum_problem(path, entry) if entry else f"missing from {MANIFEST_NAME}"
         if problem:
             raise crawl.damaged(f"{path}: {problem}; a round would start its history over")
 
 
 def check_crawl(crawl: CrawlDir) -> tuple[list[str], bool]:
-    """`sharecrawl check`: one line per problem (naming the file), or one line saying how
-    many parts are intact; True when there is no problem."""
+    """`sharecrawl check`: one line per problem, or one saying how many parts are intact;
+    True when there is no problem."""
     live = crawl.current()
     if live == 0:
         return ["no round published yet: nothing to check"], True
@@ -168,9 +145,8 @@ class Repair:
 
 
 def repair_crawl(crawl: CrawlDir) -> Repair:
-    """Point CURRENT at the newest usable version (complete, manifest and state tables
-    intact). What is newer is moved under crawl/damaged/<time>/, never deleted. Run under
-    the crawl lock."""
+    """Point CURRENT at the newest usable version, moving what is newer aside, and repair
+    its parts. Run under the crawl lock."""
     try:
         live: int | None = crawl.current()
         was = f"v{live:06d}"
@@ -223,10 +199,8 @@ def repair_crawl(crawl: CrawlDir) -> Repair:
 
 
 def _repair_parts(crawl: CrawlDir, report: VersionReport, aside: Path) -> list[str]:
-    """Restore each damaged or missing part of the version from a separate copy with its
-    manifest's SHA-256 (another version's file of its own, not a hard link to the damaged
-    inode), else drop it from the manifest: the version then holds only what it vouches
-    for, and `check` passes. A part the manifest does not list goes aside."""
+    """Restore each damaged or missing part of the version from an intact copy, else drop it
+    from the manifest, so that `check` passes. A part the manifest does not list goes aside."""
     vdir = crawl.version_dir(report.version)
     manifest = read_manifest(vdir)
     lines, dropped = [], []
@@ -239,8 +213,7 @@ def _repair_parts(crawl: CrawlDir, report: VersionReport, aside: Path) -> list[s
             os.link(source, tmp)
             if path.exists():
                 _move_aside(crawl, [path], aside, keep=True)
-            os.replace(tmp, path)
-            fsync_folder(path.parent)
+            rename_into_place(tmp, path)
             lines.append(f"{path}: restored from {source.parent.parent.name} ({what})")
             continue
         moved = _move_aside(crawl, [path] if path.exists() else [], aside)
@@ -256,8 +229,8 @@ def _repair_parts(crawl: CrawlDir, report: VersionReport, aside: Path) -> list[s
 
 
 def _intact_copy(crawl: CrawlDir, version: int, rel: str, entry: PartEntry) -> Path | None:
-    """Another version's file with the part's size and SHA-256 that reads, newest first; a
-    hard link to the damaged file is the damaged file, and is not taken."""
+    """Another version's file with the part's size and SHA-256 that reads, newest first (not
+    a hard link to the damaged file)."""
     try:
         damaged = (crawl.version_dir(version) / rel).stat()
     except OSError:
@@ -287,22 +260,14 @@ def dropped_effect(rel: str) -> str:
         return f"host {host}'s statistics are computed again by the next round"
     if table in ROW_TABLES:
         return f"host {host}'s partitions are listed again when it is next online"
-    return f"the next crawl {_next_crawl(rel)}"
-
-
-def _next_crawl(rel: str) -> str:
-    """What the next crawl does about a damaged part `rel`."""
-    table = rel.split("/")[0]
-    if table == "prefix_stats":
-        return "computes its statistics again"
     if table == MEDIA_CHANGES_FILE:  # only the index's update reads it
-        return "updates the search index by comparing the media parts instead"
-    return "lists its partitions again as new"
+        return "the next crawl updates the search index by comparing the media parts instead"
+    return "the next crawl lists its partitions again as new"
 
 
 def _move_aside(crawl: CrawlDir, paths: list[Path], target: Path, keep: bool = False) -> list[Path]:
-    """Move paths inside the crawl dir to the same relative place under `target` (with
-    `keep`, a file stays where it is too, for a rename to replace it)."""
+    """Move paths inside the crawl dir to the same relative place under `target` (`keep`:
+    link, leaving the file for a rename to replace)."""
     moved = []
     for path in paths:
         dest = target / path.relative_to(crawl.root)

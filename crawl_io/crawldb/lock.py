@@ -1,9 +1,6 @@
-"""One crawl per crawl directory: an exclusive flock on `crawl/LOCK`. The kernel drops it with
-its holder (even SIGKILL), so no lock goes stale; files open close-on-exec and fetch workers
-start from a forkserver, so no worker keeps a dead parent's lock. The holder records pid, host
-and start time for a refused crawl's message. Readers never take it. A round's Luigi workers
-join only a round whose driver holds it (`held()`). On NFS, Linux emulates flock with POSIX
-byte-range locks that the server arbitrates."""
+"""One crawl per crawl directory: an exclusive flock on `crawl/LOCK`, which the kernel drops
+with its holder (so it never goes stale), recording pid, host and start time for a refused
+crawl's message. Readers never take it."""
 
 from __future__ import annotations
 
@@ -54,8 +51,7 @@ class CrawlLock:
         self._fd: int | None = None
 
     def acquire(self) -> CrawlLock:
-        """Take the lock or raise CrawlLocked. Creates only the LOCK file (the crawl
-        directory must exist); a refused attempt changes nothing on disk."""
+        """Take the lock or raise CrawlLocked; a refused attempt changes nothing on disk."""
         try:
             flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
             fd = os.open(self.path, flags, 0o644)
@@ -80,15 +76,14 @@ class CrawlLock:
         return self
 
     def release(self) -> None:
-        """Drop the lock. The file stays: unlinking it would let a waiter lock an inode
-        that a newcomer no longer finds by name."""
+        """Drop the lock; the file stays (a waiter could lock an inode no longer named)."""
         if self._fd is not None:
             os.ftruncate(self._fd, 0)  # a finished crawl leaves no holder to name
             os.close(self._fd)  # closing the last descriptor drops the flock
             self._fd = None
 
     def holder(self) -> Holder | None:
-        """Who holds the lock (or held it when killed), as its file says; None when unrecorded."""
+        """Who holds the lock (or held it when killed), as its file says."""
         try:
             record = json.loads(self.path.read_text())
             return Holder(
@@ -98,8 +93,7 @@ class CrawlLock:
             return None
 
     def held(self) -> bool:
-        """Whether a process holds the lock now: a recorded holder is probed with a shared lock (a
-        killed holder's record stays, its lock does not); unrecorded, nobody holds it."""
+        """Whether a process holds the lock now (a killed holder's record stays, its lock not)."""
         if self.holder() is None:
             return False
         try:

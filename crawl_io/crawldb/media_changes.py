@@ -1,24 +1,6 @@
-"""A version's media changes: what Update changed in the media table, as the search index
-sees rows, so that the index reads what changed rather than compare every part that
-differs (the thesis' promise that a round costs what changed, not what exists, §3.2).
-
-    crawldb/v000013/media_changes.parquet
-
-Update holds, for every group of parts it rewrites, the group's stored media rows and the
-rows it writes; which of them are new it knows already (the tags read this round), so the
-record costs it no comparison. One file a version, with a row for every path whose media
-rows changed (`came` false: added, deleted, retagged, moved away), and every new row of
-those paths (`came` true): the index deletes the first and inserts the second. A path may
-be recorded that did not change for the index (a file whose tags were read again to the
-same values): the index then replaces a copy by an equal one, which changes nothing.
-
-Its footer names the version it was made from (`base`) and, for each host, the media parts
-it accounts for: the old parts whose rows it covers and the new parts written. The index
-updating from exactly that base uses the record for a host when every media part of the
-host that differs between the two versions is accounted for, and compares the parts of the
-other hosts as before (a host whose part was damaged or not linked, a host gone from the
-crawl, a record that is missing or does not read).
-"""
+"""A version's media changes (`media_changes.parquet`): what Update changed in the media
+rows as the search index sees them, so that the index reads what changed rather than
+compare every part (the thesis' promise that a round costs what changed, §3.2)."""
 
 from __future__ import annotations
 
@@ -37,34 +19,20 @@ FILE_NAME = "media_changes.parquet"
 ACCOUNTS_KEY = b"sharecrawl.media_changes"
 # The media columns the index depends on: a row that changed only in others (tagged_at,
 # partition_id, tag_error ...) is the same row to the index.
-INDEXED_COLUMNS = (
-    "host",
-    "share",
-    "path",
-    "size",
-    "mtime",
-    "kind",
-    "format",
-    "artist",
-    "title",
-    "album",
-    "albumartist",
-    "genre",
-    "year",
-    "bitrate_kbps",
-    "series",
-    "season",
-    "episode",
-)
 PATH_COLUMNS = ["host", "share", "path"]
+INDEXED_COLUMNS = (
+    *PATH_COLUMNS,
+    *"size mtime kind format artist title album albumartist genre year bitrate_kbps".split(),
+    *("series", "season", "episode"),
+)
 SCHEMA = pa.schema(
     [MEDIA.field(name) for name in INDEXED_COLUMNS] + [pa.field("came", pa.bool_(), False)]
 )
 
 
 def host_changes(changed_paths: pa.Table, came: pa.Table) -> pa.Table:
-    """A host's rows of the record: each path of `changed_paths` (host, share, path) or of
-    `came` once, then the rows `came` (media rows) of those paths."""
+    """A host's rows of the record: each path changed or come once (`came` false: the index
+    deletes its rows), then the media rows `came` (`came` true: the index inserts them)."""
     paths = (
         pa.concat_tables([changed_paths.select(PATH_COLUMNS), came.select(PATH_COLUMNS)])
         .group_by(PATH_COLUMNS, use_threads=False)
@@ -89,7 +57,7 @@ class ChangesRecord:
 
     def add(self, host: str, old_parts: list[str], new_parts: list[str], rows: pa.Table) -> None:
         """Record a host's changes (host_changes), covering its media parts `old_parts` of
-        the base version and `new_parts` of the new one (relative to their folders)."""
+        the base version and `new_parts` of the new one."""
         self.accounts[host] = {"old": sorted(old_parts), "new": sorted(new_parts)}
         self.tables.append(rows)
 
@@ -97,24 +65,20 @@ class ChangesRecord:
         return pa.concat_tables([SCHEMA.empty_table(), *self.tables])
 
     def metadata(self, base: str) -> dict[bytes, bytes]:
-        """The footer: the base version's folder name and what each host's rows cover."""
         return {ACCOUNTS_KEY: json.dumps({"base": base, "hosts": self.accounts}).encode()}
 
 
 @dataclass(frozen=True)
 class Recorded:
-    """What the record of a version tells an index updating from `base`: the rows of the
-    hosts it accounts for (`rows`, SCHEMA), and the differing parts of the others, to be
-    compared (`rest`)."""
+    """The record's rows of the hosts it accounts for, and the differing parts of the others."""
 
     rows: pa.Table
     rest: PartsChange
 
 
 def recorded_changes(old_dir: Path, new_dir: Path, diff: PartsChange) -> Recorded:
-    """Split the media parts that differ between two versions (`diff`) into those the new
-    version's record accounts for, read, and the rest. Without a record that reads and was
-    made from `old_dir`, everything is the rest."""
+    """Split the media parts that differ between two versions into those the new version's
+    record (made from `old_dir`) accounts for, read, and the rest."""
     none = Recorded(SCHEMA.empty_table(), diff)
     path = Path(new_dir) / FILE_NAME
     try:
@@ -152,7 +116,6 @@ def _host(part: Path) -> str | None:
 
 
 def _by_host(parts: list[Path]) -> dict[str | None, set[str]]:
-    """Parts by host, each as its name relative to its version folder (media/<file>)."""
     out: dict[str | None, set[str]] = {}
     for part in parts:
         out.setdefault(_host(part), set()).add(f"{part.parent.name}/{part.name}")

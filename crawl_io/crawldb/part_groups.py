@@ -1,8 +1,6 @@
-"""Which group of a host's parts holds which partitions (docs/DESIGN.md, The crawl directory).
-A group is rewritten whole when one of its partitions changes, so groups hold about GROUP_ROWS
-files rows. The plan is stable: new partitions join their nearest ancestor's group (else the
-smallest with room, else a new one), a group past twice GROUP_ROWS is cut in order, groups
-under a quarter are compacted together. Partitions without rows belong to no group."""
+"""Which group of a host's parts holds which partitions: groups of about GROUP_ROWS files rows,
+planned stably (new partitions join their nearest ancestor's group; oversized groups are
+cut, small ones compacted)."""
 
 from __future__ import annotations
 
@@ -18,8 +16,8 @@ def plan_groups(
     parent: Mapping[str, str | None],
     target: int | None = None,
 ) -> dict[int, list[str]]:
-    """The host's groups now: group -> its partition ids, in `order` (canonical, parents first;
-    others last), from the `old` groups, files `rows` per partition and `parent` links."""
+    """The host's groups now (group -> partition ids in `order`, parents first) from the `old`
+    groups, files `rows` per partition and `parent` links."""
     target = target or GROUP_ROWS
     ordered = [p for p in order if rows.get(p, 0) > 0]
     listed = set(ordered)
@@ -82,8 +80,7 @@ def plan_groups(
 
 
 def _packed(pids: list[str], rows: Mapping[str, int], target: int) -> list[list[str]]:
-    """Consecutive partitions packed into chunks of at most `target` rows (a partition
-    bigger than that alone)."""
+    """Consecutive partitions in chunks of at most `target` rows (or one partition)."""
     chunks: list[list[str]] = [[]]
     filled = 0
     for pid in pids:

@@ -1,9 +1,5 @@
-"""Old rounds removed: the crawldb versions and segments before the last `keep` (luigi.cfg
-[sharecrawl] keep_rounds; 0 keeps all). A version shares unchanged parts with the next by hard
-links, so removing it frees only what it alone held. A removed round's fetchlog moves to
-`segments/fetchlogs/rNNNNNN.parquet` (crawl_io.crawldb.fetchlogs). The live version, its segment and
-anything newer stay, and `keep` is at least 2 (`check --repair` and a running `serve` may
-need the one before). Folders are renamed to a temporary name, then deleted."""
+"""Old rounds removed (luigi.cfg keep_rounds; 0 keeps all, else at least MIN_KEEP): their
+versions and segments, each segment's fetchlog kept aside (crawl_io.crawldb.fetchlogs)."""
 
 from __future__ import annotations
 
@@ -15,25 +11,22 @@ from pathlib import Path
 from crawl_io.crawldb.atomic import temp_name
 from crawl_io.crawldb.crawldir import SEGMENT_NAME, CrawlDir
 from crawl_io.crawldb.fetchlogs import kept_fetchlog
+from crawl_io.crawldb.tempfiles import folder_entries
 
 MIN_KEEP = 2  # the live round and one to fall back on
 log = logging.getLogger("sharecrawl")
 
 
 def old_rounds(crawl: CrawlDir, keep: int) -> list[tuple[int, Path]]:
-    """(round, folder) of the versions and segments of the rounds before the last `keep`,
-    oldest first; none when `keep` is 0."""
+    """(round, folder) of the versions and segments before the last `keep` rounds, oldest
+    first."""
     if keep <= 0:
         return []
     if keep < MIN_KEEP:
         raise ValueError(f"keep_rounds must be 0 or at least {MIN_KEEP}, not {keep}")
     first_kept = crawl.current() - keep + 1
     found = [(v, crawl.version_dir(v)) for v in crawl.versions() if v < first_kept]
-    try:
-        segments = list(crawl.segments.iterdir())
-    except FileNotFoundError:
-        segments = []
-    for segment in segments:
+    for segment in folder_entries(crawl.segments):
         match = SEGMENT_NAME.fullmatch(segment.name)
         if match and int(match[1]) < first_kept and segment.is_dir():
             found.append((int(match[1]), segment))
@@ -41,8 +34,8 @@ def old_rounds(crawl: CrawlDir, keep: int) -> list[tuple[int, Path]]:
 
 
 def remove_old_rounds(crawl: CrawlDir, keep: int) -> list[Path]:
-    """Remove what old_rounds finds (under the crawl lock), keeping each segment's fetchlog; return
-    what went. A folder that cannot be renamed stays, with one warning."""
+    """Remove what old_rounds finds (under the crawl lock), keeping each segment's fetchlog;
+    renamed first, so no reader sees half of it."""
     removed = []
     for round_, path in old_rounds(crawl, keep):
         gone = temp_name(path)

@@ -1,13 +1,6 @@
-"""The hosts' rows stored in one published crawldb version, read group by group, with the
-damage found in them (crawl_io.crawldb.host_parts is the layout).
-
-What is checked where: the size of every part a round links forward or reads (a stat
-against the manifest), the SHA-256 of every part read in full, the page CRCs of every page
-read. A group with any part missing, of the wrong size or unreadable is damaged: its rows
-read as none, nothing of it is linked forward, and its partitions (those its other parts'
-footers name, else those of its host no other group holds) read with a null stored hash,
-so the next round lists them again as new while their scan history stays.
-"""
+"""The hosts' rows stored in one published version, read group by group; a group with a part
+missing, of the wrong size or unreadable is damaged: its rows read as none and its
+partitions' stored hashes as null, so the next round lists them again."""
 
 from __future__ import annotations
 
@@ -34,8 +27,7 @@ TAG_KEY = ("path", "size", "mtime", "tag_error")  # what finds a moved file's st
 
 
 class StoredHosts:
-    """The per-host parts of one published version (immutable: what is learnt about them
-    is kept)."""
+    """The per-host parts of one published (immutable) version, and what is learnt of them."""
 
     def __init__(self, version_dir: Path, manifest: Manifest) -> None:
         self.dir = version_dir
@@ -51,8 +43,7 @@ class StoredHosts:
         return self.parts.path(table, host, group)
 
     def group_partitions(self, host: str, group: int) -> frozenset[str] | None:
-        """The partitions a group holds, as its parts' footers name them (the first that
-        reads); None when no footer reads."""
+        """The partitions a group holds, as the first of its parts' footers that reads names."""
         key = (host, group)
         if key not in self._partitions:
             found = None
@@ -64,10 +55,8 @@ class StoredHosts:
             self._partitions[key] = found
         return self._partitions[key]
 
-    # -- damage ----------------------------------------------------------------------------
     def damaged_groups(self) -> set[tuple[str, int]]:
-        """(host, group) of every group with a part missing or of the wrong size (a stat per
-        part of the manifest), or found unreadable."""
+        """(host, group) of every group with a part missing, of the wrong size or unreadable."""
         found = set(self._damaged)
         for rel, entry in self.manifest.items():
             table, _, name = rel.partition("/")
@@ -78,7 +67,6 @@ class StoredHosts:
         return found
 
     def group_damaged(self, host: str, group: int) -> bool:
-        """Is any of the group's parts missing, of the wrong size, or found unreadable?"""
         if (host, group) in self._damaged:
             return True
         for table in ROW_TABLES:
@@ -88,15 +76,10 @@ class StoredHosts:
                 return True
         return False
 
-    def mark_damaged(self, host: str, group: int) -> None:
-        self._damaged.add((host, group))
-
-    def lost_partitions(
-        self, partitions: pa.Table, damaged: set[tuple[str, int]] | None = None
-    ) -> set[str]:
-        """The partitions whose stored rows are in a damaged group (`damaged`, by default
-        every one found so far). `partitions`: the version's (host, partition_id) rows."""
-        damaged = self.damaged_groups() if damaged is None else damaged
+    def lost_partitions(self, partitions: pa.Table) -> set[str]:
+        """The partitions (of the version's `partitions` rows) whose stored rows are in a
+        damaged group: those its footers name, else those no other group of its host holds."""
+        damaged = self.damaged_groups()
         lost: set[str] = set()
         hosts = {h for h, _ in damaged}
         if not hosts:
@@ -121,12 +104,11 @@ class StoredHosts:
                 lost |= mine.get(host, set()) - held
         return lost
 
-    # -- reading ---------------------------------------------------------------------------
     def read_group(
         self, table: str, host: str, group: int, columns: list[str] | None = None
     ) -> pa.Table | None:
-        """One part of a host's group (only `columns`, if given). Read in full, its SHA-256
-        is checked too. None when the group is damaged (said once when found)."""
+        """One part of a host's group (only `columns`, if given; read in full, its SHA-256 is
+        checked too). None when the group is damaged."""
         if self.group_damaged(host, group):
             return None
         schema = (
@@ -151,15 +133,13 @@ class StoredHosts:
         return None
 
     def read_host(self, table: str, host: str) -> pa.Table:
-        """All of a host's rows of a per-host table that read (a damaged group's are left
-        out)."""
+        """All of a host's rows of a per-host table but a damaged group's."""
         found = [t for g in self.groups(host) if (t := self.read_group(table, host, g)) is not None]
         return pa.concat_tables(found) if found else TABLES[table].empty_table()
 
 
 class StoredHost:
-    """One host's stored rows in a version, read only where asked: the groups holding the
-    partitions asked for (each read once), and stored tags looked up by file."""
+    """One host's stored rows in a version, each group read once and only where asked."""
 
     def __init__(self, stored: StoredHosts | None, host: str) -> None:
         self.stored, self.host = stored, host
@@ -167,7 +147,6 @@ class StoredHost:
         self._tags: TagsByFile | None = None
 
     def group_rows(self, table: str, group: int) -> pa.Table | None:
-        """A group's rows of `table`, read once (None: damaged)."""
         key = (table, group)
         if key not in self._tables:
             assert self.stored is not None
@@ -175,7 +154,7 @@ class StoredHost:
         return self._tables[key]
 
     def rows(self, table: str, partition_ids: set[str]) -> pa.Table:
-        """The stored rows of those partitions (none for a damaged group's)."""
+        """The stored rows of those partitions (but a damaged group's)."""
         found = []
         for group in self.stored.groups(self.host) if self.stored is not None else []:
             named = self.stored.group_partitions(self.host, group)
@@ -195,9 +174,8 @@ class StoredHost:
 
 
 class TagsByFile:
-    """A host's stored tags by (name, size, mtime_us), for a file moved within the host to
-    keep its tags: only the key columns of every media part are read, and a part's whole
-    rows only when one of its files is asked for. Rows with a tag error are left out."""
+    """A host's stored tags by (name, size, mtime_us), so a file moved within the host keeps
+    them: a part's whole rows are read only when one of its files is asked for."""
 
     def __init__(self, host: StoredHost) -> None:
         self.host = host
@@ -207,17 +185,10 @@ class TagsByFile:
             keys = stored.read_group("media", host.host, group, list(TAG_KEY))
             if keys is None:
                 continue
-            mtimes = keys["mtime"].cast(pa.int64()).to_pylist()
-            for i, (path, size, mtime, error) in enumerate(
-                zip(
-                    keys["path"].to_pylist(),
-                    keys["size"].to_pylist(),
-                    mtimes,
-                    keys["tag_error"].to_pylist(),
-                    strict=True,
-                )
-            ):
-                if error is None:
+            mtime_us = keys["mtime"].cast(pa.int64())  # the key's µs, not a datetime
+            columns = [(mtime_us if c == "mtime" else keys[c]).to_pylist() for c in TAG_KEY]
+            for i, (path, size, mtime, error) in enumerate(zip(*columns, strict=True)):
+                if error is None:  # rows with a tag error keep none
                     self._where[(path.rsplit("/", 1)[-1], size, mtime)] = (group, i)
 
     def get(self, key: tuple[str, int, int]) -> dict | None:

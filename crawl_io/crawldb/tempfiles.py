@@ -1,16 +1,5 @@
-"""Temporary files a crawl leaves in its crawl directory when it is stopped mid-write.
-
-Every write into the crawl directory goes to a hidden temporary name and is renamed into
-place when whole (crawl_io.crawldb.atomic): `.<name>.tmp<pid>@<machine>` (Parquet parts, rules,
-CURRENT, the search index and its DuckDB `.wal`), and `.v000013.tmp/` (the version being
-built). A process killed before the rename leaves one behind. Readers never see them; they
-only take space, so they are removed once their writer is gone: when an interrupted crawl
-stops, and when the next crawl starts.
-
-Whether a writer is gone can be asked only of this machine's processes. A fetch worker on
-another machine that shares the crawl directory (`crawl --join`) writes its host parts under
-its own machine's name: such a file goes only once it has not changed for FOREIGN_STALE_S.
-"""
+"""Temporary files a stopped crawl leaves in its crawl directory, and their removal once their
+writer is gone (another machine's only after FOREIGN_STALE_S unchanged)."""
 
 from __future__ import annotations
 
@@ -26,16 +15,14 @@ from crawl_io.processes import alive
 
 TEMP_NAME = re.compile(r"^\..+\.tmp(?:(?P<pid>\d+)@(?P<machine>[^/]+?))?(?:\.wal)?$")
 
-# Another machine's writer cannot be asked whether it runs: its temporary file goes once it
-# has not been written for this long. A fetch worker writes a host's part in one go, in
-# seconds; an hour also absorbs the clocks of the file server and this machine disagreeing.
+# A fetch worker writes a host's part in seconds; an hour also absorbs the file server's
+# clock disagreeing with this machine's.
 FOREIGN_STALE_S = 3600.0
 
 
 def _writer_gone(path: Path) -> bool:
-    """Is `path` a temporary name whose writer no longer runs (or is this process)? A
-    name without a pid (the version folder) belongs to whoever holds the crawl lock; one of
-    another machine is gone when it has not changed for FOREIGN_STALE_S."""
+    """Is `path` a temporary name whose writer no longer runs (or is this process)? A name
+    without a pid (the version folder) belongs to whoever holds the crawl lock."""
     match = TEMP_NAME.match(path.name)
     if match is None:
         return False
@@ -51,9 +38,8 @@ def _writer_gone(path: Path) -> bool:
 
 
 def stale_temp_files(root: str | os.PathLike) -> list[Path]:
-    """Temporary files and folders of writers that are gone, in the places a crawl writes:
-    the crawl directory, crawldb/, index/ and the segments of the live round and later ones
-    (older segments are finished and never written again)."""
+    """Temporary files and folders of writers that are gone, where a crawl writes (older
+    segments than the live round's are never written again)."""
     crawl = CrawlDir(root)
     try:
         live = crawl.current()
@@ -62,8 +48,8 @@ def stale_temp_files(root: str | os.PathLike) -> list[Path]:
     folders = [crawl.root, crawl.crawldb, crawl.index.parent]
     found: list[Path] = []
     for folder in folders:
-        found += [p for p in _entries(folder) if _writer_gone(p)]
-    for segment in _entries(crawl.segments):
+        found += [p for p in folder_entries(folder) if _writer_gone(p)]
+    for segment in folder_entries(crawl.segments):
         if number := SEGMENT_NAME.fullmatch(segment.name):
             if int(number[1]) >= live:
                 for dirpath, dirnames, filenames in os.walk(segment):
@@ -77,7 +63,7 @@ def stale_temp_files(root: str | os.PathLike) -> list[Path]:
     return found
 
 
-def _entries(folder: Path) -> list[Path]:
+def folder_entries(folder: Path) -> list[Path]:
     try:
         return list(folder.iterdir())
     except OSError:
@@ -85,8 +71,7 @@ def _entries(folder: Path) -> list[Path]:
 
 
 def remove_stale_temp_files(root: str | os.PathLike) -> list[Path]:
-    """Remove what stale_temp_files finds; return it. Call it only while holding the crawl
-    lock: a version folder being built has no pid in its name."""
+    """Remove what stale_temp_files finds, holding the crawl lock (see _writer_gone)."""
     removed = []
     for path in stale_temp_files(root):
         try:

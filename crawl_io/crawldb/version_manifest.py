@@ -1,22 +1,5 @@
-"""A crawldb version's manifest: every Parquet part of the version, by its path relative to
-the version folder, with its size and SHA-256.
-
-    crawldb/v000012/MANIFEST.json
-    {"format": 1, "checksum": "sha256",
-     "parts": {"hosts.parquet": {"size": 2048, "sha256": "9f86..."}, "files/pc-1.parquet": ...},
-     "dropped": {"media/pc-2.parquet": ...}}    (only after `check --repair` dropped a part)
-
-Update writes it into the version folder before renaming the folder into place, so a
-version with a manifest is complete. A part hard-linked from the previous version carries
-that version's entry forward (after a size check), so writing a manifest costs what the
-round changed: only new parts are hashed, and they were just written (page cache).
-
-What is checked where:
-- size (a stat): every part an Update links forward, every part a round reads;
-- SHA-256 (reads the file): every part a round reads in full anyway (the state tables, the
-  parts of the hosts it rewrites), every part `sharecrawl check` verifies;
-- Parquet page CRCs (written by crawl_io.crawldb.atomic.write_parquet): every page pyarrow reads.
-"""
+"""A version's MANIFEST.json: every Parquet part's size and SHA-256 (and the parts `check
+--repair` dropped), and the checks of a part against its entry."""
 
 from __future__ import annotations
 
@@ -31,7 +14,7 @@ import pyarrow.parquet as pq
 from crawl_io.crawldb.atomic import write_atomic
 
 MANIFEST_NAME = "MANIFEST.json"
-FORMAT = 1
+FORMAT = 1  # the on-disk format this sharecrawl reads and writes; crawldb/FORMAT records it
 
 
 class ManifestError(ValueError):
@@ -58,8 +41,7 @@ def version_parts(vdir: Path) -> list[str]:
 
 
 def _record(vdir: Path) -> tuple[Manifest, Manifest] | None:
-    """(parts, parts dropped by `check --repair`) of the version's manifest; None when it
-    has none; ManifestError when it is garbled."""
+    """(parts, parts dropped by `check --repair`) of the version's manifest, or None."""
     path = vdir / MANIFEST_NAME
     try:
         record = json.loads(path.read_bytes())
@@ -77,23 +59,20 @@ def _record(vdir: Path) -> tuple[Manifest, Manifest] | None:
 
 
 def read_manifest(vdir: Path) -> Manifest | None:
-    """The version's manifest; None when it has none; ManifestError when it is garbled.
-    A part `check --repair` dropped is in it still, as the round wrote it: to every reader
-    it is a missing part (its group's partitions are listed again, its host's statistics
-    computed again), which `check` does not count as a problem."""
+    """The version's manifest or None (ManifestError: garbled). A part `check --repair`
+    dropped is in it still: to every reader a missing part, to `check` no problem."""
     record = _record(vdir)
     return None if record is None else record[0] | record[1]
 
 
 def dropped_parts(vdir: Path) -> list[str]:
-    """The parts of a version that `check --repair` dropped from its manifest, sorted."""
     record = _record(vdir)
     return [] if record is None else sorted(record[1])
 
 
 def write_manifest(vdir: Path, carried: Manifest) -> Manifest:
-    """Write the manifest of every part now in `vdir`; a part whose entry is in `carried`
-    (a hard link to a verified part) and whose size agrees is not read again."""
+    """Write the manifest of every part now in `vdir`; a part `carried` forward (a hard
+    link to a verified part) whose size agrees is not hashed again."""
     parts: Manifest = {}
     for rel in version_parts(vdir):
         path = vdir / rel
@@ -109,8 +88,7 @@ def write_manifest(vdir: Path, carried: Manifest) -> Manifest:
 
 
 def drop_parts(vdir: Path, rels: list[str]) -> None:
-    """Rewrite a version's manifest without `rels` (parts taken out by `check --repair`),
-    recording them as dropped. Atomic: a reader sees the old manifest or the new one."""
+    """Rewrite a version's manifest recording `rels` as dropped (by `check --repair`)."""
     record = _record(vdir)
     assert record is not None  # a published version has its manifest
     parts, dropped = record
@@ -164,9 +142,8 @@ def checksum_problem(path: Path, entry: PartEntry) -> str | None:
 
 
 def read_checked(path: Path, entry: PartEntry | None) -> tuple[bytes | None, str | None]:
-    """A part's bytes, read once and checked as size_problem and checksum_problem check its
-    file (against `entry` when there is one): (the bytes, None), or (None, what is wrong).
-    What is parsed is then what was checked."""
+    """(bytes, None) of a part read once and checked as checksum_problem checks its file, or
+    (None, what is wrong): what is parsed is then what was checked."""
     try:
         data = path.read_bytes()
     except OSError as e:
@@ -178,8 +155,7 @@ def read_checked(path: Path, entry: PartEntry | None) -> tuple[bytes | None, str
 
 
 def read_problem(path: Path) -> str | None:
-    """Does the part read: its footer, then every page of every row group (page CRCs
-    verified where the writer stored them)?"""
+    """What is wrong when the part's footer or a page does not read (page CRCs checked)."""
     try:
         with pq.ParquetFile(path, page_checksum_verification=True) as f:
             for i in range(f.metadata.num_row_groups):
