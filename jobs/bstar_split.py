@@ -10,17 +10,28 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.membership import PartitionKey, Ranges, parent_path, parent_paths
-from jobs.scan_cost import FolderCosts, HostCost, Limits, folder_costs
+from jobs.scan_cost import HostCost, Limits, listing_seconds
 from jobs.subtree_hash import canonical_sort_key, media_mask
 
 FILL = 0.75  # a range is closed before the limit only once it holds this share of it
 MERGE_BELOW = 0.5  # thesis §3.3: merge a partition under half the limits ...
 SPLIT_ABOVE = 2.0  # ... split one over twice the limits
 MEDIA = "_media"  # the column of listing rows that are media files, while planning
+
+
+@dataclass
+class FolderCosts:
+    """Folders in canonical order and each one's own cost: one listing plus its media files' tag
+    reads, and their paths' bytes."""
+
+    paths: list[str]
+    seconds: np.ndarray
+    mem_bytes: np.ndarray
 
 
 def partition_folders(
@@ -37,7 +48,16 @@ def partition_folders(
     if media is None:
         media = pc.and_(pc.invert(is_dir), media_mask(entries["name"]))
     media_paths = pc.filter(entries["path"], media)
-    return folder_costs(folders, parent_paths(media_paths), pc.binary_length(media_paths), cost)
+    where = pc.index_in(parent_paths(media_paths), value_set=folders)
+    if where.null_count:
+        raise ValueError("media files outside the folders of their partition")
+    where = where.to_numpy(zero_copy_only=False)
+    n_media = np.bincount(where, minlength=len(folders))
+    path_bytes = pc.binary_length(media_paths).to_numpy(zero_copy_only=False)
+    mem = np.bincount(where, weights=path_bytes, minlength=len(folders)).astype(np.float64)
+    # each folder alone: one listing (a partition of no folder below its root) and its tags
+    seconds = listing_seconds(0, cost.list_s_per_folder) + n_media * cost.tag_s_per_file
+    return FolderCosts(folders.to_pylist(), seconds, mem)
 
 
 @dataclass(slots=True)

@@ -1,7 +1,5 @@
-"""A host's folder rows brought up to date from the stored ones, in proportion to the change.
-A folder's Merkle hash (thesis §3.4.1) changes only if a path below it changed: only the
-changed paths' ancestors are hashed anew, unchanged child folders standing in with their
-stored hashes. The result equals folder_summaries over every row."""
+"""A host's folder rows brought up to date from the stored ones: only the changed paths'
+ancestors are hashed anew (a Merkle hash, thesis §3.4.1), the result folder_summaries'."""
 
 from __future__ import annotations
 
@@ -15,8 +13,7 @@ SUMMARY = ("hash", "content_hash", "n_files", "bytes")  # a folder row's, after 
 
 
 def changed_folders(changed: pa.Table) -> pa.Array:
-    """The keys (folder_keys) of every folder that holds one of the `changed` rows (host,
-    share, path) at any depth, and of those rows themselves."""
+    """The keys (folder_keys) of the `changed` rows and of every folder above them."""
     keys: set[str] = set()
     rows = changed.select(["host", "share", "path"]).to_pylist() if changed.num_rows else []
     for row in rows:
@@ -30,8 +27,7 @@ def updated_folder_summaries(
     table: pa.Table, known: pa.Table, changed: pa.Table
 ) -> pa.Table | None:
     """folder_summaries of one host's rows `table` (FILES), from its FOLDERS rows `known` before and
-    the rows (before and now) of every `changed` path; None when `known` lacks an unchanged
-    folder's row (then only a computation over every row will do)."""
+    every `changed` path's rows; None when `known` lacks an unchanged folder's row."""
     if not pc.any(table["is_dir"]).as_py():
         return FOLDERS.empty_table()
     table = table.combine_chunks()

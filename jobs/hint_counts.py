@@ -1,12 +1,10 @@
-"""Hints against partitions: which partitions hold a path hinted since their last scan (for
-Generate), and how many hinted paths have been scanned or still wait (for `status`).
-A notification does not say file or folder: a hinted path counts for the partition that lists
-it as a file and for the one that lists it as a folder (jobs.membership); an overflow hint
-counts for every partition of its share."""
+"""Hints against partitions: which hold a path hinted since their last scan (for Generate), and
+how many hinted paths were scanned or still wait (for `status`). A notification does not say
+file or folder: a path counts for the partitions that list it as either; an overflow hint, for
+every partition of its share."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -41,8 +39,7 @@ _Scans = dict[PartitionKey, datetime | None]
 
 
 def _by_share(partitions: pa.Table) -> dict[tuple[str, str], _Scans]:
-    """Every partition's key and last scan, by share (`partitions` has host, share, root,
-    lo, hi and last_scan)."""
+    """Every partition's key and last scan, by share."""
     found: dict[tuple[str, str], _Scans] = {}
     columns = [
         partitions[c].to_pylist() for c in ("host", "share", "root", "lo", "hi", "last_scan")
@@ -57,14 +54,13 @@ def holders(ranges: Ranges, root: PartitionKey, path: str) -> set[PartitionKey]:
     return {ranges.owner(path, False, root), ranges.owner(path, True, root)}
 
 
-def _latest(snapshot: HintsSnapshot, host: str, share: str) -> Iterator[tuple[str, bool, int]]:
-    """(path, overflow, latest sighting in microseconds) of each hinted path of a share."""
+def _latest(snapshot: HintsSnapshot, host: str, share: str) -> dict[tuple[str, bool], int]:
+    """(path, overflow) -> latest sighting in microseconds, of each hinted path of a share."""
     latest: dict[tuple[str, bool], int] = {}
     for hint in snapshot.hints_for(host, share):
         key = (hint.path, hint.overflow)
         latest[key] = max(latest.get(key, 0), hint.seen_at_us)
-    for (path, overflow), seen in latest.items():
-        yield path, overflow, seen
+    return latest
 
 
 def _us(t: datetime | None) -> int | None:
@@ -73,7 +69,7 @@ def _us(t: datetime | None) -> int | None:
 
 def partition_signals(snapshot: HintsSnapshot, partitions: pa.Table) -> dict[str, PartitionSignal]:
     """partition_id -> its signal, for every partition of a share that has hints or a watch
-    state (the others have none: nothing is known of them)."""
+    state."""
     signals: dict[str, PartitionSignal] = {}
     for (host, share), scans in _by_share(partitions).items():
         if not snapshot.hints_for(host, share) and snapshot.watch_state(host, share) is None:
@@ -82,7 +78,7 @@ def partition_signals(snapshot: HintsSnapshot, partitions: pa.Table) -> dict[str
         ranges, root = Ranges(scans), share_root(host, share)
         hinted: dict[PartitionKey, set[str]] = {}
         overflow_us = -1  # the latest overflow hint of the share
-        for path, overflow, seen in _latest(snapshot, host, share):
+        for (path, overflow), seen in _latest(snapshot, host, share).items():
             if overflow:
                 overflow_us = max(overflow_us, seen)
                 continue
@@ -99,14 +95,14 @@ def partition_signals(snapshot: HintsSnapshot, partitions: pa.Table) -> dict[str
 
 
 def count_hints(snapshot: HintsSnapshot, partitions: pa.Table) -> HintCounts:
-    """Hinted paths (the latest sighting of each) whose partitions were / were not all
-    scanned since. A share never crawled has its hints waiting."""
+    """Hinted paths (the latest sighting of each) whose partitions were / were not all scanned
+    since (a share never crawled: waiting)."""
     by_share = _by_share(partitions)
     counts = HintCounts(0, 0)
     for host, share in snapshot.shares():
         scans = by_share.get((host, share), {})
         ranges, root = Ranges(scans), share_root(host, share)
-        for path, overflow, seen in _latest(snapshot, host, share):
+        for (path, overflow), seen in _latest(snapshot, host, share).items():
             keys = list(scans) if overflow else holders(ranges, root, path)
             lasts = [_us(scans.get(key)) for key in keys] or [None]
             if all(last is not None and last >= seen for last in lasts):
@@ -119,8 +115,7 @@ def count_hints(snapshot: HintsSnapshot, partitions: pa.Table) -> HintCounts:
 def hints_report(
     crawl_dir: str | Path, partitions: pa.Table, scan_reasons: dict[str, int]
 ) -> dict | None:
-    """`status`'s hints, None when `sharecrawl watch` never ran here: hinted paths waiting and
-    scanned since, shares watched now, and the round's scans for hints (`scan_reasons`)."""
+    """`status`'s hints (None when `sharecrawl watch` never ran here)."""
     store = HintsStore(crawl_dir)
     if not store.dir.is_dir():
         return None

@@ -1,9 +1,6 @@
-"""A hinted scan (docs/DESIGN.md, Scheduling): list only the folders change notifications point
-at (each hinted path's folder and the one above it) and keep the rest of a partition's stored
-rows. A folder that is new or hinted itself is walked whole (a folder moved in is one
-notification). The result is the whole partition in canonical order, as a full walk sees it.
-Anything unexpected (stored rows not hashing to the stored hash, a folder gone or refused)
-raises `WholeScan`: the caller walks the partition whole."""
+"""A hinted scan (docs/DESIGN.md, Scheduling): list only each hinted path's folder and the one
+above it, keep the rest of the stored rows; a folder new or hinted itself is walked whole (a
+folder moved in is one notification). Anything unexpected raises `WholeScan`."""
 
 from __future__ import annotations
 
@@ -24,8 +21,7 @@ def _under(path: str, folder: str) -> bool:
 
 
 class _Partition:
-    """One partition's view of a share: which folders' listings it holds, and which of their
-    entries are its own (the walk's rule, jobs.walk)."""
+    """Which folders' listings a partition holds, and which of their entries are its own."""
 
     def __init__(self, key: PartitionKey, ranges: Ranges) -> None:
         self.key, self.ranges = key, ranges
@@ -54,8 +50,8 @@ def hinted_walk(
     hinted: Iterable[str],
     stats: WalkStats,
 ) -> list[tuple[str, Entry]]:
-    """The partition's entries now, in canonical order, listing only around `hinted` paths.
-    Raises WholeScan when a full walk is needed, and SourceError when the host is lost."""
+    """The partition's entries now, in canonical order, listing only around `hinted` paths
+    (SourceError when the host is lost)."""
     rows = dict(stored)
     if stored_hash is None or walk_hash(_canonical(rows)) != stored_hash:
         raise WholeScan("stored rows do not match the stored hash")

@@ -1,12 +1,6 @@
-"""B*-subtree partitions (thesis §3.1): keys, ids and the one membership rule.
-
-A partition `(host, share, root, lo, hi)` holds the subtrees of those subfolders of `root`
-whose names lie in [lo, hi) (None = unbounded). The share root partition `('', None, None)`
-also holds the share root's files and whatever no range claims. A folder belongs to the
-range partition of its parent folder that covers its name if there is one, else to its
-parent's partition; a file belongs to its folder's partition. `assign_partition_ids` applies
-the rule to whole listing tables, one owner lookup per folder.
-"""
+"""B*-subtree partitions (thesis §3.1): keys, ids and the one membership rule (docs/DESIGN.md,
+B*-subtrees): a folder belongs to the range of its parent folder that covers its name if there
+is one, else to its parent's partition; a file to its folder's."""
 
 from __future__ import annotations
 
@@ -90,8 +84,7 @@ class Ranges:
 
 
 def descendants(roots: Iterable[str], parent_of: Mapping[str, str | None]) -> set[str]:
-    """`roots` and every partition below them in the partition tree (`parent_of`: each
-    partition's parent_id); a partition removed takes those under it along."""
+    """`roots` and every partition below them (`parent_of`: each partition's parent_id)."""
     children: dict[str | None, list[str]] = defaultdict(list)
     for pid, parent in parent_of.items():
         children[parent].append(pid)
@@ -123,8 +116,8 @@ def parent_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArra
 
 
 def assign_partition_ids(table: pa.Table, keys: Iterable[PartitionKey]) -> pa.Array:
-    """Each row's partition (Ranges.owner) under `keys`, for LISTING/FILES rows of any hosts
-    and shares; one owner lookup per folder, not per row."""
+    """Each row's partition (Ranges.owner) under `keys`, for LISTING/FILES rows of any hosts and
+    shares, one lookup a folder."""
     by_share: dict[tuple[str, str], list[PartitionKey]] = defaultdict(list)
     for key in keys:
         by_share[key.host, key.share].append(key)

@@ -162,7 +162,7 @@ def run_listing_jobs(
     jobs = [j for j in JOBS if j in set(jobs) and (j != "split" or state is not None)]
     if not parts or not jobs:
         return ListingResults.of(())
-    if runner.in_process:
+    if runner.name == "inline":
         by_host = state.by_host() if state else {}
         return ListingResults.of(
             record

@@ -102,11 +102,8 @@ def host_prefix_stats(
 
 def sum_counts(values: Iterable[list]) -> list:
     """Sum count vectors [depth, *counts] of one prefix (depth is the same in all)."""
-    values = iter(values)
-    total = list(next(values))
-    for value in values:
-        total[1:] = [a + b for a, b in zip(total[1:], value[1:], strict=True)]
-    return total
+    values = list(values)
+    return [values[0][0], *(sum(c) for c in zip(*(v[1:] for v in values), strict=True))]
 
 
 def carried_over(old_stats: pa.Table, hosts: Iterable[str], min_entries: int) -> pa.Table:

@@ -1,13 +1,12 @@
 """Re-partitioning (thesis §3.3; docs/DESIGN.md, B*-subtrees) as a pure function: what to create,
-delete, merge and re-parent among a host's partitions after a round, over the partitions
-rescanned this round only. Splitting a range whose own top level must be cut replaces it.
-Update applies a plan: drop `delete` and `merge` sources, add `create`, apply `reparent`, then
-re-assign file rows (jobs.membership) and re-summarize (jobs.subtree_hash)."""
+delete, merge and re-parent among a host's partitions after a round, looking at the partitions
+rescanned this round only (pipeline.repartition applies it)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from dataclasses import asdict
 from typing import Any
 
 import pyarrow as pa
@@ -20,8 +19,8 @@ from jobs.subtree_hash import media_mask
 
 
 def _rows_by_partition(listings: pa.Table) -> dict[str, pa.Table]:
-    """Each partition's rows, with their media mask as column MEDIA. A fetch writes a host's
-    listing partition after partition, so the rows are sorted only when they are not."""
+    """Each partition's rows, with their media mask as column MEDIA (sorted only when a fetch did
+    not write them partition after partition)."""
     if listings.num_rows == 0:
         return {}
     listings = listings.combine_chunks()
@@ -49,9 +48,8 @@ def plan_repartition(
     rescanned: Iterable[str] | None = None,
 ) -> dict[str, list]:
     """Changes to the hosts' `partitions` (all of each host's), given this round's `listings`, the
-    ids found `gone` and those `rescanned` (default: with rows in `listings`). Returns {"create":
-    [partition dicts], "delete": [ids, descendants included], "merge": [[child, into]],
-    "reparent": [[id, new_parent]]}, every list sorted."""
+    ids found `gone` and those `rescanned` (default: with rows in `listings`): {"create": [rows],
+    "delete": [ids, descendants too], "merge": [[child, into]], "reparent": [[id, parent]]}."""
     by_id = {row["partition_id"]: row for row in partitions}
     keys = {pid: partition_key(row) for pid, row in by_id.items()}
     parent_of = {pid: row.get("parent_id") for pid, row in by_id.items()}
@@ -155,17 +153,8 @@ def plan_repartition(
         return ranges[key.host, key.share].owner(key.root, True, default).id
 
     create = [
-        {
-            "partition_id": r.key.id,
-            "host": r.key.host,
-            "share": r.key.share,
-            "root": r.key.root,
-            "lo": r.key.lo,
-            "hi": r.key.hi,
-            "parent_id": parent_id(r.key),
-            "est_scan_s": r.est_scan_s,
-            "mem_bytes": r.mem_bytes,
-        }
+        {"partition_id": r.key.id, **asdict(r.key), "parent_id": parent_id(r.key)}
+        | {"est_scan_s": r.est_scan_s, "mem_bytes": r.mem_bytes}
         for r in created
     ]
     reparent = []

@@ -50,10 +50,6 @@ class JobRunner:
     python_bin: str = ""
 
     @property
-    def in_process(self) -> bool:
-        return self.name == "inline"
-
-    @property
     def on_cluster(self) -> bool:
         return self.name == "spark"
 
@@ -96,9 +92,7 @@ class ManifestJob(MRJob):
 
     def configure_args(self) -> None:
         super().configure_args()
-        self.add_passthru_arg(
-            "--base-dir", default=None, help="the folder the manifest's paths start from"
-        )
+        self.add_passthru_arg("--base-dir", help="the folder the manifest's paths start from")
 
     def resolve(self, path: str) -> str:
         base = self.options.base_dir

@@ -1,7 +1,6 @@
-"""The cost of scanning a partition (thesis §3.2.1), one definition for the split, Update's
-estimate and Generate. `listing_seconds`: listing every folder (a rescan with nothing changed;
-`partitions.est_scan_s`); `scan_seconds`: plus every media file's tags (a new partition; what
-the limits bound); `Limits.load`: how full a (seconds, bytes) cost makes a partition."""
+"""The cost of scanning a partition (thesis §3.2.1) for the split, Update's estimate and Generate:
+listing every folder (`partitions.est_scan_s`), plus every media file's tags for a new partition
+(what the limits bound)."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -44,16 +42,14 @@ def scan_seconds(n_folders: int | None, n_media: int | None, cost: HostCost) -> 
 
 
 def scheduled_seconds(est_scan_s: float | None, default_s: float) -> float:
-    """What the scheduler budgets for a partition: its stored estimate, or `default_s` (the
-    partition limit, the most a partition may cost) for one never estimated."""
+    """What the scheduler budgets: the stored estimate, or `default_s` (the limit) for none."""
     return est_scan_s or default_s
 
 
 def listing_cost(
     rows: pa.Table, cost: HostCost, media: pa.Array | None = None
 ) -> tuple[float, float]:
-    """(scan seconds, media path bytes) of a partition whose listing rows these are; `media`
-    is the rows' media mask when the caller has it (jobs.subtree_hash.media_mask)."""
+    """(scan seconds, media path bytes) of a partition's listing rows (`media`: their mask)."""
     if media is None:
         media = pc.and_(pc.invert(rows["is_dir"]), media_mask(rows["name"]))
     n_folders = pc.sum(rows["is_dir"].cast(pa.int64())).as_py() or 0
@@ -69,31 +65,3 @@ def stored_cost(row: Mapping[str, Any], cost: HostCost) -> tuple[float, float]:
     return scan_seconds(row.get("n_folders"), n_media, cost), (
         mem if mem is not None else n_media * DEFAULT_MEDIA_PATH_BYTES
     )
-
-
-@dataclass
-class FolderCosts:
-    """Folders in canonical order (depth first, by name) and each one's own cost: one
-    listing plus its direct media files' tag reads, and their paths' bytes."""
-
-    paths: list[str]
-    seconds: np.ndarray
-    mem_bytes: np.ndarray
-
-
-def folder_costs(
-    folders: pa.Array, media_parents: pa.Array, media_path_bytes: pa.Array, cost: HostCost
-) -> FolderCosts:
-    """`folders` in canonical order; each media file's parent folder and path length.
-    Raises ValueError for a media file outside those folders."""
-    where = pc.index_in(media_parents, value_set=folders)
-    if where.null_count:
-        raise ValueError("media files outside the folders of their partition")
-    where = where.to_numpy(zero_copy_only=False)
-    n_media = np.bincount(where, minlength=len(folders))
-    mem = np.bincount(
-        where, weights=media_path_bytes.to_numpy(zero_copy_only=False), minlength=len(folders)
-    ).astype(np.float64)
-    # each folder alone: one listing (a partition of no folder below its root) and its tags
-    seconds = listing_seconds(0, cost.list_s_per_folder) + n_media * cost.tag_s_per_file
-    return FolderCosts(folders.to_pylist(), seconds, mem)

@@ -226,10 +226,8 @@ def folder_summaries(table: pa.Table, seed: FolderSeed | None = None) -> pa.Tabl
     dir_keys = key.take(pa.array(folder_rows))
     n_folders = len(folder_rows)
     # per folder (in folder_rows order): hashes and subtree totals, filled bottom up
-    f_hash = [EMPTY_MD5] * n_folders
-    f_chash = [EMPTY_MD5] * n_folders
-    f_files = np.zeros(n_folders, np.int64)
-    f_bytes = np.zeros(n_folders, np.int64)
+    f_hash, f_chash = [EMPTY_MD5] * n_folders, [EMPTY_MD5] * n_folders
+    f_files, f_bytes = np.zeros(n_folders, np.int64), np.zeros(n_folders, np.int64)
     folder_of_row = np.full(table.num_rows, -1, np.int64)
     folder_of_row[folder_rows] = np.arange(n_folders)
     for i, k in enumerate(dir_keys.to_pylist() if seed else ()):

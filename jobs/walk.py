@@ -1,7 +1,6 @@
-"""Walk one partition of a share in canonical order (children by name, depth first), stopping
-where child partitions begin. A folder that cannot be opened is yielded without children; a
-denied one is noted in `WalkStats.denied` so its stored rows are kept. Losing the host ends
-the walk with the error."""
+"""Walk one partition of a share in canonical order, stopping where child partitions begin. A
+folder that cannot be opened is yielded without children; a denied one is noted in
+`WalkStats.denied` so its stored rows are kept."""
 
 from __future__ import annotations
 
@@ -25,9 +24,8 @@ class WalkStats:
 def walk_partition(
     source: Source, key: PartitionKey, ranges: Ranges, stats: WalkStats | None = None
 ) -> Iterator[tuple[str, Entry]]:
-    """Yield (share-relative path, entry) for every file and folder of the partition.
-
-    Raises NotFound when the partition's root folder itself is gone."""
+    """(share-relative path, entry) of every file and folder of the partition; NotFound when its
+    root folder is gone."""
     stats = stats if stats is not None else WalkStats()
     share, root = key.share, key.root
 
@@ -46,16 +44,15 @@ def walk_partition(
     def members(folder: str, entries: list[Entry]) -> list[Entry]:
         return [e for e in entries if not (e.is_dir and ranges.claiming(folder, e.name))]
 
-    top = source.listdir(share, root)  # NotFound here: the partition's root is gone
+    top = source.listdir(share, root)
     stats.folders_listed += 1
     if key.is_share_root:
         first = members(root, top)
     else:
         first = [e for e in top if e.is_dir and key.covers(e.name)]
 
-    # An explicit stack instead of recursion: shares can be thousands of folders deep. Each
-    # level is (the prefix of its children's paths, its children still to visit); the inner
-    # loop runs once per entry of the LAN, so it is kept to a plain for over the children.
+    # a stack, not recursion (shares can be thousands of folders deep) of (path prefix, children
+    # to visit); the inner loop runs once an entry of the LAN: a plain for over the children
     stack: list[tuple[str, Iterator[Entry]]] = [(f"{root}/" if root else "", iter(first))]
     while stack:
         prefix, pending = stack[-1]

@@ -11,7 +11,6 @@ import pyarrow as pa
 from jobs.crawl_rules.parse import Rule
 
 
-# -- automatic rules -----------------------------------------------------------------------
 def auto_rule_id(host: str, share: str, prefix: str) -> str:
     """Stable: the same folder always gets the same id, so a disabled one stays disabled."""
     return "auto-" + hashlib.md5(f"{host}\0{share}\0{prefix}".encode()).hexdigest()[:12]
