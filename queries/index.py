@@ -21,8 +21,10 @@ from crawl_io.crawldb.media_changes import INDEXED_COLUMNS, recorded_changes
 from queries.fuzzy import term_key_rows
 from queries.index_store import FORMAT
 from queries.index_works import (
+    BEST_COPY,
     BEST_COPY_ORDER,
     assign_work_ids,
+    best_columns,
     copies_select,
     create_strings,
     is_lossless,
@@ -254,10 +256,7 @@ def _drop(con: duckdb.DuckDBPyConnection, tables: str) -> None:
 
 
 # The columns of a work's best copy (as works_select builds it) and of its order.
-_BEST = (
-    "kind, series, season, episode, name, host, share, path, format, bitrate_kbps, size, "
-    "online, resolution, lossless"
-)
+_BEST = [*BEST_COPY, "lossless"]
 
 
 def _note_switched(con: duckdb.DuckDBPyConnection) -> None:
@@ -317,7 +316,7 @@ def _relabel_works(con: duckdb.DuckDBPyConnection) -> None:
         ),
         best AS (
             SELECT work_id,
-                arg_min({{{", ".join(f"'{c}': {c}" for c in _BEST.split(", "))},
+                arg_min({{{", ".join(f"'{c}': {c}" for c in _BEST)},
                           'changed': changed}}, {BEST_COPY_ORDER}) AS b
             FROM candidates GROUP BY work_id
         )
@@ -337,7 +336,7 @@ def _relabel_works(con: duckdb.DuckDBPyConnection) -> None:
     # A work's row replaced whole: DuckDB updates string columns in place several times
     # slower than it deletes and appends rows.
     con.execute(
-        """
+        f"""
         CREATE TEMP TABLE relabelled_works AS
         SELECT w.* REPLACE (
             w.online_copies + r.d_copies AS online_copies,
@@ -347,10 +346,7 @@ def _relabel_works(con: duckdb.DuckDBPyConnection) -> None:
                 THEN coalesce(t.title, CASE WHEN r.b.series IS NULL THEN r.b.name END)
                 ELSE w.title END AS title,
             r.b.series AS series, r.b.season AS season, r.b.episode AS episode,
-            r.b.host AS best_host, r.b.share AS best_share, r.b.path AS best_path,
-            r.b.format AS best_format, r.b.bitrate_kbps AS best_bitrate_kbps,
-            r.b.size AS best_size, r.b.online AS best_online,
-            r.b.resolution AS best_resolution
+            {best_columns("r.b")}
         )
         FROM works w JOIN relabelled r USING (work_id)
         LEFT JOIN relabelled_titles t USING (work_id)

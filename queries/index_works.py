@@ -258,6 +258,10 @@ BEST_COPY_ORDER = (
     "(NOT online, NOT lossless, -coalesce(resolution, 0), -coalesce(bitrate_kbps, 0), "
     "-coalesce(size, 0), host, share, path)"
 )
+# A work's best copy, as works_select takes it from its copies (name: the stem).
+BEST_COPY = (
+    "kind series season episode name host share path format bitrate_kbps size online resolution"
+).split()
 # The columns whose most common value among a work's copies is the work's.
 _MODE_COLUMNS = ("artist", "title", "album", "year")
 # The columns of copies a work's row is made of (works_select): the long folder and file
@@ -380,10 +384,16 @@ def mode_select(column: str, rows: str = "c", count: str = "count(*)") -> str:
     """
 
 
+def best_columns(struct: str) -> str:
+    """The `works` columns of the best copy in `struct`, a BEST_COPY struct."""
+    return ", ".join(f"{struct}.{c} AS best_{c}" for c in BEST_COPY[5:])
+
+
 def works_select(keys: str, copies: str = "copies", *, materialize: bool = False) -> str:
     """The `works` rows of the works in `keys` (work_id, work_key) with copies in relation `copies`
     (every copy of those works). A query is read once into memory (`materialize`)."""
     cte = "MATERIALIZED " if materialize else ""
+    best = ", ".join(f"'{c}': {'stem' if c == 'name' else c}" for c in BEST_COPY)
     modes = "\n".join(
         f"LEFT JOIN ({mode_select(column, 'tags', 'sum(n)')}) USING (work_id)"
         for column in _MODE_COLUMNS
@@ -399,13 +409,7 @@ def works_select(keys: str, copies: str = "copies", *, materialize: bool = False
                 count(DISTINCT host) AS hosts,
                 count(*) FILTER (WHERE online) AS online_copies,
                 count(DISTINCT host) FILTER (WHERE online) AS online_hosts,
-                arg_min(
-                    {{'kind': kind, 'series': series, 'season': season, 'episode': episode,
-                      'name': stem, 'host': host, 'share': share, 'path': path,
-                      'format': format, 'bitrate_kbps': bitrate_kbps, 'size': size,
-                      'online': online, 'resolution': resolution}},
-                    {BEST_COPY_ORDER}
-                ) AS b,
+                arg_min({{{best}}}, {BEST_COPY_ORDER}) AS b,
                 max(mtime) AS newest_mtime
             FROM c GROUP BY work_id
         )
@@ -415,10 +419,7 @@ def works_select(keys: str, copies: str = "copies", *, materialize: bool = False
             coalesce(title, CASE WHEN b.series IS NULL THEN b.name END) AS title,
             album, year, b.series AS series, b.season AS season, b.episode AS episode,
             copies, hosts, online_copies, online_hosts,
-            b.host AS best_host, b.share AS best_share, b.path AS best_path,
-            b.format AS best_format, b.bitrate_kbps AS best_bitrate_kbps, b.size AS best_size,
-            b.online AS best_online, b.resolution AS best_resolution,
-            newest_mtime,
+            {best_columns("b")}, newest_mtime,
             ({PRIOR_WEIGHT} * ln(1 + copies))::FLOAT AS prior
         FROM grouped g
         JOIN {keys} k USING (work_id)

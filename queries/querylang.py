@@ -252,15 +252,8 @@ def parse_query(query: str) -> AndQuery:
         raise QueryError("empty query: give words to search for, e.g. 'madonna music'")
     parts: list[Query] = []
     unknown: list[str] = []
-    position = 0
-    while position < len(query):
-        if query[position].isspace():
-            position += 1
-            continue
-        match = _PART_RE.match(query, position)
-        assert match is not None  # the pattern can match the empty string
-        if match.end() == position:  # a lone character the pattern skipped
-            position += 1
+    for match in _PART_RE.finditer(query):
+        if not match.group():  # whitespace: the pattern matches any other character
             continue
         value = match.group("quoted")
         if value is None:
@@ -269,7 +262,6 @@ def parse_query(query: str) -> AndQuery:
         if name is not None and name.casefold() not in FIELD_NAMES:
             unknown.append(name)
         parts.append(parse_part(name, value))
-        position = match.end()
     return AndQuery(parts, tuple(dict.fromkeys(unknown)))
 
 
