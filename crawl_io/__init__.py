@@ -1,9 +1,3 @@
-"""The outside world and nothing else, in three rooms. At the top level: the sources hosts are
-read through (file:// and SMB, with liveness checks and change notifications) and what they
-say checked, tag reading (crawl_io.tags), and the Arrow schemas of the tables. In
-crawl_io.crawldb: the crawl directory's storage (versions, their manifests and parts per
-host, atomic writes, the lock, hints, integrity, retention, temporary files). And the
-processes a crawl starts (workers, processes).
-
-May import crawl_io alone: every other package stands on it.
-"""
+"""The outside world: sources (file://, SMB; liveness, change notifications), what they say
+checked, tag reading (crawl_io.tags), the tables' Arrow schemas, the crawl directory's storage
+(crawl_io.crawldb) and the processes a crawl starts. May import crawl_io alone."""

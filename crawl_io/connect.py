@@ -1,8 +1,5 @@
-"""Connecting to a host: the registry of source kinds, by URL scheme (file:// and smb://).
-
-Kept apart from crawl_io.sources, which defines what a source is, so that the sources
-themselves (crawl_io.filesource, crawl_io.smb) import that definition without a loop.
-"""
+"""Connecting to a host by URL scheme; apart from crawl_io.sources so that the sources
+themselves import that module without a loop."""
 
 from __future__ import annotations
 

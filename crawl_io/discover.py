@@ -99,7 +99,6 @@ class Identity:
     signing_required: bool | None = None
     netbios_name: str | None = None
     dns_name: str | None = None
-    domain: str | None = None
     error: str | None = None
 
     @property
@@ -111,7 +110,7 @@ class Identity:
 # NTLM NEGOTIATE (MS-NLMP 2.2.1.1): UNICODE, REQUEST_TARGET, NTLM, ALWAYS_SIGN,
 # EXTENDED_SESSIONSECURITY, TARGET_INFO, 128, 56 bit; no domain or workstation.
 NTLM_NEGOTIATE = b"NTLMSSP\0" + struct.pack("<II8x8x", 1, 0xA0888205)
-AV_NAMES = {1: "netbios_name", 2: "domain", 3: "dns_name"}  # MsvAvNb*/MsvAvDnsComputerName
+AV_NAMES = {1: "netbios_name", 3: "dns_name"}  # MsvAvNbComputerName, MsvAvDnsComputerName
 
 
 def target_info(token: bytes) -> dict[str, str]:

@@ -1,9 +1,6 @@
-"""The file:// source: a local folder acting as a host whose shares are its subfolders.
-
-It behaves like SMB: sorted listings with size and mtime from one directory read, partial
-reads, and the source error family. Symbolic links are not followed (a share cannot loop).
-Names that are not valid UTF-8 are shown with backslash escapes and still readable.
-"""
+"""The file:// source: a local folder acting as a host whose shares are its subfolders, behaving
+like SMB. Symbolic links are not followed (a share cannot loop); names that are not UTF-8 are
+shown with backslash escapes and still readable."""
 
 from __future__ import annotations
 

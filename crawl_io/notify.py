@@ -28,6 +28,7 @@ from smbprotocol.open import Open
 from smbprotocol.session import SMB2Logoff
 
 from crawl_io.smb import (
+    DENIED_STATUSES,
     FILE_DIRECTORY_FILE,
     STATUS_SUCCESS,
     Create,
@@ -35,7 +36,6 @@ from crawl_io.smb import (
     answered,
     file_id_of,
 )
-from crawl_io.smb_errors import DENIED_STATUSES
 from crawl_io.smb_names import FROM_SFM
 from crawl_io.sources import Credentials, HostUnreachable, HostURL, SourceError
 

@@ -15,6 +15,7 @@ caches connections process-wide and waits ~20 minutes on a hung server.
 
 from __future__ import annotations
 
+import socket
 import struct
 import threading
 import time
@@ -31,16 +32,19 @@ from smbprotocol.open import Open, SMB2CreateRequest
 from smbprotocol.session import Session, SMB2Logoff
 from smbprotocol.tree import TreeConnect
 
-from crawl_io.smb_errors import DENIED_STATUSES, connect_error, status_error
 from crawl_io.smb_names import MAX_DIR_ENTRY, append_query_entries, smb_name
 from crawl_io.sources import (
+    AccessDenied,
     AuthFailed,
+    ConnectionRefused,
     Credentials,
     Entry,
     HostUnreachable,
     HostURL,
+    NotFound,
     SourceError,
     SourceTimeout,
+    UnknownHostName,
 )
 
 T = TypeVar("T")
@@ -58,6 +62,62 @@ MAX_READ = 1024 * 1024  # bytes per READ request at most (16 credits), or the se
 LIST_BUFFER = 1024 * 1024  # bytes per QUERY_DIRECTORY answer: ~7000 entries
 PAYLOAD_PER_CREDIT = 65536
 CREDIT_TARGET = 512
+# NTSTATUS codes (MS-ERREF 2.3) as source errors, each with the host status it stands for.
+NOT_FOUND_STATUSES = {
+    0xC0000034,  # OBJECT_NAME_NOT_FOUND
+    0xC000003A,  # OBJECT_PATH_NOT_FOUND
+    0xC000000F,  # NO_SUCH_FILE
+    0xC0000033,  # OBJECT_NAME_INVALID
+    0xC00000CC,  # BAD_NETWORK_NAME (no such share)
+    0xC0000103,  # NOT_A_DIRECTORY
+    0xC00000BA,  # FILE_IS_A_DIRECTORY
+    0xC0000056,  # DELETE_PENDING
+    0xC0000123,  # FILE_DELETED
+    0xC0000039,  # OBJECT_PATH_INVALID
+}
+# The session itself refused (not a share or file): wrong user or password, a barred account.
+LOGON_STATUSES = {
+    0xC000006D,  # LOGON_FAILURE
+    0xC000006A,  # WRONG_PASSWORD
+    0xC0000072,  # ACCOUNT_DISABLED
+    0xC0000071,  # PASSWORD_EXPIRED
+    0xC000006E,  # ACCOUNT_RESTRICTION
+    0xC0000064,  # NO_SUCH_USER
+    0xC0000234,  # ACCOUNT_LOCKED_OUT
+    0xC000006F,  # INVALID_LOGON_HOURS
+    0xC0000070,  # INVALID_WORKSTATION
+    0xC0000193,  # ACCOUNT_EXPIRED
+    0xC0000224,  # PASSWORD_MUST_CHANGE
+}
+DENIED_STATUSES = {
+    0xC0000022,  # ACCESS_DENIED
+    0xC00000CA,  # NETWORK_ACCESS_DENIED
+    0xC0000043,  # SHARING_VIOLATION
+    *LOGON_STATUSES,
+}
+
+
+def connect_error(host: str, error: ValueError) -> SourceError:
+    """The source error for smbprotocol's ValueError around a failed TCP connect."""
+    cause = error.__cause__
+    if isinstance(cause, socket.gaierror):
+        return UnknownHostName(f"{host}: unknown host name")
+    if isinstance(cause, ConnectionRefusedError) or "refused" in str(error).lower():
+        return ConnectionRefused(f"{host}: connection refused")
+    if isinstance(cause, TimeoutError):
+        return SourceTimeout(f"{host}: no answer to the connection")
+    return HostUnreachable(f"{host}: no connection")
+
+
+def status_error(status: int, what: str) -> SourceError:
+    """The source error for an NTSTATUS answer to one request."""
+    if status in NOT_FOUND_STATUSES:
+        return NotFound(f"{what}: not found")
+    if status in LOGON_STATUSES:
+        return AuthFailed(f"{what}: logon failure")
+    if status in DENIED_STATUSES:
+        return AccessDenied(f"{what}: access denied")
+    return SourceError(f"{what}: NTSTATUS 0x{status:08X}")
 
 
 def answered(request: Request) -> bool:
@@ -119,7 +179,6 @@ class SMBSource:
         self._deadline = 0.0  # of the call in progress (nested scopes share it)
         self._armed = False
         self._max_read = MAX_READ
-        self.requests_sent = 0  # compound requests, for benchmarks
         self._conn = Connection(
             uuid.uuid4(), host.hostname, host.port or 445, require_signing=bool(credentials.user)
         )
@@ -233,7 +292,6 @@ class SMBSource:
                 raise ConnectionError(f"the server granted too few credits ({need} needed)")
             key = next(iter(self._inflight))
             self._ready[key] = self._settle(key)
-        self.requests_sent += 1
         sid = self._session.session_id if self._session else None
         tid = tree.tree_connect_id if tree else None
         if len(messages) == 1:

@@ -1,13 +1,8 @@
 """Names and directory entries as SMB carries them (MS-SMB2 2.2.13, MS-FSCC 2.4.10).
 
-- Paths: share-relative '/' paths become '\\'-separated SMB paths.
-- Characters Windows forbids (`"*:<>?\\|` and controls) arrive as the private-use code points
-  U+F001..U+F027 when the server maps them the way macOS / Services for Mac do (Samba's
-  `vfs_catia` or `vfs_fruit`); they are shown as the original characters and mapped back in
-  requests. Without such a mapping Samba shows 8.3 mangled names (e.g. `A3KXQ~B`), which are
-  listed and readable under that name.
-- Listings: FileDirectoryInformation carries size, last-write time and attributes, so a
-  folder's answer is parsed into `Entry` rows with `struct` and no per-entry stat.
+Characters Windows forbids (`"*:<>?\\|`, controls) arrive as U+F001..U+F027 where the server
+maps them as Services for Mac does (Samba's vfs_catia, vfs_fruit); they are shown as the
+originals and mapped back in requests. Without that mapping Samba shows readable 8.3 names.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Hosts as URLs, and the one face every source shows: shares, listdir, read.
-
-A source lists a directory as `Entry(name, is_dir, size, mtime_us)` sorted by name, reads byte
-ranges, and raises only `SourceError` subclasses. Sources only ever read.
-"""
+"""Hosts as URLs (and ranges, credentials), and the one face every source shows: shares,
+listdir (sorted `Entry` rows), read; its errors are `SourceError` subclasses (docs/DESIGN.md,
+Sources)."""
 
 from __future__ import annotations
 
@@ -10,24 +8,22 @@ import ipaddress
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NamedTuple, Protocol
 from urllib.parse import quote, unquote, urlsplit
 
-# `hosts.status`: why a host was or was not crawled in the last round. Hosts switched off
-# (unreachable) are normal on a LAN; a host that answers but refuses our credentials or the
-# share (configuration) is up, so its files stay searchable, and the failure is loud.
+# `hosts.status`: hosts switched off are normal on a LAN; one that answers but refuses our
+# credentials or the share (configuration) is up, its files stay searchable, and it is loud.
 HOST_OK = "ok"
 UNREACHABLE_STATUSES = ("refused", "timed_out", "unknown_name", "offline")
 CONFIG_STATUSES = ("auth_failed", "access_denied", "share_not_found")
-HOST_STATUSES = (HOST_OK, *UNREACHABLE_STATUSES, *CONFIG_STATUSES, "error")
 
 
 class SourceError(Exception):
-    """A host could not be listed or read. `reason` is a short, stable code for tables;
-    `host_status` the host's `hosts.status` when this error ends its round."""
+    """A host could not be listed or read: `reason` a stable code for tables, `host_status`
+    the host's `hosts.status` when this error ends its round."""
 
     reason = "error"
     host_status = "error"
@@ -39,14 +35,10 @@ class HostUnreachable(SourceError):
 
 
 class ConnectionRefused(HostUnreachable):
-    """The host answers, but nothing listens on its SMB port."""
-
     host_status = "refused"
 
 
 class UnknownHostName(HostUnreachable):
-    """The name resolver does not know the host (or did not answer in time)."""
-
     host_status = "unknown_name"
 
 
@@ -61,8 +53,7 @@ class AccessDenied(SourceError):
 
 
 class AuthFailed(AccessDenied):
-    """The host refused the session itself: wrong user or password (LOGON_FAILURE), or
-    no usable credentials. Unlike a share or folder that is refused, nothing is readable."""
+    """The host refused the session itself (wrong user or password): nothing is readable."""
 
     reason = "auth failed"
     host_status = "auth_failed"
@@ -91,9 +82,7 @@ class HostURL:
     port: int | None
     user: str | None
     share: str | None  # None: every share of the host
-    # `?notify=trusted`: the operator says every change on this host reaches its change
-    # notifications, so a watch that stayed silent means nothing changed (NOTIFY_OPTION)
-    notify_trusted: bool = False
+    notify_trusted: bool = False  # `?notify=trusted` (NOTIFY_OPTION)
 
     @property
     def netloc(self) -> str:
@@ -103,8 +92,7 @@ class HostURL:
 
     @property
     def url(self) -> str:
-        """The URL without share, as stored in `hosts.url` (never a password): the one
-        canonical form, which parse_host_url reads back to this host."""
+        """The canonical URL without share (`hosts.url`; never a password)."""
         if self.scheme == "file":
             return "file://" + _FILE_ESCAPES.sub(lambda m: quote(m[0], safe=""), self.hostname)
         user = f"{self.user}@" if self.user else ""
@@ -118,13 +106,11 @@ class HostURL:
         return self.url
 
 
-# What a file URL escapes to read back as the same folder: a '%' that reads as an escape, '?',
-# '#', control characters, trailing white space (lines are stripped); the rest stays as named.
+# What a file URL escapes to read back as the same folder (lines are stripped, hence the end).
 _FILE_ESCAPES = re.compile(r"%(?=[0-9A-Fa-f]{2})|[?#\x00-\x1f\x7f]|\s+$")
 
 
-# A DNS label (RFC 1035 §2.3.1, relaxed by RFC 2181 §11 to allow '_', which Windows LANs
-# use): letters, digits, '-' and '_', not starting or ending with '-'.
+# A DNS label (RFC 1035 §2.3.1, with the '_' of Windows LANs that RFC 2181 §11 allows).
 _DNS_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?")
 
 
@@ -142,11 +128,8 @@ def is_ip_address(name: str) -> bool:
 
 
 def check_hostname(name: str) -> str | None:
-    """None when `name` is an IP address or a DNS name, else why it is not one.
-
-    International names (IDN) are accepted when they encode with IDNA (RFC 3490), as the
-    socket layer will encode them; the rules then apply to the encoded form: at most 253
-    characters, labels of 1 to 63 (RFC 1035 §2.3.4)."""
+    """None when `name` is an IP address or a DNS name (IDN: its IDNA form, RFC 3490, as the
+    socket layer encodes it; lengths as RFC 1035 §2.3.4), else why it is not one."""
     if is_ip_address(name):
         return None
     ascii_name = name
@@ -168,11 +151,9 @@ def check_hostname(name: str) -> str | None:
     return None
 
 
-# The one option a host URL takes, as its query: `smb://nas/music?notify=trusted`. Windows
-# servers report every change below a watched folder; Samba reports disk-side changes (a program
-# on the server writing there) only in the watched folder itself, and nothing in the SMB2
-# negotiate or session answers says reliably which server this is. So silence is trusted only
-# where the operator says every change reaches the watch (DESIGN.md, Scheduling).
+# The one option a host URL takes (`smb://nas/music?notify=trusted`): Samba reports disk-side
+# changes only in the watched folder itself, and no SMB2 answer says reliably which server
+# this is, so a silent watch means "unchanged" only where the operator says so.
 NOTIFY_OPTION = "notify"
 NOTIFY_VALUES = {"hints": False, "trusted": True}  # hints: the default
 
@@ -201,9 +182,8 @@ def _notify_trusted(text: str, query: str) -> bool:
 
 
 def parse_host_url(text: str) -> HostURL:
-    """The one reading of a host URL (hosts file, tables, fetch, page); ConfigError for any
-    URL that cannot be crawled. `parse_host_url(h.line_url)` is `h` again (but for the
-    `?notify=` option, kept beside the URL in tables)."""
+    """The one reading of a host URL; ConfigError for any URL that cannot be crawled.
+    `parse_host_url(h.line_url)` is `h` again (but for `?notify=`, kept apart in tables)."""
     text = text.strip()
     try:
         parts = urlsplit(text)
@@ -263,9 +243,8 @@ def _keyed(text: str, host: HostURL, key: str) -> HostURL:
 
 @dataclass(frozen=True)
 class AddressRange:
-    """A hosts-file line naming a range of addresses (`smb://10.20.0.0/16`, a network address
-    and exactly `/N`; or `smb://10.20.0.1-10.20.3.254`): every share of each host found there.
-    `host` is a HostURL of the first address, carrying the line's port, user and option."""
+    """A hosts-file line naming a range of addresses (`smb://10.20.0.0/16` or
+    `smb://10.20.0.1-10.20.3.254`); `host`: its first address, with the line's port and user."""
 
     line: str  # the line as written (no password can be on it): hosts.discovered_by
     first: ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -291,7 +270,7 @@ _SPAN = re.compile(r"(?P<user>[^@/?#]*@)?(?P<a>[0-9.]+)-(?P<b>[0-9.]+)(?P<port>:
 
 def parse_range_url(text: str) -> AddressRange | None:
     """The range a hosts-file line names, None when it names a host; ConfigError when
-    it is a malformed range. An address followed by exactly `/N` is always a range."""
+    malformed. An address followed by exactly `/N` is always a range."""
     text = text.strip()
     rest, _, query = text.partition("?")
     if not rest.startswith("smb://"):
@@ -327,8 +306,8 @@ def parse_range_url(text: str) -> AddressRange | None:
 def read_hosts_lines(
     path: str | os.PathLike, allow_wide: bool = False
 ) -> tuple[list[HostURL], list[AddressRange]]:
-    """Hosts and ranges, one URL per line, '#' starts a comment. Raises ConfigError with the
-    line; a range wider than WIDEST_RANGE addresses unless `allow_wide`."""
+    """Hosts and ranges, one URL per line, '#' starts a comment; ConfigError with the line,
+    also for a range wider than WIDEST_RANGE unless `allow_wide`."""
     try:
         lines = Path(path).read_text(encoding="utf-8-sig").splitlines()  # Notepad's BOM
     except FileNotFoundError:
@@ -392,9 +371,8 @@ MAX_CREDENTIALS_BYTES = 64 * 1024
 
 
 def read_credentials_file(path: str) -> dict[str, str]:
-    """The `key = value` lines of a credentials file, checked: a regular file, readable
-    only by its owner, UTF-8 text, only username/password/domain keys, username and password
-    both given. Raises ConfigError with one line that never shows a value."""
+    """The `key = value` lines of an owner-only credentials file, checked; ConfigError in one
+    line that never shows a value."""
     where = f"credentials file {short_repr(path)} (SHARECRAWL_SMB_CREDENTIALS)"
     try:  # O_NONBLOCK: a FIFO named by mistake must not hang the crawl
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
@@ -440,8 +418,10 @@ def read_credentials_file(path: str) -> dict[str, str]:
     return values
 
 
-def _credentials_file(env: os._Environ[str] | dict[str, str]) -> dict[str, str] | None:
-    cred_file = env.get("SHARECRAWL_SMB_CREDENTIALS")
+def check_credentials(environ: Mapping[str, str] | None = None) -> dict[str, str] | None:
+    """The values of the credentials file the environment names (None: none); ConfigError
+    when it is unusable."""
+    cred_file = (os.environ if environ is None else environ).get("SHARECRAWL_SMB_CREDENTIALS")
     if cred_file is None:
         return None
     if not cred_file:
@@ -449,20 +429,13 @@ def _credentials_file(env: os._Environ[str] | dict[str, str]) -> dict[str, str] 
     return read_credentials_file(cred_file)
 
 
-def check_credentials(environ: dict[str, str] | None = None) -> None:
-    """Raise ConfigError when the credentials file named by the environment is unusable."""
-    _credentials_file(os.environ if environ is None else environ)
-
-
 def credentials_for(host: HostURL, environ: dict[str, str] | None = None) -> Credentials:
-    """User and password from SHARECRAWL_SMB_USER/PASSWORD or an owner-only credentials file
-    (SHARECRAWL_SMB_CREDENTIALS, lines `username = ...` and `password = ...`, and optionally
-    `domain = ...`, as smbclient's -A reads them). Guest access when none is given.
-    Raises ConfigError when the credentials file is unusable."""
+    """User and password from SHARECRAWL_SMB_USER/PASSWORD or the credentials file
+    (SHARECRAWL_SMB_CREDENTIALS, as smbclient's -A reads it); guest when none is given."""
     env = os.environ if environ is None else environ
     user = host.user or env.get("SHARECRAWL_SMB_USER")
     password = env.get("SHARECRAWL_SMB_PASSWORD")
-    values = _credentials_file(env)  # checked even when the password comes from elsewhere
+    values = check_credentials(env)  # checked even when the password comes from elsewhere
     if values is not None and password is None:
         if not host.user:
             user = values["username"]

@@ -16,8 +16,7 @@ import pickle
 import signal
 import sys
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from multiprocessing import forkserver, resource_tracker
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_ready
@@ -64,31 +63,25 @@ def server_pid() -> int | None:
     return None
 
 
-@contextmanager
-def main_module_hidden() -> Iterator[None]:
-    """Start workers without re-running the main script in each (as __mp_main__; Python 3.11
-    ignores a '__main__' preload): one that imports the pipeline costs a worker half a second."""
-    main = sys.modules["__main__"]
-    file, spec = getattr(main, "__file__", None), getattr(main, "__spec__", None)
-    main.__spec__ = None
-    if file is not None:
-        del main.__file__
-    try:
-        yield
-    finally:
-        main.__spec__ = spec
-        if file is not None:
-            main.__file__ = file
-
-
 def start_worker(
     context: BaseContext, target: Callable[..., None], *args: object
 ) -> tuple[BaseProcess, Connection]:
     """A worker running `target(conn, *args)`, and this end of `conn`, its own pipe."""
     ours, theirs = context.Pipe()
     process = context.Process(target=target, args=(theirs, *args))
-    with main_module_hidden():
+    # multiprocessing re-runs the main script (as __mp_main__) in each worker, and Python 3.11
+    # ignores a '__main__' preload: one that imports the pipeline costs a worker half a second
+    main = sys.modules["__main__"]
+    file, spec = getattr(main, "__file__", None), getattr(main, "__spec__", None)
+    main.__spec__ = None
+    if file is not None:
+        del main.__file__
+    try:
         process.start()
+    finally:
+        main.__spec__ = spec
+        if file is not None:
+            main.__file__ = file
     theirs.close()  # the worker's end is the worker's alone
     return process, ours
 
