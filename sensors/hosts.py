@@ -1,7 +1,6 @@
-"""The watched hosts: their watched shares, when to retry a lost one, and the threads that
-connect them (connecting blocks; the watch loop never does). Backoff 1 s, 2 s, 4 s ... up to
-`max_backoff_s`, jittered in [½, 1] so hosts lost together do not return in step; it resets
-only after a connection lasted a minute."""
+"""The watched hosts: their shares, when to retry a lost one (backoff 1 s, 2 s, 4 s ... jittered
+in [½, 1] so hosts lost together do not return in step), and the threads that connect them
+(connecting blocks; the watch loop never does)."""
 
 from __future__ import annotations
 
@@ -95,9 +94,8 @@ def range_found(crawl: CrawlDir, ranges: list[AddressRange]) -> list[HostURL]:
 def open_watches(
     host: HostWatch, rules: Rules, timeout_s: float, liveness_timeout_s: float
 ) -> Connected:
-    """Connect a host and arm a watch on each of its shares the rules do not exclude. Raises
-    SourceError when the host cannot be reached or the connection fails; shares that refuse
-    are returned, not raised."""
+    """Connect a host and watch each of its shares the rules do not exclude; SourceError when
+    the host cannot be reached, shares that refuse are returned."""
     reason = check_host(host.url, liveness_timeout_s)  # a switched-off host costs 2 s, not 10
     if reason:
         raise HostUnreachable(f"{host.key}: {reason}")

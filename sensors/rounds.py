@@ -1,7 +1,6 @@
 """`watch --crawl`: once hints have come and none for `settle_s` (an album copied is a burst),
-start `sharecrawl crawl --rounds 1 --hinted-only` in a child. While another crawl holds the
-lock nothing starts; the check reads /proc/locks and never takes the lock, so a scheduled
-crawl never finds it held by the watcher. A failed round is one line; the next hints retry."""
+run `sharecrawl crawl --rounds 1 --hinted-only` in a child, unless a crawl holds the lock (read
+from /proc/locks, never taken, so a scheduled crawl never finds it held by the watcher)."""
 
 from __future__ import annotations
 
@@ -68,7 +67,6 @@ class HintRounds:
         self.rounds_started = 0
 
     def hinted(self) -> None:
-        """A hint was kept (called for each)."""
         now = time.monotonic()
         self.pending = True
         self.last_hint = now
@@ -116,18 +114,8 @@ class HintRounds:
             del args[args.index("--rules-file") : args.index("--rules-file") + 2]
         # A round for hints lists a few folders: the inline runner runs its jobs in the round's
         # own process, where the local runner would start a process per job step.
-        command = [
-            sys.executable,
-            "-m",
-            "cli.main",
-            "crawl",
-            "--rounds",
-            "1",
-            "--hinted-only",
-            "--runner",
-            "inline",
-            *args,
-        ]
+        crawl = ["crawl", "--rounds", "1", "--hinted-only", "--runner", "inline"]
+        command = [sys.executable, "-m", "cli.main", *crawl, *args]
         self.child = subprocess.Popen(command, stdin=subprocess.DEVNULL)
         self.child_started = now
         self.rounds_started += 1

@@ -1,6 +1,5 @@
-"""The crawl rules as the watcher applies them to hints: the operator's file and rules.auto,
-minus rules.disabled, read the way a round's Inject reads them (pipeline.rules_store.RulesStore),
-and read again when one of those files changes."""
+"""The crawl rules as the watcher applies them to hints, read as a round's Inject reads them
+(pipeline.rules_store.RulesStore) and again when one of their files changes."""
 
 from __future__ import annotations
 
@@ -53,9 +52,8 @@ class HintRules:
         return True
 
     def excludes(self, host: str, share: str, path: str) -> bool:
-        """Is a hint for `path` useless, the crawl never looking there (an excluded folder
-        above it, or the entry)? A notification does not say file or folder: excluded as
-        either drops it."""
+        """Does the crawl never look at `path` (excluded above or itself)? A notification does
+        not say file or folder: excluded as either drops it."""
         rules = self.rules.for_share(host, share)
         if rules.whole_share_excluded:
             return True

@@ -1,11 +1,10 @@
 """`sharecrawl watch` (docs/watch.md): one thread's select loop over every host's connection
-(crawl_io.notify), a few threads to connect. Notifications become hints (crawl_io.crawldb.hints),
-flushed twice a second; the watches file is a heartbeat. A host back after a loss gets an
-overflow hint per share (what changed meanwhile is unknown). Hints for excluded paths are
-dropped. The watcher never takes the crawl lock."""
+(crawl_io.notify), a few threads to connect; notifications become hints (crawl_io.crawldb.hints)
+and the watches file is a heartbeat. The watcher never takes the crawl lock."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import resource
@@ -58,13 +57,9 @@ class Watcher:
         self._next_beat = self._next_rules = 0.0
         self._next_flush = float("inf")  # set when the first hint of a part arrives
 
-    # -- control ---------------------------------------------------------------------------
-
     def _wake(self) -> None:
-        try:
+        with contextlib.suppress(OSError):  # already awake, or shutting down
             os.write(self._wake_w, b"x")
-        except (BlockingIOError, OSError):
-            pass  # already awake, or shutting down
 
     def stop(self) -> None:
         """Ask the loop to end (from any thread or a signal handler)."""
@@ -101,13 +96,9 @@ class Watcher:
             self._shutdown()
 
     def _drain_wake(self) -> None:
-        try:
+        with contextlib.suppress(BlockingIOError):
             while os.read(self._wake_r, 4096):
                 pass
-        except BlockingIOError:
-            pass
-
-    # -- periodic work ---------------------------------------------------------------------
 
     def _next_due(self, now: float) -> float:
         retries = [h.next_try for h in self.hosts if self._needs_connect(h)]
@@ -140,8 +131,6 @@ class Watcher:
             self._next_beat = now + options.heartbeat_s
         if self.rounds is not None and not self._buffer:  # its hints are written first
             self.rounds.tick()
-
-    # -- hosts -----------------------------------------------------------------------------
 
     def _connect_job(self, host: HostWatch) -> Callable[[], Connected]:
         rules, options = self.rules.rules, self.options
@@ -210,10 +199,8 @@ class Watcher:
         session = host.session
         if session is None:
             return False
-        try:
+        with contextlib.suppress(KeyError, ValueError):
             self._selector.unregister(host.fd)
-        except (KeyError, ValueError):
-            pass
         host.session, host.fd = None, -1
         session.abandon()
         return True
@@ -251,8 +238,6 @@ class Watcher:
                 readable_text(share),
                 readable_text(reason),
             )
-
-    # -- hints and states ------------------------------------------------------------------
 
     def _hint(
         self, host: str, share: str, path: str, action: str, overflow: bool, now: datetime
