@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cached_property
@@ -237,30 +238,25 @@ class _HostFetch:
         job, host, known = self.job, self.host, self.known
         stored = {row["partition_id"]: row["hash"] for row in job.known}
         due = self.due_keys()
-        result = HostResult(host.host)
         rules = load_rules(self.crawl.segment_dir(job.round) / "rules.txt")
+        source, error = None, None
         try:
             if self.url_error:
                 raise self.url_error
-            # excluded shares and folders are never listed; hashes cover what is crawled
-            # opened for every share: a named one that is missing is reported with those it has
+            # opened for every share: a named one that is missing is reported with those it
+            # has; excluded shares and folders are never listed (hashes cover what is crawled)
             every = replace(host, share=None)
             opened = CheckedSource(open_source(every, timeout_s=job.timeout_s), job.shares)
             source = filtered(opened, rules, host.host)
             self.clamped = opened.changed
-        except SourceError as e:
-            self._host_failed(due, e)
-            result.error = str(e)
-            return self._write(result)
-        try:
             due = self._discover(source, known, due)
-            if _progress is not None:  # the discover rows became the shares found
-                _progress.put((host.host, "due", {"partitions": len(due)}))
         except SourceError as e:
-            source.close()
-            self._host_failed(due, e)
-            result.error = str(e)
-            return self._write(result)
+            if source is not None:
+                source.close()
+            self._all_failed(due, e, host_row=True)
+            return self._write(str(e))
+        if _progress is not None:  # the discover rows became the shares found
+            _progress.put((host.host, "due", {"partitions": len(due)}))
         try:
             ranges_by_share: dict[str, Ranges] = {}
             missing: set[str] = set()  # shares named in the hosts file that are not there
@@ -278,11 +274,11 @@ class _HostFetch:
                         self._failed(None, None, e)
                     if isinstance(e, HostUnreachable | SourceTimeout):
                         self._all_failed(due[i + 1 :], e)
-                        result.error = str(e)
+                        error = str(e)
                         break
         finally:
             source.close()
-        return self._write(result)
+        return self._write(error)
 
     def _discover(
         self, source: Source, known: dict[str, PartitionKey], due: list[PartitionKey]
@@ -295,12 +291,12 @@ class _HostFetch:
         known.update((key.id, key) for key in new)
         return new + due
 
-    def _host_failed(self, due: list[PartitionKey], error: SourceError) -> None:
-        """The host could not be opened: a host row (no partition) says why, for `hosts`."""
-        self._failed(None, None, error)
-        self._all_failed(due, error)
-
-    def _all_failed(self, keys: list[PartitionKey], error: SourceError) -> None:
+    def _all_failed(
+        self, keys: list[PartitionKey], error: SourceError, host_row: bool = False
+    ) -> None:
+        """Log `keys` not scanned; `host_row`: the host did not open, and a row says why."""
+        if host_row:
+            self._failed(None, None, error)
         for key in keys:
             self._failed(key.id, key.share, error)
 
@@ -325,7 +321,7 @@ class _HostFetch:
             "worker": f"{socket.gethostname()}:{os.getpid()}",
         }
 
-    def _write(self, result: HostResult) -> HostResult:
+    def _write(self, error: str | None = None) -> HostResult:
         seg = self.crawl.segment_dir(self.job.round)
         name = host_file(self.host.host)
         # An unchanged host (most, most rounds) has no listing or tags: no part, which reads
@@ -338,12 +334,14 @@ class _HostFetch:
             else:
                 write_parquet(table, seg / folder / name)
         write_parquet(pa.Table.from_pylist(self.log, FETCHLOG), seg / "fetchlog" / name)
-        for row in self.log:
-            result.statuses[row["status"]] = result.statuses.get(row["status"], 0) + 1
-        result.partitions = len(self.log)
-        result.entries = sum(r["n_entries"] for r in self.log)
-        result.tags_read = sum(r["n_tags_read"] for r in self.log)
-        return result
+        return HostResult(
+            self.host.host,
+            len(self.log),
+            dict(Counter(row["status"] for row in self.log)),
+            sum(r["n_entries"] for r in self.log),
+            sum(r["n_tags_read"] for r in self.log),
+            error,
+        )
 
 
 def _status(error: SourceError) -> str:
@@ -367,6 +365,5 @@ def host_lost(job: HostJob, why: str) -> HostResult:
     its fetchlog part says so for the host and each due partition, whose stored rows stay,
     and any part the worker left goes. Its next round fetches it again."""
     fetch = _HostFetch(job)
-    error = FetchLost(why)
-    fetch._host_failed(fetch.due_keys(), error)
-    return fetch._write(HostResult(fetch.host.host, error=str(error)))
+    fetch._all_failed(fetch.due_keys(), FetchLost(why), host_row=True)
+    return fetch._write(why)

@@ -42,17 +42,10 @@ def partition_states(
         if p["host"] not in online:
             continue  # retired host
         last = p["last_scan"].timestamp() if p["last_scan"] else None
-        states.append(
-            PartitionState(
-                partition_id=p["partition_id"],
-                host=p["host"],
-                cost_s=scheduled_seconds(p["est_scan_s"], default_cost_s),
-                last_scan=last,
-                history=history,
-                rate_per_h=p["rate_per_h"],
-                online=online[p["host"]],
-            )
-        )
+        cost = scheduled_seconds(p["est_scan_s"], default_cost_s)
+        state = PartitionState(p["partition_id"], p["host"], cost, last, history, p["rate_per_h"])
+        state.online = online[p["host"]]
+        states.append(state)
     return states
 
 

@@ -7,13 +7,13 @@ A damaged group's partitions not listed again lose their rows (and hashes: liste
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from crawl_io.crawldb.host_parts import ROW_TABLES, rel_path
+from crawl_io.crawldb.host_parts import rel_path
 from crawl_io.crawldb.part_groups import plan_groups
 from crawl_io.crawldb.stored_hosts import StoredHosts
 from crawl_io.schema import FILES, FOLDERS, MEDIA
@@ -41,7 +41,6 @@ class HostChange:
     rules: Rules
     rules_changed: bool  # new rules: excluded rows leave every group
     complete: bool = False  # a complete round: folder rows hashed over every row, none kept
-    written: dict[str, int] = field(default_factory=dict)  # table -> parts written
     # what changed in the host's media rows (crawl_io.crawldb.media_changes), and the media parts
     # that covers: the stored parts read, the parts written
     media_changes: pa.Table | None = None
@@ -67,10 +66,7 @@ def rewrite_host(build: VersionBuild, stored: StoredHosts | None, change: HostCh
     groups = stored.groups(host) if stored is not None else []
     old_files = {g: stored.read_group("files", host, g) for g in groups} if stored else {}
     damaged = {g for g, t in old_files.items() if t is None}
-    old_pids: dict[int, frozenset[str]] = {}
-    for g in groups:
-        named = stored.group_partitions(host, g) if stored is not None else None
-        old_pids[g] = named or frozenset()
+    old_pids = {g: stored.group_partitions(host, g) or frozenset() for g in groups if stored}
     lost = _lost_to_damage(change, old_pids, damaged)
 
     hit = {g for g in groups if g not in damaged and old_pids[g] & change.drop}
@@ -146,8 +142,6 @@ def rewrite_host(build: VersionBuild, stored: StoredHosts | None, change: HostCh
                 },
                 set(pids),
             )
-            for name in ROW_TABLES:
-                change.written[name] = change.written.get(name, 0) + 1
             continue
         if not build.link_group(host, g, ("files", "media")):
             lost |= set(pids) - change.drop
@@ -156,7 +150,6 @@ def rewrite_host(build: VersionBuild, stored: StoredHosts | None, change: HostCh
         same = _same(mine, old_folders.get(g))
         if not (same and build.link_group(host, g, ("folders",))):
             build.write_group(host, g, {"folders": mine}, set(pids))
-            change.written["folders"] = change.written.get("folders", 0) + 1
     return lost
 
 

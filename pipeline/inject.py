@@ -47,18 +47,10 @@ def host_rows(hosts: list[HostURL], timeout_s: float) -> list[dict]:
         by_key.setdefault(h.host, []).append(h)
     firsts = [lines[0] for lines in by_key.values()]
     checks = check_hosts(firsts, timeout_s)  # names and ports of all hosts at once
+    pairs = zip(firsts, checks, strict=True)
+    smb = [h if c.online and h.scheme == "smb" else None for h, c in pairs]
     with ThreadPoolExecutor(max_workers=max(1, min(PROBE_THREADS, len(firsts)))) as pool:
-        said = list(
-            pool.map(
-                lambda h, c: (
-                    probe(h.hostname, h.port or 445, timeout_s)
-                    if c.online and h.scheme == "smb"
-                    else None
-                ),
-                firsts,
-                checks,
-            )
-        )
+        said = list(pool.map(lambda h: h and probe(h.hostname, h.port or 445, timeout_s), smb))
     now = datetime.now(UTC)
     rows = []
     for (key, lines), check, identity in zip(by_key.items(), checks, said, strict=True):

@@ -1,5 +1,5 @@
-"""Scheduling policies by name (docs/DESIGN.md, Scheduling; thesis §3.5): the heuristics here,
-`optimal` and `sensors` in modules of their own, all choosing through `choice.ScoringPolicy`."""
+"""Scheduling policies by name (docs/DESIGN.md, Scheduling; thesis §3.5): the heuristics and
+`sensors` here, `optimal` in a module of its own, all choosing through `choice.ScoringPolicy`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 
 from pipeline.scheduling.choice import Budget, Candidates, PartitionState, Policy, ScoringPolicy
 from pipeline.scheduling.optimal import OptimalPolicy
-from pipeline.scheduling.sensors import SensorsPolicy
+from pipeline.scheduling.signals import DEFAULT_SAFETY_S
 
 
 class RoundRobin(ScoringPolicy):
@@ -153,6 +153,31 @@ class AdaptivePolicy(ScoringPolicy):
             intervals[i] = self._intervals[p.partition_id] = self.interval(p)
             self._last[p.partition_id] = float(last[i])
         return cands.age_s / intervals
+
+
+class SensorsPolicy(OptimalPolicy):
+    """Zemskov, Mathematical Structures and Modeling vol. 10, 2002 (crawlers told of changes
+    beat polling ones): a watched partition with no hint did not change and is skipped until
+    `safety_s` after its last scan; the rest gets the optimal schedule."""
+
+    name = "sensors"
+    summary = "optimal, but watched shares are scanned only when they notify (or daily)"
+
+    def __init__(self, safety_s: float = DEFAULT_SAFETY_S, **optimal_settings: float) -> None:
+        if not safety_s > 0:
+            raise ValueError("sensors policy: need safety_s > 0")
+        super().__init__(**optimal_settings)
+        self.safety_s = safety_s
+
+    def score(self, cands: Candidates, now: float, budget: Budget) -> np.ndarray:
+        watched = cands.watched
+        if not watched.any():
+            return self.deficits(cands, budget)
+        # watched ones take no share of the schedule (weight 0), and score 0 until their
+        # safety interval has passed: not even spare time goes to them
+        deficits = self.deficits(cands, budget, weight=np.where(watched, 0.0, 1.0))
+        safety = cands.age_s / self.safety_s
+        return np.where(watched, np.where(safety >= 1.0, safety, 0.0), deficits)
 
 
 _POLICIES: dict[str, type[ScoringPolicy]] = {
