@@ -1,5 +1,2 @@
-"""The read side: the search index written (`index`, `index_works`, `video_guess`) and read
-(`index_store`), text and typos (`text`, `fuzzy`), the query language and ranked search
-(`querylang`, `search`, `search_arrays`, `search_results`, `work_values`), the analysts' SQL
-(`views`, `sandbox`, `part_damage`, `results`) and the round report (`status`).
-May import crawl_io and jobs; never pipeline."""
+"""The read side: the search index written and read, the query language and ranked search, the
+analysts' SQL and the round report. May import crawl_io and jobs; never pipeline."""

@@ -1,10 +1,8 @@
-"""Ranked search over the index (docs/DESIGN.md, Search), in numpy over arrays loaded once per
-index file (queries.search_arrays): planning even a small DuckDB statement costs milliseconds.
-Score: per query word the best impact of its terms in a work, summed, plus the copies prior.
-The works matching the most words are kept (a field-restricted word is a must), filtered, and
-the top k partially sorted. Typos (queries.fuzzy, half impact) are looked for only when exact
-matches fill fewer than k, and a work's typo count ranks before its score (Algolia's typo
-criterion), so the top k are the same either way. The query text never reaches SQL."""
+"""Ranked search (docs/DESIGN.md, Search) in numpy over queries.search_arrays: planning even a
+small DuckDB statement costs milliseconds. Score: per query word the best impact of its terms,
+summed, plus the copies prior; the works matching the most words are kept, filtered, and the
+top k partially sorted. Typos are looked for only when exact matches fill fewer than k, and a
+work's typo count ranks before its score (Algolia's typo criterion). The query never reaches SQL."""
 
 from __future__ import annotations
 

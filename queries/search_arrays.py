@@ -1,8 +1,7 @@
 """What searches need of one index file as numpy arrays, kept with the file (queries.index_store):
 works' ids and filter columns, postings by term with impacts, deletion keys, display rows.
-Impact = stored weight times Lucene's idf ln(1 + (N - df + 0.5) / (df + 0.5)), always positive;
-applied here so an update need not rewrite postings. A process's first search reads only its
-terms' postings; later ones hold all in memory."""
+Impact = stored weight times Lucene's idf ln(1 + (N - df + 0.5) / (df + 0.5)), applied here so
+an update need not rewrite postings. A first search reads its terms' postings; later ones all."""
 
 from __future__ import annotations
 
