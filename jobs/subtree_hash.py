@@ -57,10 +57,8 @@ def walk_hash(walk: Iterable[tuple[str, Entry]]) -> str:
 
 def partition_hash(entries: Iterable[tuple[str, bool, int, int]]) -> str:
     """Hash of (path, is_dir, size, mtime_us) rows in any order."""
-    hasher = PartitionHasher()
-    for path, is_dir, size, mtime_us in sorted(entries, key=lambda e: canonical_key(e[0])):
-        hasher.update(path, is_dir, size, mtime_us)
-    return hasher.hexdigest()
+    rows = sorted(entries, key=lambda e: canonical_key(e[0]))
+    return hashlib.md5("".join([_record(*row) for row in rows]).encode()).hexdigest()
 
 
 def folder_hashes(

@@ -70,18 +70,14 @@ def listing_table(key: PartitionKey, entries: list[tuple[str, Entry]]) -> pa.Tab
     """A partition's walked entries as rows of the `listing` table."""
     n = len(entries)
     paths, items = zip(*entries, strict=True) if entries else ((), ())
-    return pa.table(
-        {
-            "host": pa.array([key.host] * n, pa.string()),
-            "share": pa.array([key.share] * n, pa.string()),
-            "path": pa.array(paths, pa.string()),
-            "name": pa.array([e.name for e in items], pa.string()),
-            "is_dir": pa.array([e.is_dir for e in items], pa.bool_()),
-            "size": pa.array([e.size for e in items], pa.int64()),
-            "mtime": pa.array([e.mtime_us for e in items], pa.int64()).cast(
-                LISTING.field("mtime").type
-            ),
-            "partition_id": pa.array([key.id] * n, pa.string()),
-        },
-        schema=LISTING,
-    )
+    columns = {
+        "host": [key.host] * n,
+        "share": [key.share] * n,
+        "path": paths,
+        "name": [e.name for e in items],
+        "is_dir": [e.is_dir for e in items],
+        "size": [e.size for e in items],
+        "mtime": [e.mtime_us for e in items],
+        "partition_id": [key.id] * n,
+    }
+    return pa.Table.from_pydict(columns, LISTING)

@@ -102,10 +102,6 @@ class ShareRules:
             self._subtree[path] = known
         return known
 
-    def excludes_entry(self, path: str, is_dir: bool) -> bool:
-        """Is this entry excluded by itself or by a folder above it?"""
-        return self.excludes(path, is_dir) or self.excludes_subtree(path.rpartition("/")[0])
-
 
 @dataclass
 class Rules:
@@ -155,7 +151,9 @@ class Rules:
         dirs = table["is_dir"].to_pylist() if has_dirs else [False] * table.num_rows
         shares = [self.for_share(h, s) for h, s in zip(columns[0], columns[1], strict=True)]
         keep = [
-            not (rules.whole_share_excluded or rules.excludes_entry(path, is_dir))
+            not rules.whole_share_excluded
+            and not rules.excludes(path, is_dir)
+            and not rules.excludes_subtree(path.rpartition("/")[0])
             for rules, path, is_dir in zip(shares, columns[2], dirs, strict=True)
         ]
         return table.filter(pa.array(keep, pa.bool_()))
