@@ -41,18 +41,6 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _server_class():
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: object) -> None:
-            super().handle_exit(sig, frame)
-            # uvicorn raises the signal again once stopped; a stop asked for is a clean exit
-            self._captured_signals.clear()
-
-    return Server
-
-
 def _run_one(crawl_dir: Path, sock: socket.socket, stream: StreamSettings | None) -> None:
     """One uvicorn server on the listening socket, until SIGTERM or SIGINT."""
     import uvicorn
@@ -69,7 +57,11 @@ def _run_one(crawl_dir: Path, sock: socket.socket, stream: StreamSettings | None
         date_header=False,
         timeout_graceful_shutdown=5,
     )
-    _server_class()(config).run(sockets=[sock])
+    # uvicorn raises a stop signal again once stopped, to the handler it found: a stop asked
+    # for is a clean exit, so that handler does nothing
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: None)
+    uvicorn.Server(config).run(sockets=[sock])
 
 
 def _run_workers(
