@@ -1,6 +1,3 @@
-"""The `sharecrawl` command: the parser (`parser`, built of `options`) and its dispatch
-(`main`); the commands that write a crawl directory (`crawl`), that read it (`read`), and the
-long-running ones (`services`); input checks (`inputs`).
-
-May import every package; none imports it (tests/test_layout.py).
-"""
+"""The `sharecrawl` command: its parser (`parser`) and dispatch (`main`); the commands that
+write a crawl directory (`crawl`), read it (`read`), or run on their own (`services`); input
+checks (`inputs`). May import every package; none imports it (tests/test_layout.py)."""

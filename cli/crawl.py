@@ -1,13 +1,6 @@
-"""`sharecrawl crawl` and `sharecrawl demo`: the commands that write a crawl directory, under
-its lock.
-
-A crawl checks its input in two steps around a first look at the lock. The cheap checks
-(numbers typed, files named, the hosts file, the credentials) need nothing heavy; then, when
-the crawl directory's LOCK exists, a crawl already running there is found by trying the lock
-on a read-only descriptor, which writes nothing, and refused at once (a cron overlap exits
-75 within a fraction of a second, however loaded the machine). Only then come the checks that
-load Luigi and the policies, and the lock itself, taken before anything is written.
-"""
+"""`sharecrawl crawl` and `sharecrawl demo`, which write a crawl directory under its lock.
+A crawl's cheap checks come first, then a look at the lock that writes nothing (a cron overlap
+exits 75 at once, however loaded the machine), then the checks that load Luigi and the lock."""
 
 from __future__ import annotations
 
@@ -24,8 +17,7 @@ from crawl_io.sources import check_credentials, read_hosts_file
 
 
 def refuse_if_locked(crawl_root: Path) -> None:
-    """Raise CrawlLocked when another crawl holds `crawl_root`'s LOCK; change nothing on
-    disk either way (the real lock is taken later, and may still be refused then)."""
+    """Raise CrawlLocked when another crawl holds `crawl_root`'s LOCK, writing nothing."""
     path = crawl_root / LOCK_NAME
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)

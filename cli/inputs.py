@@ -1,7 +1,5 @@
-"""Input checked before anything is written: numeric options and [sharecrawl] settings,
-named files. Each check raises ConfigError with one line naming the option and what it
-must be; the CLI prints it and exits 2. Light to import: Luigi is loaded only to read the
-settings."""
+"""Input checked before anything is written: numbers, [sharecrawl] settings, named files; a
+ConfigError names the option and what it must be (exit 2). Luigi loads only for settings."""
 
 from __future__ import annotations
 

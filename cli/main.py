@@ -1,17 +1,11 @@
-"""The `sharecrawl` command: the console script's entry point (`cli.main:main`; `python -m
-cli.main` works too).
-
-Light on purpose: it imports argparse and the parser, and each command imports what it needs
-when it runs (cli.crawl, cli.read, cli.services), so a refused crawl (another one holds the
-lock) answers at once. SIGINT and SIGTERM stop any command with one line and 130 / 143
-(crawl_io.processes), from before any heavy import. Every subcommand exits non-zero on
-failure: 2 for bad input (nothing is written then), 1 for a failed round or query or a
-damaged crawl directory (the line says to run `sharecrawl check --repair`), 75 when another
-crawl holds the crawl directory's lock (nothing is written then either).
+"""The console script's entry point (`cli.main:main`, or `python -m cli.main`): the parser,
+then the command's module imported when it runs, so a refused crawl answers at once; failures
+become one line and their exit status (docs/DESIGN.md), signals 130 / 143 (crawl_io.processes).
 """
 
 from __future__ import annotations
 
+import importlib
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -25,13 +19,9 @@ if TYPE_CHECKING:
 
 def command(name: str) -> Callable[[argparse.Namespace], int]:
     """The function that runs subcommand `name`, its module imported now."""
-    if name in ("crawl", "demo"):
-        from cli import crawl as commands
-    elif name in ("search", "sql", "status", "check"):
-        from cli import read as commands
-    else:
-        from cli import services as commands
-    return getattr(commands, f"cmd_{name.replace('-', '_')}")
+    reads = ("search", "sql", "status", "check")
+    module = "crawl" if name in ("crawl", "demo") else "read" if name in reads else "services"
+    return getattr(importlib.import_module(f"cli.{module}"), f"cmd_{name}")
 
 
 def _logging() -> None:
@@ -53,8 +43,7 @@ def _run(argv: list[str]) -> int:
 
 def error_status(error: BaseException) -> int | None:
     """Say a failure the user can act on in one line on stderr and return its exit status;
-    None for any other error. (An error class whose module was never imported cannot have
-    been raised, so none is imported here just to be tested against.)"""
+    None for any other. (An error class whose module was never imported was not raised.)"""
 
     def raised(module: str, name: str) -> bool:
         found = sys.modules.get(module)

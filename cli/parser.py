@@ -17,8 +17,7 @@ import textwrap
 from collections.abc import Callable
 from functools import partial
 
-# mrjob's runners, as `crawl --runner` offers them; tests check these are
-# pipeline.settings.RUNNERS, the values the setting accepts.
+# mrjob's runners, as `crawl --runner` offers them.
 RUNNER_HELP: dict[str, str] = {
     "inline": "in this process, one task after another (the simplest to debug)",
     "local": "in local subprocesses, one a task, on this machine",

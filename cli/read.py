@@ -1,6 +1,5 @@
-"""The commands that read a crawl directory: `search`, `sql`, `status`, and `check` (whose
-`--repair` alone writes, under the crawl lock). None of the others takes or waits for the
-lock: published versions never change and CURRENT moves by rename."""
+"""`search`, `sql`, `status` and `check`, which read a crawl directory without its lock
+(published versions never change; CURRENT moves by rename); only `check --repair` takes it."""
 
 from __future__ import annotations
 

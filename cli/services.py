@@ -108,15 +108,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from cli.parser import SIMULATE_OPTIONS
-
-    given = {}
-    for flag, *_ in SIMULATE_OPTIONS:
-        name = flag[2:].replace("-", "_")
-        if (value := getattr(args, name)) is not None:
-            check_number(flag, value, *SIMULATE_LIMITS[name])
-            given[name] = value
-    check_number("--workers", args.workers, *SIMULATE_LIMITS["workers"])
+    given = {k: v for k in SIMULATE_LIMITS if (v := getattr(args, k)) is not None}
+    for name, value in given.items():
+        check_number(f"--{name.replace('_', '-')}", value, *SIMULATE_LIMITS[name])
     from crawl_io.workers import WorkerDied
     from pipeline.scheduling.policies import POLICY_NAMES
     from simulator.lan import SimParams
@@ -136,7 +130,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if not policies:
         raise UsageError("--policies names no policy")
     try:
-        result = simulate(policies=policies, workers=args.workers, **given)
+        result = simulate(policies=policies, **given)
     except ValueError as e:
         raise UsageError(str(e)) from None
     except WorkerDied as e:  # each worker holds a copy of the trace: fewer need less memory

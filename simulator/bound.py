@@ -1,28 +1,14 @@
-"""The optimum at the true rates: the expected freshness of the optimal policy given the
-rates the trace realised, which no policy that only knows (estimates of) rates should beat.
+"""The optimum at the true rates: the expected freshness of Cho & Garcia-Molina's optimal
+periodic refresh under the crawlers' budget, given the rates the trace realised (solved by the
+`optimal` policy's solver), which no policy that only knows estimated rates should beat.
 
-It is Cho & Garcia-Molina's optimal periodic refresh under the crawlers' budget, computed
-by the solver the `optimal` policy uses (pipeline.scheduling.optimal, checked against an
-exhaustive search in tests/test_optimal_bruteforce.py), set up as the replay measures:
-- a partition changes only while its host is on, so its rate and its scans count per online
-  second, and it is stale at most during its host's online time: its time-averaged freshness
-  is at most 1 - online_share * (1 - F(rate, freq)), F the share of time fresh under
-  refresh every 1/freq (a partition that went off fresh stays fresh; one that went off stale
-  can only make the policy worse). Counting (1 - F) over all the time, as a bound over online
-  time only must not, put the bound below round robin on small LANs;
-- the rates are those the trace realised in the measured period (changes per online second),
-  so a trace with fewer changes than its expectation cannot beat the bound by luck;
-- nor can a policy that happens to scan soon after the trace's changes: the bound is the
-  optimum's expected freshness plus LUCK_SD standard deviations of where changes fall between
-  its scans (a LAN of 20 hosts has a few dozen changes a day, and its best policies scan the
-  busy partitions as often as the rounds allow: without this a lucky trace beats an
-  expectation; at 1 000 hosts the allowance is a fraction of a per cent of the deficit);
-- scanning costs online_share * list_cost * freq crawler-seconds per second, the tag reads of
-  the changes come off the budget first, and no partition is scanned more often than once
-  per shortest round.
-Ignored, each in the policies' disfavour: the per-host limit, idle crawlers (the minimum round
-length, nights), the time a scan takes, scans that fail because a host went off. A policy
-that is told about changes (`sensors`) is not bound by it.
+Set up as the replay measures: a partition changes, and is stale, only while its host is on,
+so rates and scans count per online second and (1 - F(rate, freq)) only over online time
+(over all the time it put the bound below round robin on small LANs); the rates are those the
+trace realised, and the bound allows LUCK_SD standard deviations of where changes fall between
+scans, so a trace cannot beat it by luck; the changes' tag reads come off the budget first and
+no partition is scanned more often than once per shortest round. Ignored, each in the
+policies' disfavour: the per-host limit, idle crawlers, the time a scan takes, failed scans.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""The rate estimator's sufficient statistics per partition, as a replay gathers them.
-
-Intervals of scans that found a change are binned on a log scale (their likelihood term
-depends on the interval), scans that found nothing only add up their time; for a watched
-partition the changes notified and the time watched are counted instead (complete signals,
-see `pipeline.scheduling.rates`). The estimates are the real estimator's (`estimate_rates`).
-"""
+"""The rate estimator's sufficient statistics per partition, as a replay gathers them:
+intervals of scans that found a change binned on a log scale (their likelihood depends on the
+interval), scans that found nothing only their time, and for complete (watched) intervals the
+changes notified and the time watched; the estimates are the real `estimate_rates`'."""
 
 from __future__ import annotations
 

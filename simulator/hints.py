@@ -1,14 +1,11 @@
 """What a policy told about change notifications knows and does during a replay.
 
-`HintBook`: at each round, a partition is hinted when an overflow hint of its share (a watch
-that broke, a notify buffer that overflowed) arrived since its last scan started (or any hint,
-when no crawlers are kept for single changes), and watched
-while its share's watch has had no break since then. Both are kept as one time per partition,
-computed when it is scanned, so a round costs two comparisons per partition.
+`HintBook`: a partition is hinted when an overflow hint of its share (or, with no crawlers
+kept for single changes, any hint) arrived since its last scan started, and watched while its
+share's watch has had no break since then; each kept as one time per partition, set when it
+is scanned, so a round costs two comparisons per partition.
 
-`HintPath`: the notifications, which the fetchers serve as they arrive, on the crawlers kept
-for them: single changes first come first served, overflows (every partition of the share)
-when no single change waits.
+`HintPath`: the notifications served as they arrive on the crawlers kept for them.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ import heapq
 import numpy as np
 
 from pipeline.scheduling.choice import PartitionTable
-from simulator.lan import KEY_OFFSET, KEY_SPAN, Lan, Watch
+from simulator.lan import KEY_OFFSET, KEY_SPAN, Lan, Watch, slices
 
 
 def _watch(lan: Lan) -> Watch:
@@ -67,14 +64,9 @@ class HintBook:
         self.trust_until[idx] = np.where(self.notify[idx], until, -np.inf)
 
     def hinted_scan(self, idx: np.ndarray, t: np.ndarray | float) -> np.ndarray:
-        """Whether scans of partitions idx at t may list only around their hints: their
-        watch has had no break since their last scan (so no overflow either)."""
+        """Whether the watch of partitions idx had no break from their last scan to t: a scan
+        at t may list only around the hints, and its count of changes is complete."""
         return self.trust_until[idx] > t
-
-    def complete(self, idx: np.ndarray, start: np.ndarray) -> np.ndarray:
-        """Whether every change of partitions idx since their last scan, up to `start`, was
-        notified (the watch had no break), so the count of changes is known."""
-        return self.trust_until[idx] > start
 
     def tell(self, table: PartitionTable, t: float) -> None:
         """Set `hinted` and `watched` as they are at time t (in the rows whose value changed)."""
@@ -108,7 +100,7 @@ class HintPath:
             per_host = np.bincount(lan.host_of, minlength=lan.params.hosts)
             first = np.r_[0, np.cumsum(per_host)[:-1]]  # partitions are numbered host by host
             n = per_host[o_host]
-            o_part = np.repeat(first[o_host], n) + _slices_of(n)
+            o_part = slices(first[o_host], n)
             o_arrival = np.repeat(o_t, n)
         self.overflow = _Queue(o_part, o_arrival, o_arrival, whole=True)
         self.free = [-np.inf] * crawlers  # when each hint crawler is free, a heap
@@ -117,13 +109,8 @@ class HintPath:
         self, until: float, latest_start: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Partitions, start times and listing costs of the hint scans that start before
-        `until` (a hinted scan's when the watch had no break since the last scan).
-
-        A notification is served unless a scan that started at or after its change (a round's,
-        or an earlier hint's) covers it; one whose scan cannot start before `until` waits for
-        the next window. `latest_start` (per partition, the latest scan start planned) is
-        updated.
-        """
+        `until`. A notification is served unless a scan started at or after its change covers
+        it; `latest_start` (per partition, the latest scan start planned) is updated."""
         lan = self.lan
         tag_s = lan.params.tag_s_per_file
         parts: list[int] = []
@@ -184,12 +171,6 @@ class _Queue:
     def now(self) -> tuple[int, float, float]:
         k = self.next
         return int(self.part[k]), float(self.arrival[k]), float(self.change[k])
-
-
-def _slices_of(n: np.ndarray) -> np.ndarray:
-    """0..n[0]-1, 0..n[1]-1, ... concatenated."""
-    starts = np.r_[0, np.cumsum(n)[:-1]]
-    return np.arange(int(n.sum())) - np.repeat(starts, n)
 
 
 def _next_after(keys: np.ndarray, owner: np.ndarray, t: np.ndarray) -> np.ndarray:

@@ -1,15 +1,10 @@
 """The synthetic LAN of `sharecrawl simulate` and its event trace.
 
-The LAN (thesis scale by default): 1000 hosts, about 10 partitions each, 2 000 folders and
-20 000 files per host; listing costs 15 ms per folder (times a per-host speed factor, the
-thesis saw tens of times between hosts) and reading a tag 150 ms. Change rates are heavy
-tailed: "incoming" folders of file servers change every few minutes, busy folders every few
-hours, film folders every few days, some every few months and most never, so that about 1 %
-of partitions change on a given day. Changes happen only while a host is on: desktops are
-switched off at night (and some days not switched on), every host reboots now and then.
-
-One event trace (changes, hosts on and off, change notifications) is generated per seed and
-replayed for every policy. Times are seconds from the start of the warm-up.
+Thesis scale by default (`SimParams`); listing speed differs between hosts tens of times (as
+the thesis saw), change rates are heavy tailed (`CHANGE_CLASSES`: about 1 % of partitions
+change on a given day), changes happen only while a host is on (desktops off at night, every
+host reboots now and then). One trace per seed, replayed for every policy; times are seconds
+from the start of the warm-up.
 """
 
 from __future__ import annotations
@@ -117,6 +112,12 @@ def overlapping(
     return np.searchsorted(start_key, hi, side="right") - np.searchsorted(
         end_key, lo_key, side="right"
     )
+
+
+def slices(start: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Concatenated ranges start[k] .. start[k] + count[k]."""
+    offsets = np.cumsum(count) - count
+    return np.repeat(start - offsets, count) + np.arange(int(count.sum()))
 
 
 KEY_OFFSET = 3 * DAY  # times from -3 days on are keyed
@@ -237,27 +238,15 @@ def _offline_intervals(
 
 @dataclass
 class Watch:
-    """Change notifications (SMB2 CHANGE_NOTIFY, one tree watch per share) of the hosts that
-    have them, as the `sensors` policy would receive them.
+    """Change notifications (SMB2 CHANGE_NOTIFY, one tree watch per share; a host's
+    partitions count as one share) as the `sensors` policy would receive them.
 
-    Modelled: every change on a watched share is notified after `hint_delay_s` (transport and
-    the watcher's settle time), and the fetchers take its partition as soon as one of the
-    `hint_crawlers` is free (before the next scheduled scan, as the round goes on, not at the
-    next round; its host may then have two connections). A burst of changes
-    (`overflow_share` of them) overflows the server's notify buffer: STATUS_NOTIFY_ENUM_DIR,
-    no entries, an overflow hint that means "rescan the share". The watch breaks while the
-    host is off or rebooting, and when the connection drops while the host stays on
-    (`watch_drops_per_day`, lasting `watch_drop_s`); changes made during a break are lost, and
-    when the watcher has reconnected (`reconnect_s` after the host is back: its backoff) it
-    posts an overflow hint for the share, so every partition there is hinted: listed whole by
-    the hint crawlers when no single change waits for them (as `watch --crawl`'s rounds for
-    the hints take overflows too), or by the next round first, whichever comes first. A
-    partition hinted by single changes
-    whose watch had no break since its last scan gets a hinted scan: only the folders around
-    the change are listed (`hinted_scan_folders`); after a break it is listed whole. A host's
-    partitions count as one share. Not modelled: a server that drops a single notification
-    silently (the policy's safety interval covers it) and Samba's disk-side changes below the
-    watched folder, which it does not report (such hosts count as hosts without notify).
+    Each change on a watched share is notified after `hint_delay_s`; a burst (`overflow_share`)
+    overflows the server's buffer (STATUS_NOTIFY_ENUM_DIR: "rescan the share"). The watch
+    breaks while the host is off and when the connection drops (`watch_drops_per_day`);
+    changes during a break are lost, and the re-armed watch (`reconnect_s` later) posts an
+    overflow hint. Not modelled: a single notification dropped silently (the safety interval
+    covers it) and Samba's unreported disk-side changes (such hosts count as not notifying).
     """
 
     notify: np.ndarray  # per host: its shares are watched

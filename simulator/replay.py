@@ -1,25 +1,13 @@
 """One policy's replay of the LAN's trace, round by round, with the real scheduling code.
 
-At each round start the policy's `choose` gets the partitions' state (a `PartitionTable`:
-the numbers as columns beside the `PartitionState` rows) and the budget, the chosen scans
-are queued on `crawlers` crawlers (one host per crawler at a time), each scan sees the
-changes made before it started, reads the tags of the new media and indexes them when it
-ends. Rounds run back to back, as `sharecrawl crawl --rounds N` does: a round
-lasts as long as its scans take, and at least `min_round_s` (its fixed part: generate, update,
-index); `min_round_s = round_seconds` gives rounds of fixed length. After every round the
-scanned partitions' history grows and their rate is re-estimated with the real estimator
-(`estimate_rates`, the batch form of `estimate_rate`, over the same sufficient statistics:
-intervals of scans that found a change, binned on a log scale, and the total interval of scans
-that found none; for a watched partition, the notified changes and the watched time).
-
-Only the policies in HINTED_POLICIES are told about change notifications (`hinted`,
-`watched`), and scan notified changes as they come on `hint_crawlers` of their crawlers
-(`simulator.hints`); the others are measured as crawlers that only poll.
-
-Measured after a warm-up in which the estimates settle: time-averaged freshness (share of
-partitions whose index matches the host), staleness of each change (from the change to the end
-of the scan that indexes it; a change still unindexed at the end counts until the end), scans,
-scans that found nothing, tag reads.
+At each round start the policy chooses from a `PartitionTable` within the budget; the scans
+are queued on the crawlers (one host per crawler at a time), each sees the changes made
+before it started and reads the tags of the new media. Rounds run back to back, as `crawl
+--rounds N` does, lasting as long as their scans and at least `min_round_s`. Scanned
+partitions' rates are re-estimated with the real estimator (`simulator.estimates`). Only
+HINTED_POLICIES are told of notifications and scan them on `hint_crawlers` (`simulator.hints`).
+Measured after the warm-up: time-averaged freshness, each change's staleness (change to the end
+of the scan that indexes it, or to the end), scans, empty scans, tag reads.
 """
 
 from __future__ import annotations
@@ -35,7 +23,7 @@ from pipeline.scheduling.policies import get_policy
 from pipeline.scheduling.rates import DEFAULT_PRIOR_RATE_PER_S
 from simulator.estimates import RateStats
 from simulator.hints import HintBook, HintPath
-from simulator.lan import DAY, HOUR, Lan
+from simulator.lan import DAY, HOUR, Lan, slices
 
 HINTED_POLICIES = ("sensors",)
 
@@ -115,7 +103,7 @@ class _Run:
         if changed.any():
             c_idx, c_lo, c_n = chosen[changed], lo[changed], found[changed]
             c_end = finish[changed]
-            ctime = lan.change_time[_slices(c_lo, c_n)]
+            ctime = lan.change_time[slices(c_lo, c_n)]
             delay = np.repeat(c_end, c_n) - ctime
             self.staleness.append(delay[ctime >= lan.measure_from])
             stale_from = np.maximum(lan.change_time[c_lo], self.fresh_from[c_idx])
@@ -127,7 +115,7 @@ class _Run:
         if self.hints is None:
             complete = np.zeros(chosen.size, dtype=bool)
         else:
-            complete = self.hints.complete(chosen, start)
+            complete = self.hints.hinted_scan(chosen, start)
             self.hints.scanned(chosen, start)
         self.stats.add(chosen, start - self.last_scan[chosen], found, complete)
         self.rate[chosen] = self.stats.rates(chosen)
@@ -148,7 +136,7 @@ class _Run:
         if pending.any():
             p_idx = np.flatnonzero(pending)
             first = self.seen[p_idx]
-            ctime = lan.change_time[_slices(first, pending[p_idx])]
+            ctime = lan.change_time[slices(first, pending[p_idx])]
             self.staleness.append((lan.end - ctime)[ctime >= lan.measure_from])
             stale_from = np.maximum(lan.change_time[first], self.fresh_from[p_idx])
             self.stale_time[p_idx] += np.maximum(
@@ -279,12 +267,6 @@ def _apply_in_order(
     for k in range(int(occurrence.max()) + 1):
         layer = occurrence == k
         run.apply(table, parts[layer], start[layer], listing[layer])
-
-
-def _slices(start: np.ndarray, count: np.ndarray) -> np.ndarray:
-    """Concatenated ranges start[k] .. start[k] + count[k]."""
-    offsets = np.cumsum(count) - count
-    return np.repeat(start - offsets, count) + np.arange(int(count.sum()))
 
 
 def _queue(
