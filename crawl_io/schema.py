@@ -21,8 +21,7 @@ HOSTS = pa.schema(
         ("tag_s_per_file", pa.float64()),
         ("first_seen", TS),
         ("last_check", TS),
-        # why the host was (not) crawled in the last round: ok, refused, timed_out,
-        # unknown_name, offline, auth_failed, access_denied, share_not_found, error
+        # why the host was (not) crawled last round: crawl_io.sources' statuses, or 'error'
         ("status", pa.string()),
         # what the host said about itself before any login (SMB negotiate, NTLM CHALLENGE)
         ("address", pa.string()),  # the address that answered last

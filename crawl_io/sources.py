@@ -108,8 +108,6 @@ class HostURL:
 
 # What a file URL escapes to read back as the same folder (lines are stripped, hence the end).
 _FILE_ESCAPES = re.compile(r"%(?=[0-9A-Fa-f]{2})|[?#\x00-\x1f\x7f]|\s+$")
-
-
 # A DNS label (RFC 1035 §2.3.1, with the '_' of Windows LANs that RFC 2181 §11 allows).
 _DNS_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?")
 
@@ -374,23 +372,22 @@ def read_credentials_file(path: str) -> dict[str, str]:
     """The `key = value` lines of an owner-only credentials file, checked; ConfigError in one
     line that never shows a value."""
     where = f"credentials file {short_repr(path)} (SHARECRAWL_SMB_CREDENTIALS)"
+    fd = -1
     try:  # O_NONBLOCK: a FIFO named by mistake must not hang the crawl
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except FileNotFoundError:
-        raise ConfigError(f"{where} does not exist") from None
-    except OSError as e:
-        raise ConfigError(f"{where} cannot be read: {os.strerror(e.errno or 0)}") from None
-    try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise ConfigError(f"{where} is not a regular file")
         if stat.S_IMODE(st.st_mode) & 0o077:
             raise ConfigError(f"{where} must be readable only by its owner (chmod 600)")
         data = os.read(fd, MAX_CREDENTIALS_BYTES + 1)
+    except FileNotFoundError:
+        raise ConfigError(f"{where} does not exist") from None
     except OSError as e:
         raise ConfigError(f"{where} cannot be read: {os.strerror(e.errno or 0)}") from None
     finally:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
     if len(data) > MAX_CREDENTIALS_BYTES or b"\0" in data:
         raise ConfigError(f"{where} is not a credentials file (binary or too large)")
     try:
