@@ -42,8 +42,7 @@ def scan_seconds(n_folders: int | None, n_media: int | None, cost: HostCost) -> 
 
 
 def scheduled_seconds(est_scan_s: float | None, default_s: float) -> float:
-    """What the scheduler budgets: the stored estimate, or `default_s` (the limit) for none."""
-    return est_scan_s or default_s
+    return est_scan_s or default_s  # the limit for a partition never estimated
 
 
 def listing_cost(
