@@ -8,11 +8,11 @@ import os
 import socket
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
@@ -42,12 +42,12 @@ from jobs.membership import PartitionKey, Ranges, share_root
 from jobs.subtree_hash import walk_hash
 from jobs.walk import WalkStats, listing_table, walk_partition
 
-_progress: Any = None  # where a worker sends progress events (put), set in each worker
+_progress: Callable[[tuple], None] | None = None  # sends a worker's progress events
 
 
-def set_progress(sink: Any) -> None:
+def set_progress(send: Callable[[tuple], None]) -> None:
     global _progress
-    _progress = sink
+    _progress = send
 
 
 class FetchLost(SourceError):
@@ -194,7 +194,7 @@ class _HostFetch:
         self.log.append(log)
         if _progress is not None:
             counts = {"entries": log["n_entries"], "tags": log["n_tags_read"]}
-            _progress.put((self.host.host, "partition", counts))
+            _progress((self.host.host, "partition", counts))
 
     def _read_new_tags(
         self, source: Source, key: PartitionKey, entries: list[tuple[str, Entry]], log: dict
@@ -256,7 +256,7 @@ class _HostFetch:
             self._all_failed(due, e, host_row=True)
             return self._write(str(e))
         if _progress is not None:  # the discover rows became the shares found
-            _progress.put((host.host, "due", {"partitions": len(due)}))
+            _progress((host.host, "due", {"partitions": len(due)}))
         try:
             ranges_by_share: dict[str, Ranges] = {}
             missing: set[str] = set()  # shares named in the hosts file that are not there

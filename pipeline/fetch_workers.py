@@ -24,20 +24,12 @@ from pipeline.progress import FetchProgress, HostProgress
 log = logging.getLogger("sharecrawl.fetch")
 
 
-class _PipeProgress:
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-
-    def put(self, message: tuple) -> None:
-        self.conn.send(("progress", message))
-
-
 def serve_hosts(conn: Connection) -> None:
     """A fetch worker: fetch the hosts whose jobs come down `conn` until None comes, sending
     progress, then ("result", HostResult) or ("failed", why) for a bug. It exits once the
     crawl process is gone; SIGINT is blocked in it (the crawl process ends it)."""
     exit_with_parent(conn.fileno())
-    set_progress(_PipeProgress(conn))
+    set_progress(lambda message: conn.send(("progress", message)))
     try:
         while (job := conn.recv()) is not None:
             try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -105,35 +106,20 @@ class Generate(luigi.Task):
         ahead = ahead_of(now, states, snapshot)
         if ahead:
             log.warning("sharecrawl: round %d: %s", self.round, ahead)
-        seen = apply_signals(
-            states,
-            by_id,
-            partition_signals(snapshot, partitions),
-            trusted,
-            now,
-            settings.safety_interval_s,
-            rules_changed(crawl, self.round),
-        )
+        signals, whole = partition_signals(snapshot, partitions), rules_changed(crawl, self.round)
+        safety_s = settings.safety_interval_s
+        seen = apply_signals(states, by_id, signals, trusted, now, safety_s, whole)
         if seen.hinted or seen.silent:
-            log.info(
-                "sharecrawl: round %d: %d partitions hinted, %d watched and silent (skipped)",
-                self.round,
-                seen.hinted,
-                seen.silent,
-            )
+            line = "sharecrawl: round %d: %d partitions hinted, %d watched and silent (skipped)"
+            log.info(line, self.round, seen.hinted, seen.silent)
         states = seen.states
         if settings.hinted_only:
             states = [s for s in states if s.hinted]
-        name = settings.policy
-        policy = get_policy(
-            name, **({"safety_s": settings.safety_interval_s} if name == "sensors" else {})
-        )
+        extra = {"safety_s": safety_s} if settings.policy == "sensors" else {}
+        policy = get_policy(settings.policy, **extra)
         budget = Budget(crawlers=settings.crawlers, round_seconds=settings.round_seconds)
-        refetch = (
-            []
-            if settings.hinted_only
-            else [p["partition_id"] for p in rows if p["hash"] is None and online.get(p["host"])]
-        )
+        unlisted = [] if settings.hinted_only else rows
+        refetch = [p["partition_id"] for p in unlisted if not p["hash"] and online.get(p["host"])]
         first = set(refetch)
         chosen = refetch + [pid for pid in policy.choose(states, now, budget) if pid not in first]
         score = {pid: float(len(chosen) - i) for i, pid in enumerate(chosen)}
@@ -146,10 +132,7 @@ class Generate(luigi.Task):
                     **{k: row[k] for k in KEYS},
                     "url": urls[row["host"]],
                     "score": score[pid],
-                    "reason": plan.reason,
-                    "watched": plan.watched,
-                    "hinted_paths": plan.hinted_paths,
-                    "hints_as_of": plan.hints_as_of,
+                    **asdict(plan),  # reason, watched, hinted_paths, hints_as_of
                     "est_scan_s": scheduled_seconds(row["est_scan_s"], default_cost_s),
                 }
             )

@@ -30,10 +30,7 @@ class IndexedVersion(luigi.Target):
 
 
 class PublishedRound(luigi.ExternalTask):
-    """Round `round` published: what the next round starts from. The rounds run one after the
-    other (pipeline.rounds.run_rounds, which first finishes an interrupted one), so it is
-    there when required; were it not, Luigi reports the dependency missing instead of
-    running a round out of order."""
+    """Round `round` published (else Luigi reports it missing rather than run out of order)."""
 
     crawl_dir = luigi.Parameter()
     round = luigi.IntParameter()

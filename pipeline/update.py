@@ -198,12 +198,8 @@ class Update(luigi.Task):
         log = log_table.to_pylist()
         runner = job_runner(settings, crawl.root)
 
-        hosts = updated_hosts(
-            crawl.read(prev, "hosts"),
-            inject,
-            log,
-            (settings.list_s_per_folder, settings.tag_s_per_file),
-        )
+        paces = (settings.list_s_per_folder, settings.tag_s_per_file)
+        hosts = updated_hosts(crawl.read(prev, "hosts"), inject, log, paces)
         listed = {h["host"] for h in hosts}
         old_partitions = crawl.read(prev, "partitions")
         replaced = {r["partition_id"] for r in log if r["status"] in REPLACED}

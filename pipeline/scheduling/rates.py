@@ -1,12 +1,9 @@
-"""Change-rate estimation from scans at irregular intervals (thesis §3.5; docs/DESIGN.md,
-Scheduling). A scan tells only whether a partition changed, so counting changes
-(`naive_rate`) saturates at one a scan. The estimate is maximum likelihood for a Poisson
-process (Cho & Garcia-Molina, "Estimating frequency of change", 2003):
+"""Change rates from scans at irregular intervals (thesis §3.5), which tell only whether a
+partition changed (so `naive_rate` saturates at one a scan): maximum likelihood for a Poisson
+process (Cho & Garcia-Molina, "Estimating frequency of change", 2003),
     log L(l) = sum_changed log(1 - exp(-l dt_i)) - l * sum_unchanged dt_j,
-concave in u = log(l), solved by Newton's method, with a log-normal prior at
-`prior_rate_per_s` keeping it finite. Notified changes are complete signals (Kolobov et al.,
-NeurIPS 2019): k changes over watched time T add k log(l) - l T. A time span must be counted
-in one kind only."""
+solved by Newton's method in u = log(l) with a log-normal prior. Notified changes are complete
+signals (Kolobov et al., NeurIPS 2019): k changes over watched time T add k log(l) - l T."""
 
 from __future__ import annotations
 
