@@ -408,30 +408,10 @@ SIMULATE_OPTIONS: tuple[tuple[str, type, str, str], ...] = (
     ("--seed", int, "S", "the LAN and its trace"),
     ("--round-seconds", float, "S", "a round's budget: crawlers x S, and no host busier than S"),
     ("--warmup-days", float, "D", "simulated, not measured"),
-    (
-        "--min-round-s",
-        float,
-        "S",
-        "fixed part of a round; rounds run back to back (= --round-seconds: fixed rounds)",
-    ),
-    (
-        "--notify-share",
-        float,
-        "X",
-        "share of hosts whose shares send change notifications (seen by sensors only)",
-    ),
-    (
-        "--hint-crawlers",
-        int,
-        "K",
-        "of the crawlers, kept by sensors for notified changes (0: they wait for a round)",
-    ),
-    (
-        "--hinted-scan-folders",
-        int,
-        "N",
-        "folders a hinted scan lists around a notified change (0: the whole partition)",
-    ),
+    ("--min-round-s", float, "S", "rounds run back to back, at least S (= --round-seconds: fixed)"),
+    ("--notify-share", float, "X", "share of hosts that send change notifications (to sensors)"),
+    ("--hint-crawlers", int, "K", "crawlers kept by sensors for notified changes (0: none)"),
+    ("--hinted-scan-folders", int, "N", "folders a hinted scan lists (0: the whole partition)"),
 )
 
 
