@@ -99,7 +99,6 @@ class CrawlDir:
             )
 
     def make(self) -> None:
-        """Make the crawldb folder and record its format, once."""
         self.crawldb.mkdir(parents=True, exist_ok=True)
         if not (self.crawldb / FORMAT_NAME).exists():
             write_atomic(self.crawldb / FORMAT_NAME, f"{FORMAT}\n", durable=True)
@@ -107,7 +106,6 @@ class CrawlDir:
     def damaged(self, what: str) -> CrawlDamaged:
         return CrawlDamaged(self.root, what)
 
-    # -- versions ---------------------------------------------------------------------------
     def versions(self) -> list[int]:
         """Numbers of the version folders present (published or not), oldest first."""
         if not self.crawldb.is_dir():
@@ -180,10 +178,8 @@ class CrawlDir:
         return vdir / name if name in PER_HOST_TABLES else vdir / f"{name}.parquet"
 
     def table_parts(self, version: int, name: str) -> list[Path]:
-        """Every Parquet part of table `name` in a version (crawl_io.crawldb.host_parts)."""
         return table_parts(self.version_dir(version), name) if version else []
 
-    # -- reading a version ------------------------------------------------------------------
     def read(self, version: int, name: str) -> pa.Table:
         """A whole table of a version. hosts, partitions and prefix_stats parts must match
         their manifest entries, else CrawlDamaged (never an empty table that would start
@@ -215,9 +211,8 @@ class CrawlDir:
             lost = self.hosts(version).lost_partitions(table)
             if lost:
                 hit = pc.is_in(table["partition_id"], pa.array(sorted(lost), pa.string()))
-                index = table.schema.get_field_index("hash")
-                nulls = pa.nulls(table.num_rows, pa.string())
-                table = table.set_column(index, "hash", pc.if_else(hit, nulls, table["hash"]))
+                hashes = pc.if_else(hit, pa.scalar(None, pa.string()), table["hash"])
+                table = table.set_column(table.schema.get_field_index("hash"), "hash", hashes)
         return table
 
     def stats_parts(self, version: int) -> tuple[dict[tuple[str, int], pa.Table], dict[Path, str]]:
@@ -226,7 +221,6 @@ class CrawlDir:
         thousands, each costing more in calls than in bytes."""
         vdir = self.version_dir(version)
         manifest = self.manifest(version)
-        rels = sorted(r for r in manifest if r.partition("/")[0] == "prefix_stats")
 
         def read(rel: str) -> tuple[pa.Table | None, str | None]:
             data, problem = read_checked(vdir / rel, manifest[rel])
@@ -239,8 +233,8 @@ class CrawlDir:
 
         keyed = [
             (key, rel)
-            for rel in rels
-            if (key := parse_part_file(rel.partition("/")[2])) is not None
+            for rel in sorted(manifest)
+            if rel.startswith("prefix_stats/") and (key := parse_part_file(rel.partition("/")[2]))
         ]
         parts: dict[tuple[str, int], pa.Table] = {}
         problems: dict[Path, str] = {}
@@ -253,7 +247,6 @@ class CrawlDir:
                     problems[vdir / rel] = problem or "does not read"
         return parts, problems
 
-    # -- a host's groups ------------------------------------------------------------------
     def hosts(self, version: int) -> StoredHosts:
         """The hosts' parts of a published version, with what was found damaged in them."""
         if version not in self._hosts:

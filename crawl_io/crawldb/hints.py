@@ -186,7 +186,6 @@ class HintsSnapshot:
         return self._by_share.get((host, share), [])
 
     def watch_state(self, host: str, share: str) -> dict | None:
-        """The share's row of the watches file, or None when it was never watched."""
         return self._watches.get((host, share))
 
     def since(self, host: str, share: str, t: datetime | None) -> ShareSignal:

@@ -156,7 +156,6 @@ class HintsWriter:
         self._doomed.extend((due, p) for p in parts if p.exists())
 
     def write_watches(self, rows: list[dict]) -> None:
-        """Replace the watches file (dicts with WATCHES' columns)."""
         metadata = {STALE_KEY: str(STALE_AFTER_S).encode()}
         if self.complete_since is not None:
             metadata[COMPLETE_SINCE] = self.complete_since.isoformat().encode()

@@ -38,7 +38,6 @@ def parse_part_file(name: str) -> tuple[str, int] | None:
 
 
 def partitions_metadata(partition_ids: set[str] | frozenset[str]) -> dict[bytes, bytes]:
-    """The footer metadata naming a group's partitions."""
     return {PARTITIONS_KEY: json.dumps(sorted(partition_ids)).encode()}
 
 
@@ -85,7 +84,6 @@ def table_parts(version_dir: Path, table: str) -> list[Path]:
 
 
 def table_part_names(version_dir: Path, table: str) -> list[str]:
-    """table_parts relative to the version folder (as manifests name them)."""
     folder = version_dir / table
     if table not in PART_TABLES:
         name = f"{table}.parquet"
@@ -127,7 +125,6 @@ class VersionParts:
 
 
 def rel_path(table: str, host: str, group: int) -> str:
-    """A part's path relative to its version folder, as manifests name it."""
     return f"{table}/{part_file(host, group)}"
 
 

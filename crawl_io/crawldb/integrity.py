@@ -66,19 +66,17 @@ def verify_version(crawl: CrawlDir, version: int) -> VersionReport:
     except ManifestError as e:
         report.problems.append((MANIFEST_NAME, str(e).removeprefix(f"{vdir / MANIFEST_NAME}: ")))
         return report
-    present = version_parts(vdir)
     report.dropped = dropped_parts(vdir)
     listed = sorted(set(manifest) - set(report.dropped))
-    for rel in (f"{t}.parquet" for t in STATE_TABLES):
-        if rel not in listed:
-            report.problems.append((rel, f"missing from {MANIFEST_NAME}"))
+    missing = [rel for rel in (f"{t}.parquet" for t in STATE_TABLES) if rel not in listed]
+    report.problems += [(rel, f"missing from {MANIFEST_NAME}") for rel in missing]
     for rel in listed:
         path = vdir / rel
         problem = checksum_problem(path, manifest[rel]) or read_problem(path)
         if problem:
             report.problems.append((rel, problem))
         report.parts += 1
-    for rel in sorted(set(present) - set(listed)):
+    for rel in sorted(set(version_parts(vdir)) - set(listed)):
         report.problems.append((rel, f"not in {MANIFEST_NAME} (not written by a round)"))
     return report
 

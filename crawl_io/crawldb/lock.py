@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 
 LOCK_NAME = "LOCK"
 EXIT_LOCKED = 75  # sysexits' EX_TEMPFAIL: another crawl runs; try again later
@@ -34,8 +33,6 @@ class Holder:
 
 
 class CrawlLocked(LockError):
-    """Another crawl holds the lock."""
-
     def __init__(self, path: Path, holder: Holder | None) -> None:
         who = holder.describe() if holder else "holder not yet recorded"
         super().__init__(f"another crawl ({who}) holds {path}; wait for it or stop it")
@@ -120,7 +117,5 @@ class CrawlLock:
             self.acquire()
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()

@@ -46,13 +46,8 @@ class StoredHosts:
         """The partitions a group holds, as the first of its parts' footers that reads names."""
         key = (host, group)
         if key not in self._partitions:
-            found = None
-            for table in ROW_TABLES:
-                path = self.path(table, host, group)
-                found = footer_partitions(path) if path.exists() else None
-                if found is not None:
-                    break
-            self._partitions[key] = found
+            footers = (footer_partitions(self.path(t, host, group)) for t in ROW_TABLES)
+            self._partitions[key] = next((f for f in footers if f is not None), None)
         return self._partitions[key]
 
     def damaged_groups(self) -> set[tuple[str, int]]:
@@ -133,7 +128,6 @@ class StoredHosts:
         return None
 
     def read_host(self, table: str, host: str) -> pa.Table:
-        """All of a host's rows of a per-host table but a damaged group's."""
         found = [t for g in self.groups(host) if (t := self.read_group(table, host, g)) is not None]
         return pa.concat_tables(found) if found else TABLES[table].empty_table()
 
@@ -167,7 +161,6 @@ class StoredHost:
         return pa.concat_tables(found) if found else TABLES[table].empty_table()
 
     def tags_by_file(self) -> TagsByFile:
-        """Stored tags of the host's media files by (name, size, mtime in µs)."""
         if self._tags is None:
             self._tags = TagsByFile(self)
         return self._tags

@@ -109,9 +109,6 @@ def _write(vdir: Path, parts: Manifest, dropped: Manifest) -> None:
     write_atomic(vdir / MANIFEST_NAME, text, durable=True)
 
 
-CHECKSUM_MISMATCH = "checksum mismatch (its bytes changed since it was written)"
-
-
 def _os_problem(error: OSError) -> str:
     if isinstance(error, FileNotFoundError):
         return "missing"
@@ -135,10 +132,7 @@ def size_problem(path: Path, entry: PartEntry | None) -> str | None:
 
 def checksum_problem(path: Path, entry: PartEntry) -> str | None:
     """Size, then SHA-256 against the manifest (reads the whole file)."""
-    problem = size_problem(path, entry)
-    if problem is None and file_sha256(path) != entry.sha256:
-        problem = CHECKSUM_MISMATCH
-    return problem
+    return read_checked(path, entry)[1]
 
 
 def read_checked(path: Path, entry: PartEntry | None) -> tuple[bytes | None, str | None]:
@@ -150,7 +144,7 @@ def read_checked(path: Path, entry: PartEntry | None) -> tuple[bytes | None, str
         return None, _os_problem(e)
     problem = _size_problem(len(data), entry)
     if problem is None and entry is not None and hashlib.sha256(data).hexdigest() != entry.sha256:
-        problem = CHECKSUM_MISMATCH
+        problem = "checksum mismatch (its bytes changed since it was written)"
     return (None, problem) if problem is not None else (data, None)
 
 
