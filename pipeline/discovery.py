@@ -113,7 +113,6 @@ class Sweeper:
                     "url": r.at(i.address, key).url,
                     "shares": [],
                     "online": True,
-                    "error": None,
                     "checked_at": now,
                     "status": HOST_OK,
                     "notify_trusted": r.host.notify_trusted,
@@ -136,7 +135,6 @@ class Sweeper:
                         "checked_at": now,
                         "status": "offline",
                         **{c: k.get(c) for c in IDENTITY_COLUMNS},
-                        "moved_from": None,
                     }
                 )
         return rows, sweeps

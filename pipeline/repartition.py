@@ -12,6 +12,7 @@ from crawl_io.schema import PARTITIONS
 from jobs.membership import PartitionKey, assign_partition_ids, partition_key
 from jobs.subtree_hash import PartitionHasher, summarize
 
+NEW_FIELDS = ("partition_id", "host", "share", "root", "lo", "hi", "parent_id", "est_scan_s")
 EMPTY = {
     "hash": PartitionHasher().hexdigest(),
     "n_folders": 0,
@@ -29,19 +30,7 @@ def apply(plan_: dict[str, list], partitions: list[dict], scanned_at: datetime) 
     for new in plan_["create"]:
         by_id[new["partition_id"]] = {
             **dict.fromkeys(PARTITIONS.names),
-            **{
-                k: new[k]
-                for k in (
-                    "partition_id",
-                    "host",
-                    "share",
-                    "root",
-                    "lo",
-                    "hi",
-                    "parent_id",
-                    "est_scan_s",
-                )
-            },
+            **{k: new[k] for k in NEW_FIELDS},
             # listed just now as part of the partition it was split from
             "first_seen": scanned_at,
             "last_scan": scanned_at,

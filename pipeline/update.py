@@ -75,17 +75,9 @@ def updated_partitions(
             key = share_root(row["host"], row["share"])
             if key.id != pid or status not in REPLACED:
                 continue
-            part = parts[pid] = {
-                **dict.fromkeys(PARTITIONS.names),
-                "partition_id": pid,
-                "host": key.host,
-                "share": key.share,
-                "root": key.root,
-                "first_seen": t,
-                "n_scans": 0,
-                "n_changes": 0,
-                "history": [],
-            }
+            part = parts[pid] = dict.fromkeys(PARTITIONS.names)
+            part.update(partition_id=pid, host=key.host, share=key.share, root=key.root)
+            part.update(first_seen=t, n_scans=0, n_changes=0, history=[])
         if status == "gone":
             removed.add(pid)
             continue

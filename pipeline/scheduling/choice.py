@@ -203,9 +203,8 @@ def pack(
 
 
 class ScoringPolicy:
-    """A policy defined by a score per online partition (higher = sooner). With `due_only`, a
-    partition goes in only once its score reaches 1 (but see `pack`'s `fill_s`); otherwise the
-    budget is filled."""
+    """A policy by a score per online partition (higher = sooner); with `due_only`, only those
+    scoring 1 or more (and `pack`'s `fill_s`), else the budget is filled."""
 
     name = "base"
     summary = ""  # what it does, in a few words (help texts)

@@ -12,10 +12,9 @@ from pipeline.scheduling.choice import Budget, Candidates, ScoringPolicy
 
 class OptimalPolicy(ScoringPolicy):
     """Revisit rates maximising expected freshness per unit of scan cost under the budget (Cho &
-    Garcia-Molina's optimal refresh; Azar et al. 2018; Kolobov et al. 2019), f_i capped at one scan
-    per `min_interval_s`. Partitions are taken by deficit (intervals 1/f_i elapsed since the last
-    scan), largest first; only due ones (deficit >= 1) unless `due_only=False`, but for `fill_s`
-    seconds of each crawler (a round's fixed steps take about that long anyway)."""
+    Garcia-Molina's optimal refresh; Azar et al. 2018; Kolobov et al. 2019), at most one scan per
+    `min_interval_s`; by deficit (intervals 1/f_i elapsed), only due ones (deficit >= 1) unless
+    `due_only=False`, but for `fill_s` seconds of each crawler (a round's fixed cost anyway)."""
 
     name = "optimal"
     summary = "revisit rates that maximise expected freshness for the budget (Cho & Garcia-Molina)"

@@ -27,8 +27,7 @@ class ScanPlan:
 
 @dataclass
 class Signals:
-    """The round's view of the watch: the states to hand the policy (silent ones left out,
-    hinted and due ones marked) and a plan per partition."""
+    """The states to hand the policy (silent ones left out) and a plan per partition."""
 
     states: list[PartitionState]
     plans: dict[str, ScanPlan]
