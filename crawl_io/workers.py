@@ -103,14 +103,10 @@ def ended(exitcode: int | None) -> str:
     return f"ended with status {exitcode} and no answer"
 
 
-def run_calls(
-    calls: list[Callable[[], object]],
-    processes: int,
-    on_event: Callable[[object], None] | None = None,
-) -> list[object]:
-    """Run `calls` in `processes` workers and return their results in order; what a call
-    `report`s comes to `on_event` as it is sent. The first call that raises (or worker that
-    dies: WorkerDied), or an interrupt, ends the others and is raised here."""
+def run_calls(calls: list[Callable[[], object]], processes: int) -> list[object]:
+    """Run `calls` in `processes` workers and return their results in order. The first call
+    that raises (or worker that dies: WorkerDied), or an interrupt, ends the others and is
+    raised here."""
     results: list[object] = [None] * len(calls)
     if not calls:
         return results
@@ -136,10 +132,6 @@ def run_calls(
                     kind, *message = conn.recv()
                 except (EOFError, OSError):  # the end of its pipe: the worker died
                     raise _died(conn, workers) from None
-                if kind == "event":
-                    if on_event is not None:
-                        on_event(message[0])
-                    continue
                 if kind == "error":
                     error, trace = message
                     error.add_note(f"in the worker:\n{trace}")
@@ -174,21 +166,10 @@ def _died(conn: Connection, workers: dict[Connection, BaseProcess]) -> WorkerDie
     return WorkerDied(process.exitcode)
 
 
-_reporting: Connection | None = None  # in a worker of run_calls: its pipe
-
-
-def report(event: object) -> None:
-    """Send `event` (picklable) to run_calls' `on_event` now; outside a worker, nowhere."""
-    if _reporting is not None:
-        _reporting.send(("event", event))
-
-
 def serve_calls(conn: Connection) -> None:
     """A worker of run_calls: run the calls that come down `conn` until None, answering each
-    ("result", value) or ("error", exception, traceback) after its ("event", ...) messages."""
-    global _reporting
+    ("result", value) or ("error", exception, traceback)."""
     exit_with_parent(conn.fileno())
-    _reporting = conn
     try:
         while (call := conn.recv()) is not None:
             try:
@@ -197,7 +178,6 @@ def serve_calls(conn: Connection) -> None:
             except Exception as e:
                 conn.send(("error", _picklable(e), traceback.format_exc()))
     finally:
-        _reporting = None
         conn.close()
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from crawl_io.workers import WorkerDied, report, run_calls, server_pid
+from crawl_io.workers import WorkerDied, run_calls, server_pid
 from tests.outcomes import outcomes_within
 
 
@@ -81,20 +81,14 @@ def _kill_self(signum: int) -> None:
     os.kill(os.getpid(), signum)
 
 
-def square_reporting(n: int) -> int:
-    for step in range(3):
-        report((n, step))
+def square(n: int) -> int:
     return n * n
 
 
-def test_results_come_back_in_the_calls_order_and_events_as_they_are_sent() -> None:
-    events: list[object] = []
-    calls = [partial(square_reporting, n) for n in range(6)]
-    assert run_calls(calls, processes=2, on_event=events.append) == [n * n for n in range(6)]
-    assert sorted(events) == [(n, step) for n in range(6) for step in range(3)]
-    for n in range(6):  # one call's events in the order it sent them
-        assert [e for e in events if e[0] == n] == [(n, 0), (n, 1), (n, 2)]
-    assert run_calls(calls, processes=1) == [n * n for n in range(6)]  # events unwanted
+def test_results_come_back_in_the_calls_order() -> None:
+    calls = [partial(square, n) for n in range(6)]
+    assert run_calls(calls, processes=2) == [0, 1, 4, 9, 16, 25]
+    assert run_calls(calls, processes=1) == [0, 1, 4, 9, 16, 25]
 
 
 def return_a_lock() -> object:
@@ -106,5 +100,5 @@ def return_a_lock() -> object:
 def test_a_result_that_cannot_cross_the_pipe_is_its_calls_error() -> None:
     """Raised as the call's error, not as a worker that died half way through a message."""
     with pytest.raises(TypeError, match="pickle") as raised:
-        run_calls([return_a_lock, partial(square_reporting, 2)], processes=1)
+        run_calls([return_a_lock, partial(square, 2)], processes=1)
     assert "Traceback" in "".join(raised.value.__notes__)
