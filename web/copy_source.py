@@ -1,15 +1,7 @@
-"""A copy's bytes for `GET /copy/{id}` (web/stream.py), read from its share as it is now.
-
-The id is looked up in the served index (never decoded: COPY_ID_SQL hashes every online copy
-once per index file, a sorted array searched per request), so only copies the live index
-lists on hosts online in it can be opened. SMB goes through smbprotocol's `smbclient`, one
-pooled connection per host shared by its streams; file:// opens each name below the host's
-folder with O_NOFOLLOW, so no link leads outside it. A file whose size or mtime differs from
-the listing is refused (Changed): the index's ETag would name other bytes. Streams are
-counted per host and in all (luigi.cfg `stream_per_host`, `stream_total`); past either, Busy.
-Every SMB call has a deadline (`stream_timeout_s`): a host that stops answering has its
-connection closed, so the call fails and its thread and slot come back.
-"""
+"""A copy's bytes for `GET /copy/{id}` (docs/web.md, "Streaming a copy"): the id looked up
+among the served index's online copies, the file opened on its share (SMB over one pooled
+connection per host, or file:// without following links) and checked against the listing;
+the streams' caps, and a deadline on every SMB call."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""`GET /copy/{id}`: a copy's bytes straight from its share (web/copy_source.py), as HTTP.
-
-Range (RFC 9110 §14): one range `bytes=a-b`, `a-` or `-n` gets 206; none satisfiable, 416; a
-malformed one or several ranges are ignored (200, the whole file, as §14.2 allows).
-`ETag` and `Last-Modified` come from the listing's size and mtime, so If-None-Match (304)
-and If-Range work across requests and servers. `Content-Disposition` (RFC 6266) names the
-file: `inline`, or `attachment` with `?download=1`; `filename*` in UTF-8 and an ASCII
-`filename` fallback. Reads run in threads of the streams' own limiter, so a slow host holds
-its streams, never the search page's threads; the next block is read while one is sent. A
-read that fails (the host hung past its deadline, web/copy_source.py) ends the response
-unfinished: the client sees the connection close, the file is closed and its slot freed.
-"""
+"""`GET /copy/{id}` as HTTP (docs/web.md, "Streaming a copy"): one byte range (RFC 9110
+§14; several, or a malformed one, get the whole file as §14.2 allows), validators from the
+listing, `Content-Disposition` by RFC 6266, the next block read while one is sent."""
 
 from __future__ import annotations
 
