@@ -10,7 +10,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 import anyio.to_thread
@@ -48,19 +48,18 @@ SECURITY_HEADERS = [
 ]
 
 
-class LoopbackHostOnly:
+def loopback_host_only(app: ASGIApp) -> ASGIApp:
     """On a loopback address, answer only requests for a loopback Host: a page whose name an
     attacker points at 127.0.0.1 (DNS rebinding) gets 421, not the index."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not _loopback_host(scope):
             response = Response("This server answers only on its own address.\n", 421)
             await _secured(response)(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        await app(scope, receive, send)
+
+    return guarded
 
 
 def _loopback_host(scope: Scope) -> bool:
@@ -75,32 +74,27 @@ def _loopback_host(scope: Scope) -> bool:
         return False
 
 
-class SecurityHeaders:
+def security_headers(app: ASGIApp) -> ASGIApp:
     """Adds SECURITY_HEADERS to every HTTP response, and no-store to dynamic ones."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        static = scope.get("path", "").startswith("/static/")
+    async def secured(scope: Scope, receive: Receive, send: Send) -> None:
+        static = scope["type"] == "http" and scope["path"].startswith("/static/")
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                headers += SECURITY_HEADERS
+                headers = [*message.get("headers", []), *SECURITY_HEADERS]
                 if not any(name == b"cache-control" for name, _ in headers):  # covers have theirs
                     headers.append((b"cache-control", b"no-cache" if static else b"no-store"))
                 message["headers"] = headers
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        await app(scope, receive, send_with_headers)
+
+    return secured
 
 
 def _secured(response: Response) -> Response:
-    """For the answers that bypass SecurityHeaders."""
+    """For the answers that bypass security_headers."""
     for name, value in SECURITY_HEADERS:
         response.headers[name.decode()] = value.decode()
     return response
@@ -153,44 +147,37 @@ def create_app(
         html = templates.get_template(name).render(**context)
         return HTMLResponse(html, status)
 
-    def page_response(params: pages.Params) -> Response:
-        try:
-            status, data = withhold_links(live, streams, *pages.run(live, params))
-        except Unavailable as e:
-            return render("unavailable.html", 503, message=str(e))
-        return render("index.html", status, p=params, data=data, size_default=pages.PAGE_SIZE)
+    def failure(message: str, status: int, html: bool) -> Response:
+        if html:
+            return render("unavailable.html", status, message=message)
+        return _json({"error": message}, status)
 
-    def api_response(params: pages.Params) -> Response:
+    def answer(query: Mapping[str, str], html: bool) -> Response:
+        """The page (`html`) or /api/search's JSON for one query string, in a worker thread."""
         try:
-            status, data = withhold_links(live, streams, *pages.run(live, params))
+            p = pages.parse_params(query)
+            status, data = withhold_links(live, streams, *pages.run(live, p))
+        except pages.BadRequest as e:
+            if not html:
+                return _json({"error": str(e)}, 400)
+            p = pages.Params()
+            status, data = 400, pages.error_payload(p, str(e))
         except Unavailable as e:
-            return _json({"error": str(e)}, 503)
-        return _json(data, status)
+            return failure(str(e), 503, html)
+        if not html:
+            return _json(data, status)
+        return render("index.html", status, p=p, data=data, size_default=pages.PAGE_SIZE)
 
     async def page(request: Request) -> Response:
-        try:
-            params = pages.parse_params(request.query_params)
-        except pages.BadRequest as e:
-            p = pages.Params()
-            data = pages.error_payload(p, str(e))
-            return render("index.html", 400, p=p, data=data, size_default=pages.PAGE_SIZE)
-        return await run_in_threadpool(page_response, params)
+        return await run_in_threadpool(answer, request.query_params, True)
 
     async def api_search(request: Request) -> Response:
-        try:
-            params = pages.parse_params(request.query_params)
-        except pages.BadRequest as e:
-            return _json({"error": str(e)}, 400)
-        return await run_in_threadpool(api_response, params)
+        return await run_in_threadpool(answer, request.query_params, False)
 
     async def server_error(request: Request, exc: Exception) -> Response:
         # uvicorn logs the traceback; the browser gets one sentence and the usual headers
         message = "Something went wrong on the server; the error is in its log. Reload the page."
-        if request.url.path.startswith("/api/"):
-            response = _json({"error": message}, 500)
-        else:
-            response = render("unavailable.html", 500, message=message)
-        return _secured(response)
+        return _secured(failure(message, 500, not request.url.path.startswith("/api/")))
 
     routes = [
         Route("/", page, methods=["GET", "HEAD"]),
@@ -213,9 +200,9 @@ def create_app(
         yield
 
     app = Starlette(routes=routes, exception_handlers={Exception: server_error}, lifespan=lifespan)
-    app.add_middleware(SecurityHeaders)
+    app.add_middleware(security_headers)
     if loopback_only:
-        app.add_middleware(LoopbackHostOnly)
+        app.add_middleware(loopback_host_only)
     app.state.live = live
     app.state.streams = streams
     return app

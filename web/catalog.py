@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -76,7 +75,8 @@ def load_copies(file: IndexFile) -> CopyTable:
     )
 
 
-def load_hosts(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[str | None, bool, str]]:
+def load_hosts(file: IndexFile) -> dict[str, tuple[str | None, bool, str]]:
     """host -> (its URL, online, the name people know it by) in this version."""
-    rows = con.execute("SELECT host, url, online, name FROM idx.hosts").fetchall()
+    with file.cursor() as con:
+        rows = con.execute("SELECT host, url, online, name FROM idx.hosts").fetchall()
     return {host: (url, bool(online), name) for host, url, online, name in rows}

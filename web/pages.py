@@ -5,9 +5,8 @@ and the payload both the HTML page and /api/search send."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
 
 import duckdb
 
@@ -58,18 +57,8 @@ def parse_params(params: Mapping[str, str]) -> Params:
     return Params(q=" ".join(q.split()), page=page, size=size, offline=offline)
 
 
-def _cached(state: IndexFile, name: str, load: Callable[[duckdb.DuckDBPyConnection], Any]) -> Any:
-    """`load(cursor)` once per index file."""
-
-    def run(s: IndexFile) -> Any:
-        with s.cursor() as con:
-            return load(con)
-
-    return state.cached(name, run)
-
-
 def _hosts(state: IndexFile) -> views.HostInfo:
-    return _cached(state, "hosts", catalog.load_hosts)
+    return state.cached("hosts", catalog.load_hosts)
 
 
 def copies(state: IndexFile) -> catalog.CopyTable:
@@ -77,13 +66,11 @@ def copies(state: IndexFile) -> catalog.CopyTable:
 
 
 def _status(live: LiveIndex, state: IndexFile) -> dict:
-    return _cached(
-        state, "status", lambda c: recent.status(c, state.version, live.version_dir(state))
-    )
+    return state.cached("status", lambda f: recent.status(f, live.version_dir(f)))
 
 
 def _new_works(live: LiveIndex, state: IndexFile) -> list[dict]:
-    return _cached(state, "new", lambda c: recent.new_works(c, live.version_dir(state)))
+    return state.cached("new", lambda f: recent.new_works(f, live.version_dir(f)))
 
 
 def warm(live: LiveIndex, state: IndexFile) -> None:

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import duckdb
 
+from crawl_io.crawldb.host_parts import table_parts
+from queries.index_store import IndexFile
+
 NEW_DAYS = 7
 NEW_LIMIT = 200  # newest works considered for the page
 
@@ -19,21 +22,15 @@ _WORK_COLUMNS = (
 )
 
 
-def _files_parts(version_dir: Path) -> list[str]:
-    folder = version_dir / "files"
-    return sorted(str(p) for p in folder.glob("*.parquet")) if folder.is_dir() else []
-
-
-def new_works(
-    con: duckdb.DuckDBPyConnection, version_dir: Path, days: int = NEW_DAYS
-) -> list[dict]:
+def new_works(file: IndexFile, version_dir: Path, days: int = NEW_DAYS) -> list[dict]:
     """Work rows (search results' columns, `first_seen`) new in the last `days`, newest first."""
-    parts = _files_parts(version_dir)
+    parts = [str(p) for p in table_parts(version_dir, "files")]
     if not parts:
         return []
-    try:  # the file list travels as a parameter
-        rows = con.execute(
-            f"""
+    with file.cursor() as con:
+        try:  # the file list travels as a parameter
+            rows = con.execute(
+                f"""
             WITH f AS (
                 SELECT host, share, path, first_seen FROM read_parquet(?)
                 WHERE NOT is_dir AND first_seen IS NOT NULL
@@ -57,42 +54,31 @@ def new_works(
             WHERE s.all_fresh
             ORDER BY s.first_seen DESC, w.work_id
             LIMIT {NEW_LIMIT}
-            """,
-            [parts],
-        )
-    except duckdb.Error:  # a damaged files part: the page works without the new list
-        return []
-    columns = [d[0] for d in rows.description or ()]
-    return [dict(zip(columns, row, strict=True)) for row in rows.fetchall()]
+                """,
+                [parts],
+            )
+        except duckdb.Error:  # a damaged files part: the page works without the new list
+            return []
+        columns = [d[0] for d in rows.description or ()]
+        return [dict(zip(columns, row, strict=True)) for row in rows.fetchall()]
 
 
-def round_time(version_dir: Path) -> datetime | None:
-    """When the version was published: its hosts table is the last thing a round writes."""
+def status(file: IndexFile, version_dir: Path) -> dict:
+    """Hosts online, media files and works of the version, and when it was published (its
+    hosts table is the last thing a round writes)."""
+    with file.cursor() as con:
+        online, total = con.execute(
+            "SELECT count(*) FILTER (WHERE online), count(*) FROM idx.hosts"
+        ).fetchone()
     try:
-        stamp = os.stat(version_dir / "hosts.parquet").st_mtime
+        published = datetime.fromtimestamp(os.stat(version_dir / "hosts.parquet").st_mtime, UTC)
     except OSError:
-        return None
-    return datetime.fromtimestamp(stamp, UTC)
-
-
-def status(con: duckdb.DuckDBPyConnection, version: str, version_dir: Path) -> dict:
-    """Hosts online, media files and works of the version, and when it was published."""
-    online, total = con.execute(
-        "SELECT count(*) FILTER (WHERE online), count(*) FROM idx.hosts"
-    ).fetchone()
-    meta = dict(con.execute("SELECT key, value FROM idx.meta").fetchall())
-    media = meta.get("media")
-    if media is None:
-        media = con.execute("SELECT count(*) FROM idx.copies").fetchone()[0]
-    works = meta.get("works")
-    if works is None:
-        works = con.execute("SELECT count(*) FROM idx.works").fetchone()[0]
-    published = round_time(version_dir)
+        published = None
     return {
-        "version": version,
+        "version": file.version,
         "hosts_online": int(online),
         "hosts": int(total),
-        "media": int(media),
-        "works": int(works),
+        "media": int(file.meta["media"]),
+        "works": int(file.meta["works"]),
         "published": published.isoformat(timespec="seconds") if published else None,
     }
