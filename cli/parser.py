@@ -1,12 +1,6 @@
-"""The `sharecrawl` command line: every subcommand and every option, each with a sentence of
-help and its default.
-
-Building the parser imports nothing beyond argparse, so a command that runs (a refused crawl
-above all) pays for nothing it does not use. What help shows from elsewhere is read only when
-help is shown (`LazyHelp`): defaults from the [sharecrawl] section of the luigi.cfg the
-command will use and from the simulator, the policies, the search fields. So help never
-disagrees with them.
-"""
+"""The `sharecrawl` command line: every command and option, each with a line of help and its
+default. Building it imports only argparse, so a refused crawl pays for nothing more; defaults
+from luigi.cfg and the simulator, policies and search fields are read when help is shown."""
 
 from __future__ import annotations
 
@@ -16,30 +10,28 @@ import re
 import textwrap
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 # mrjob's runners, as `crawl --runner` offers them.
 RUNNER_HELP: dict[str, str] = {
     "inline": "in this process, one task after another (the simplest to debug)",
-    "local": "in local subprocesses, one a task, on this machine",
+    "local": "in subprocesses on this machine",
     "spark": "on Spark through spark-submit (needs pyspark and Java)",
 }
 
-EXIT_STATUSES = """exit status: 0 success; 1 a failed round or query, a damaged crawl directory
-(the message says to run `sharecrawl check --repair`), problems found by `check`; 2 bad
-input, nothing written; 75 another crawl holds the crawl directory's lock; 130 / 143 a crawl
-stopped by SIGINT / SIGTERM (run the same command again to finish its round)."""
+EXIT_STATUSES = """exit status: 0 success; 1 a failed round or query, a damaged crawl directory,
+problems `check` found; 2 bad input, nothing written; 75 another crawl holds the lock; 130 / 143
+a crawl stopped by SIGINT / SIGTERM (the same command again finishes its round)."""
 
 
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but a bad option gets one line on stderr (not usage text), exit status 2;
     `epilog_from` makes the text after the options when help is shown."""
 
-    def __init__(
-        self, *args: object, epilog_from: Callable[[], str] | None = None, **kwargs: object
-    ) -> None:
-        kwargs.setdefault("formatter_class", LazyHelp)
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.epilog_from = epilog_from
+    epilog_from: Callable[[], str] | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, formatter_class=LazyHelp, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"sharecrawl: error: {self.prog}: {message} (see {self.prog} --help)\n")
@@ -55,11 +47,11 @@ class OneLineParser(argparse.ArgumentParser):
         setting: str | None = None,
         default_from: Callable[[], str] | None = None,
         more_help: Callable[[], str] | None = None,
-        **kwargs: object,
+        **kwargs: Any,
     ) -> None:
         """add_argument; help shows as the default [sharecrawl] `setting` from luigi.cfg, or
         `default_from()`, and `more_help()` after the help text."""
-        action = self.add_argument(*flags, **kwargs)  # type: ignore[arg-type]
+        action = self.add_argument(*flags, **kwargs)
         if setting is not None:
             default_from = partial(from_config, setting)
         action.default_from = default_from  # type: ignore[attr-defined]
@@ -93,9 +85,8 @@ class LazyHelp(argparse.RawDescriptionHelpFormatter):
 
 
 def _wrap(paragraph: str, width: int) -> list[str]:
-    """A paragraph wrapped to `width`; an indented one ('  name  text') hangs under its
-    text, so that a list of choices stays a list."""
-    hang = re.match(r" +\S+ +", paragraph)
+    """An indented paragraph ('  name  text') hangs under its text: a list of choices stays one."""
+    hang = re.match(r" +\S.*?  +", paragraph)
     if hang is None:
         return textwrap.wrap(paragraph, width) or [""]
     return textwrap.wrap(paragraph, max(width, hang.end() + 20), subsequent_indent=" " * hang.end())
@@ -131,85 +122,48 @@ def query_help() -> str:
     """`search --help`'s query syntax, with the fields the query language defines."""
     from queries.querylang import KINDS, NUMERIC_FIELDS, TEXT_FIELDS, field_names
 
-    listed = [
-        f"words in one field: {', '.join(TEXT_FIELDS)}",
-        f"a number or a range: {', '.join(NUMERIC_FIELDS)}",
-        f"kind: {' or '.join(KINDS)}",
-    ]
     others = [f for f in field_names() if f not in {*TEXT_FIELDS, *NUMERIC_FIELDS, "kind"}]
-    if others:
-        listed.append(f"also: {', '.join(others)}")
-    fields = "\n".join(f"  {line}" for line in listed)
     return f"""query syntax (as in beets): every part must match.
   madonna music                  words, found in tags and in file and folder names
-  artist:madonna title:"frozen"  words in one field; quotes keep words together
-  year:1999  year:1995..2005     a number, or a range (open ends: year:2000..)
-  kind:video                     audio or video
-fields:
-{fields}
-A field name the index does not know (foo:bar) is searched as plain words, with a warning.
-
-examples:
-  sharecrawl search madonna music
-  sharecrawl search --all-hosts --json artist:madonna year:1995..2005
-  sharecrawl search --latest series:lost season:6
-  sharecrawl search мумий тролль           (Cyrillic and Latin spellings meet)"""
+  artist:madonna title:"frozen"  words in one field: {", ".join(TEXT_FIELDS)}
+  year:1999 year:1995..2005      a number, or a range (year:2000..): {", ".join(NUMERIC_FIELDS)}
+  kind:video                     {" or ".join(KINDS)}
+  also: {", ".join(others)}
+A field name the index does not know (foo:bar) is searched as plain words, with a warning."""
 
 
-def _crawl_dir(sp: OneLineParser) -> None:
-    sp.option(
-        "--crawl-dir",
-        metavar="DIR",
-        setting="crawl_dir",
-        help="the crawl directory: crawldb versions, segments, the search index",
-    )
+# Options several commands share: add_argument's (and `OneLineParser.option`'s) keywords.
+SHARED: dict[str, dict[str, Any]] = {
+    "--json": dict(action="store_true", help="print JSON (its shape: docs/DESIGN.md)"),
+    "--crawl-dir": dict(metavar="DIR", setting="crawl_dir", help="the crawl directory"),
+    "--hosts-file": dict(
+        metavar="FILE",
+        setting="hosts_file",
+        help="one host URL a line: smb://[user@]host[:port][/share] or file:///folder",
+    ),
+    "--rules-file": dict(metavar="FILE", setting="rules_file", help="include/exclude rules"),
+}
+
+
+def _shared(sp: OneLineParser, *flags: str) -> None:
+    for flag in flags:
+        sp.option(flag, **SHARED[flag])
 
 
 def _crawl(sp: OneLineParser) -> None:
-    sp.option(
-        "--rounds",
-        type=int,
-        default=1,
-        metavar="N",
-        help="rounds to run now (default: %(default)s; an hourly cron line runs one)",
-    )
-    sp.option(
-        "--hosts-file",
-        metavar="FILE",
-        setting="hosts_file",
-        help="one host URL a line, read again every round: "
-        "smb://[user@]host[:port][/share] or file:///folder; '#' starts a comment",
-    )
-    sp.option(
-        "--rules-file",
-        metavar="FILE",
-        setting="rules_file",
-        help="the operator's include/exclude rules, read again every round; one named here "
-        "must exist",
-    )
-    _crawl_dir(sp)
-    sp.option(
-        "--crawlers",
-        type=int,
-        metavar="K",
-        setting="crawlers",
-        help="hosts fetched at once, one worker process and one connection each",
-    )
+    """Run more rounds (inject, generate, fetch, update, index), first finishing an interrupted
+    one. One crawl at a time per crawl directory: another exits 75 at once."""
+    sp.option("--rounds", type=int, default=1, metavar="N", help="rounds to run now")
+    _shared(sp, "--hosts-file", "--rules-file", "--crawl-dir")
+    sp.option("--crawlers", type=int, metavar="K", setting="crawlers", help="hosts fetched at once")
     sp.option(
         "--round-seconds",
         type=float,
         metavar="S",
         setting="round_seconds",
-        help="a round's budget: crawlers x S seconds of estimated scan time, and no "
-        "host busier than S",
+        help="a round's budget: crawlers x S seconds of scans, no host busier than S",
     )
-    sp.option(
-        "--policy",
-        metavar="P",
-        setting="policy",
-        more_help=policy_help,
-        help="which partitions to scan first",
-    )
+    sp.option("--policy", metavar="P", setting="policy", more_help=policy_help, help="scan order")
     sp.option(
         "--runner",
         choices=tuple(RUNNER_HELP),
@@ -218,185 +172,106 @@ def _crawl(sp: OneLineParser) -> None:
         more_help=lambda: choices_help(RUNNER_HELP),
         help="where the update's mrjob jobs run",
     )
-    sp.option(
-        "--hinted-only",
-        action="store_true",
-        help="scan only the partitions that change notifications (`sharecrawl watch`) "
-        "point at, as `watch --crawl` does",
-    )
+    sp.option("--hinted-only", action="store_true", help="scan only what watch's hints point at")
     sp.option(
         "--allow-wide-ranges",
         action="store_true",
         setting="allow_wide_ranges",
-        help="sweep hosts-file ranges wider than a /16 (65,536 addresses)",
+        help="sweep hosts-file ranges wider than a /16",
     )
-    sp.option(
-        "--spark-master",
-        metavar="URL",
-        setting="spark_master",
-        help="with --runner spark: the Spark master, e.g. spark://HOST:7077",
-    )
+    sp.option("--spark-master", metavar="URL", setting="spark_master", help="with --runner spark")
     sp.option(
         "--scheduler-url",
         metavar="URL",
-        help="a central Luigi scheduler (luigid), e.g. http://HOST:8082, that crawl "
-        "processes on several machines share (luigi.cfg [core] "
-        "default_scheduler_url; default: none, one process runs the round)",
+        help="a central luigid, e.g. http://HOST:8082 (default: [core] default_scheduler_url)",
     )
-    sp.option(
-        "--join",
-        action="store_true",
-        help="with a central scheduler: fetch shards of the round another crawl process "
-        "runs on this crawl directory (named by the same path), without its lock; "
-        "see docs/scale.md",
-    )
+    sp.option("--join", action="store_true", help="fetch for another crawl's round")
 
 
 def _search(sp: OneLineParser) -> None:
+    """Ranked works of the live version, best copy first; copies on hosts offline now are hidden
+    unless --all-hosts."""
     sp.epilog_from = query_help
-    sp.option(
-        "--json",
-        action="store_true",
-        help="print a JSON list of results: each "
-        "best copy's url percent-encoded for programs and its iri as people read it",
-    )
+    _shared(sp, "--json", "--crawl-dir")
     sp.option("--limit", type=int, default=20, metavar="N", help="results to show")
     sp.option("--all-hosts", action="store_true", help="also show copies on offline hosts")
-    sp.option(
-        "--latest",
-        action="store_true",
-        help="newest first: the latest season and episode of a series first",
-    )
-    _crawl_dir(sp)
+    sp.option("--latest", action="store_true", help="newest first (a series' latest episode)")
     sp.option("query", nargs="+", help="words and field:value parts (see below)")
 
 
 def _sql(sp: OneLineParser) -> None:
-    sp.option("--json", action="store_true", help="print a JSON list of objects")
-    sp.option(
-        "--output",
-        metavar="FILE",
-        help="write the result to FILE.csv, FILE.parquet or FILE.json (by its extension, "
-        "outside the crawl directory), whole or not at all",
-    )
+    """Run one read-only statement (SELECT, WITH, VALUES, EXPLAIN, DESCRIBE, SHOW, SUMMARIZE)
+    over the live version's tables and views (`SHOW TABLES`); anything else exits 2."""
+    _shared(sp, "--json", "--crawl-dir")
+    sp.option("--output", metavar="FILE", help="write FILE.csv, .parquet or .json, whole or not")
     sp.option(
         "--timeout",
         type=float,
         metavar="SECONDS",
         setting="sql_timeout_s",
-        help="stop the statement after SECONDS (0: never), exit 1",
+        help="stop the statement after SECONDS (0: never)",
     )
     sp.option(
         "--memory-limit",
         metavar="SIZE",
         setting="sql_memory_limit",
-        help="memory the statement may take, as DuckDB writes it (512MiB, 2GB; empty: a "
-        "quarter of the RAM); past it and sql_temp_limit of spilled files, exit 1",
+        help="such as 512MiB or 2GB (none: a quarter of the RAM)",
     )
-    _crawl_dir(sp)
-    sp.option("sql", nargs="?", help="the statement (read from stdin when left out)")
+    sp.option("sql", nargs="?", help="the statement (else read from stdin)")
 
 
 def _status(sp: OneLineParser) -> None:
-    sp.option(
-        "--json",
-        action="store_true",
-        help="print one JSON object: the same report, every list whole",
-    )
-    _crawl_dir(sp)
+    """What the last round did: partitions scanned, hosts online and why others were not
+    crawled, folders refused, errors."""
+    _shared(sp, "--json", "--crawl-dir")
 
 
 def _check(sp: OneLineParser) -> None:
+    """Verify the live version (CURRENT, every part and its SHA-256, the search index): one line
+    per problem, exit status 1 if any."""
     sp.option(
         "--repair",
         action="store_true",
-        help="point CURRENT at the newest intact version, move what is damaged or newer "
-        "under damaged/ (never deleted), rebuild the search index; refused while a "
-        "crawl runs (it takes the crawl lock)",
+        help="go back to the newest intact version, keep the rest under damaged/ (takes the lock)",
     )
-    _crawl_dir(sp)
+    _shared(sp, "--crawl-dir")
 
 
 def _serve(sp: OneLineParser) -> None:
-    _crawl_dir(sp)
-    sp.option(
-        "--host",
-        default="127.0.0.1",
-        metavar="ADDR",
-        help="address to listen on; 0.0.0.0 for the whole LAN",
-    )
-    sp.option("--port", type=int, default=8080, metavar="N", help="TCP port; 0 picks a free one")
-    sp.option(
-        "--workers",
-        type=int,
-        default=1,
-        metavar="N",
-        help="server processes, each holding the index in memory; one per core serves many people",
-    )
+    """Serve the search page to the LAN (docs/web.md); it only reads the crawl directory."""
+    _shared(sp, "--crawl-dir")
+    sp.option("--host", default="127.0.0.1", metavar="ADDR", help="0.0.0.0: the whole LAN")
+    sp.option("--port", type=int, default=8080, metavar="N", help="TCP port (0: any free one)")
+    sp.option("--workers", type=int, default=1, metavar="N", help="server processes (one a core)")
     streaming = sp.add_mutually_exclusive_group()
     streaming.add_argument(
-        "--no-stream",
-        action="store_true",
-        help="do not serve copies' bytes at /copy/ID (the page then only shows where they are)",
+        "--no-stream", action="store_true", help="do not stream copies at /copy/ID"
     )
     streaming.add_argument(
         "--stream-authenticated",
         action="store_true",
-        help="also stream copies of hosts crawled with credentials, to whoever opens the page",
+        help="also stream copies of hosts crawled with credentials",
     )
 
 
 def _watch(sp: OneLineParser) -> None:
-    sp.option("--hosts-file", metavar="FILE", setting="hosts_file", help="as crawl reads it")
+    """Watch every share of every smb:// host for SMB2 change notifications and keep them under
+    hints/ (docs/watch.md); never takes the crawl lock. SIGTERM ends it with status 0."""
+    _shared(sp, "--hosts-file", "--rules-file", "--crawl-dir")
+    sp.option("--seconds", type=float, metavar="S", help="stop, status 0, after S (default: never)")
     sp.option(
-        "--rules-file",
-        metavar="FILE",
-        setting="rules_file",
-        help="crawl rules: hints for excluded paths are dropped",
+        "--max-backoff", type=float, default=300.0, metavar="S", help="longest wait to retry a host"
     )
-    _crawl_dir(sp)
-    sp.option(
-        "--seconds",
-        type=float,
-        metavar="S",
-        help="stop with status 0 after S seconds, for cron (default: run until stopped)",
-    )
-    sp.option(
-        "--max-backoff",
-        type=float,
-        default=300.0,
-        metavar="S",
-        help="longest wait, in seconds, before a lost host is tried again",
-    )
-    sp.option(
-        "--keep-days",
-        type=float,
-        default=7.0,
-        metavar="D",
-        help="hints older than D days are removed",
-    )
-    sp.option(
-        "--crawl",
-        action="store_true",
-        help="when hints have come and gone quiet, run a round of the hinted partitions "
-        "(crawl --hinted-only) unless a crawl is running",
-    )
-    sp.option(
-        "--settle",
-        type=float,
-        default=5.0,
-        metavar="S",
-        help="with --crawl: seconds without a new hint before that round starts",
-    )
+    sp.option("--keep-days", type=float, default=7.0, metavar="D", help="how long hints are kept")
+    sp.option("--crawl", action="store_true", help="crawl --hinted-only when hints go quiet")
+    sp.option("--settle", type=float, default=5.0, metavar="S", help="quiet before --crawl's round")
 
 
 def _demo(sp: OneLineParser) -> None:
+    """Crawl a LAN of four folders of real tagged media in three rounds with changes between,
+    printing each round's report, and search it. Takes the crawl lock like crawl."""
     sp.option(
-        "--workdir",
-        default="demo-lan",
-        metavar="DIR",
-        help="where the demo LAN and its crawl directory go, rebuilt at every run; a "
-        "folder that is not a demo's is refused",
+        "--workdir", default="demo-lan", metavar="DIR", help="the demo's folder, rebuilt every run"
     )
 
 
@@ -416,98 +291,31 @@ SIMULATE_OPTIONS: tuple[tuple[str, type, str, str], ...] = (
 
 
 def _simulate(sp: OneLineParser) -> None:
-    sp.option("--json", action="store_true", help="print one JSON object")
+    """Replay the scheduling policies on one synthetic LAN and trace, side by side with the
+    optimum at the true rates."""
+    _shared(sp, "--json")
     for flag, kind, metavar, text in SIMULATE_OPTIONS:
-        name = flag[2:].replace("-", "_")
-        sp.option(
-            flag,
-            type=kind,
-            metavar=metavar,
-            default_from=partial(from_simulator, name),
-            help=text,
-        )
+        default_from = partial(from_simulator, flag[2:].replace("-", "_"))
+        sp.option(flag, type=kind, metavar=metavar, default_from=default_from, help=text)
     sp.option(
-        "--policies",
-        metavar="a,b",
-        more_help=policy_help,
-        help="comma separated (default: all)",
+        "--policies", metavar="a,b", more_help=policy_help, help="comma separated (default: all)"
     )
     sp.option(
-        "--workers",
-        type=int,
-        default=os.cpu_count() or 1,
-        metavar="N",
-        help="policies replayed at once, each in a worker process holding the trace",
+        "--workers", type=int, default=os.cpu_count() or 1, metavar="N", help="policies at once"
     )
 
 
-# name: (help, description, options)
-COMMANDS: dict[str, tuple[str, str, Callable[[OneLineParser], None]]] = {
-    "crawl": (
-        "run more crawl rounds",
-        "Run more rounds on the crawl directory, each continuing from the last one published: "
-        "inject (read the hosts file and the rules, check every host is there), generate "
-        "(choose partitions by the policy, within the budget), fetch, update and publish a "
-        "new crawldb version, index. A round interrupted earlier is finished first. One crawl "
-        "at a time per crawl directory: another one exits 75 at once.",
-        _crawl,
-    ),
-    "search": (
-        "search the media index",
-        "Search the media of the live version: ranked works, the copies of one song, film "
-        "or episode being one result, best copy first. Copies on hosts that are offline "
-        "now are hidden unless --all-hosts.",
-        _search,
-    ),
-    "sql": (
-        "read-only SQL over the tables",
-        "Run one read-only statement (SELECT, WITH, VALUES, EXPLAIN without ANALYZE, "
-        "DESCRIBE, SHOW, SUMMARIZE) over the live version's tables and views (`SHOW TABLES` "
-        "lists them); anything else is refused with exit status 2. Tab-separated lines "
-        "with a header, unless --json or --output.",
-        _sql,
-    ),
-    "status": (
-        "what the last round did",
-        "What the last round did: partitions scanned and what they found, hosts online and "
-        "every host not crawled with why, folders refused, errors.",
-        _status,
-    ),
-    "check": (
-        "verify the live version and the search index",
-        "Verify the live version: CURRENT names a complete version, every part is there, "
-        "reads and matches its SHA-256 in the version's manifest, and the search index opens. "
-        "One line per problem; exit status 1 if there is any.",
-        _check,
-    ),
-    "serve": (
-        "the search page for the LAN",
-        "Serve the search page for people on the LAN who will not open a terminal. It only "
-        "reads the crawl directory, and serves a new round as soon as its index is there.",
-        _serve,
-    ),
-    "watch": (
-        "keep SMB change notifications as hints",
-        "Keep an SMB2 change notification watch on every share of every smb:// host (file:// "
-        "hosts are not watched) and write what they say under the crawl directory's hints/, "
-        "for analysts and the simulator. Runs until stopped; SIGTERM ends it with status 0. "
-        "It never takes the crawl lock.",
-        _watch,
-    ),
-    "demo": (
-        "crawl a demo LAN of real tagged media",
-        "Build a LAN of four hosts as local folders of real tagged media, crawl it in three "
-        "rounds with changes in between (files added, retagged, deleted; a host switched "
-        "off), print each round's report and search it. Takes the crawl lock like crawl.",
-        _demo,
-    ),
-    "simulate": (
-        "compare the scheduling policies on a synthetic LAN",
-        "Compare the scheduling policies on a synthetic LAN (one trace, one seed): each "
-        "replayed with the real scheduling code, side by side with the optimum at the true "
-        "rates.",
-        _simulate,
-    ),
+# name: (help, the function adding its options, whose docstring describes it)
+COMMANDS: dict[str, tuple[str, Callable[[OneLineParser], None]]] = {
+    "crawl": ("run more crawl rounds", _crawl),
+    "search": ("search the media index", _search),
+    "sql": ("read-only SQL over the tables", _sql),
+    "status": ("what the last round did", _status),
+    "check": ("verify the live version and the search index", _check),
+    "serve": ("the search page for the LAN", _serve),
+    "watch": ("keep SMB change notifications as hints", _watch),
+    "demo": ("crawl a demo LAN of real tagged media", _demo),
+    "simulate": ("compare the scheduling policies on a synthetic LAN", _simulate),
 }
 
 
@@ -522,6 +330,7 @@ def parser() -> OneLineParser:
         ),
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (short, description, add_options) in COMMANDS.items():
+    for name, (short, add_options) in COMMANDS.items():
+        description = " ".join((add_options.__doc__ or "").split())
         add_options(sub.add_parser(name, help=short, description=description))
     return p
