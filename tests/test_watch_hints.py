@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pytest
 
 from crawl_io.crawldb import hints_writer
 from crawl_io.crawldb.crawldir import CrawlDir
-from crawl_io.crawldb.hints import HintsStore, cover, part_name
+from crawl_io.crawldb.hints import HintsSnapshot, HintsStore, cover, part_name, timestamp_us
 from crawl_io.crawldb.hints_writer import HintsWriter, WatchRunning
 from crawl_io.schema import PARTITIONS
 from jobs.hint_counts import count_hints
@@ -19,6 +20,17 @@ from jobs.membership import partition_id
 from queries.views import run_sql
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def since(snapshot: HintsSnapshot, host: str, share: str, t: datetime | None) -> SimpleNamespace:
+    """What generate learns of a share since t: paths and overflow hinted after t, and
+    watched_since's (unbroken, as_of)."""
+    t_us = None if t is None else timestamp_us(t)
+    hinted = [h for h in snapshot.hints_for(host, share) if t_us is None or h.seen_at_us > t_us]
+    unbroken, as_of = snapshot.watched_since(host, share, t)
+    paths = {h.path for h in hinted if not h.overflow}
+    overflow = any(h.overflow for h in hinted)
+    return SimpleNamespace(paths=paths, overflow=overflow, unbroken=unbroken, as_of=as_of)
 
 
 def hint(
@@ -112,8 +124,8 @@ def test_retention_drops_old_hints_and_says_since_when(tmp_path, monkeypatch) ->
     assert [r["path"] for r in store.read().to_pylist()] == ["new.mp3"]
     snapshot = store.snapshot(now=T0 + timedelta(days=2, seconds=5))
     assert snapshot.complete_since == T0 + timedelta(days=1)
-    assert not snapshot.since("pc1", "music", T0 + timedelta(hours=1)).unbroken  # hints gone
-    assert snapshot.since("pc1", "music", T0 + timedelta(days=1, hours=1)).unbroken
+    assert not since(snapshot, "pc1", "music", T0 + timedelta(hours=1)).unbroken  # hints gone
+    assert since(snapshot, "pc1", "music", T0 + timedelta(days=1, hours=1)).unbroken
 
 
 def test_since_answers_for_generate(writer: HintsWriter, tmp_path: Path) -> None:
@@ -136,18 +148,18 @@ def test_since_answers_for_generate(writer: HintsWriter, tmp_path: Path) -> None
         ]
     )
     snapshot = HintsStore(tmp_path / "crawl").snapshot(now=alive + timedelta(seconds=2))
-    music = snapshot.since("pc1", "music", T0 + timedelta(minutes=10))
+    music = since(snapshot, "pc1", "music", T0 + timedelta(minutes=10))
     assert music.paths == {"Jazz/b.mp3"} and not music.overflow
     assert music.unbroken and music.as_of == alive
-    assert snapshot.since("pc1", "music", None).paths == {"Rock/a.mp3", "Jazz/b.mp3"}
-    assert not snapshot.since("pc1", "music", None).unbroken  # never scanned: nothing to trust
-    assert not snapshot.since("pc1", "music", T0 - timedelta(minutes=1)).unbroken  # before arming
-    video = snapshot.since("pc1", "video", T0)
+    assert since(snapshot, "pc1", "music", None).paths == {"Rock/a.mp3", "Jazz/b.mp3"}
+    assert not since(snapshot, "pc1", "music", None).unbroken  # never scanned: nothing to trust
+    assert not since(snapshot, "pc1", "music", T0 - timedelta(minutes=1)).unbroken  # before arming
+    video = since(snapshot, "pc1", "video", T0)
     assert video.overflow and not video.paths and not video.unbroken  # reconnected after T0
-    assert snapshot.since("pc1", "video", T0 + timedelta(minutes=40)).unbroken
-    assert not snapshot.since("pc1", "old", T0 + timedelta(minutes=1)).unbroken
-    assert not snapshot.since("pc1", "denied", T0 + timedelta(minutes=1)).unbroken
-    assert not snapshot.since("pc2", "music", T0).unbroken  # never watched
+    assert since(snapshot, "pc1", "video", T0 + timedelta(minutes=40)).unbroken
+    assert not since(snapshot, "pc1", "old", T0 + timedelta(minutes=1)).unbroken
+    assert not since(snapshot, "pc1", "denied", T0 + timedelta(minutes=1)).unbroken
+    assert not since(snapshot, "pc2", "music", T0).unbroken  # never watched
 
 
 def test_count_hints_waiting_and_consumed(writer: HintsWriter, tmp_path: Path) -> None:
@@ -206,7 +218,7 @@ def test_a_damaged_part_is_set_aside_and_ends_trust(tmp_path: Path) -> None:
     snapshot = store.snapshot()
     assert [h.path for h in snapshot.hints_for("pc1", "music")] == ["b.mp3"]
     assert store.damaged == [damaged]
-    assert not snapshot.since("pc1", "music", T0 + timedelta(minutes=1)).unbroken  # hints lost
+    assert not since(snapshot, "pc1", "music", T0 + timedelta(minutes=1)).unbroken  # hints lost
     sql = "SELECT path FROM hints UNION ALL SELECT path FROM files"
     assert run_sql(CrawlDir(tmp_path / "crawl"), sql)[1] == [("b.mp3",)]  # SQL still answers
     writer = HintsWriter(tmp_path / "crawl")  # the next watcher sets it aside

@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from crawl_io.crawldb import version_manifest as vm
 from crawl_io.crawldb.atomic import write_atomic, write_parquet
 from crawl_io.crawldb.host_parts import (
     PART_TABLES,
@@ -23,16 +24,7 @@ from crawl_io.crawldb.host_parts import (
 )
 from crawl_io.crawldb.lock import LOCK_NAME
 from crawl_io.crawldb.stored_hosts import StoredHosts
-from crawl_io.crawldb.version_manifest import (
-    FORMAT,
-    MANIFEST_NAME,
-    Manifest,
-    ManifestError,
-    checksum_problem,
-    first_line,
-    read_checked,
-    read_manifest,
-)
+from crawl_io.crawldb.version_manifest import FORMAT
 from crawl_io.schema import TABLES
 from crawl_io.sources import ConfigError
 
@@ -63,7 +55,7 @@ class CrawlDir:
         self.crawldb = self.root / "crawldb"
         self.segments = self.root / "segments"
         self.index = self.root / "index" / "search.duckdb"
-        self._manifests: dict[int, Manifest] = {}  # published versions are immutable
+        self._manifests: dict[int, vm.Manifest] = {}  # published versions are immutable
         self._hosts: dict[int, StoredHosts] = {}
 
     def check(self, *, create: bool) -> None:
@@ -143,19 +135,19 @@ class CrawlDir:
         vdir = self.version_dir(version)
         if not vdir.is_dir():
             return "which does not exist"
-        if (vdir / MANIFEST_NAME).exists():
+        if (vdir / vm.MANIFEST_NAME).exists():
             return None
-        return f"whose {MANIFEST_NAME} is missing (an unfinished or damaged version)"
+        return f"whose {vm.MANIFEST_NAME} is missing (an unfinished or damaged version)"
 
-    def manifest(self, version: int) -> Manifest:
+    def manifest(self, version: int) -> vm.Manifest:
         """A published version's manifest; CrawlDamaged when missing or garbled."""
         if version not in self._manifests:
             try:
-                manifest = read_manifest(self.version_dir(version))
-            except ManifestError as e:
+                manifest = vm.read_manifest(self.version_dir(version))
+            except vm.ManifestError as e:
                 raise self.damaged(str(e)) from None
             if manifest is None:
-                raise self.damaged(f"{self.version_dir(version) / MANIFEST_NAME} is missing")
+                raise self.damaged(f"{self.version_dir(version) / vm.MANIFEST_NAME} is missing")
             self._manifests[version] = manifest
         return self._manifests[version]
 
@@ -197,14 +189,16 @@ class CrawlDir:
             try:
                 return read_parquet(path, TABLES[name])
             except (pa.ArrowException, OSError) as e:
-                raise self.damaged(f"{path}: a part does not read ({first_line(e)})") from None
+                raise self.damaged(f"{path}: a part does not read ({vm.first_line(e)})") from None
         entry = self.manifest(version).get(path.name)
-        problem = f"not in {MANIFEST_NAME}" if entry is None else checksum_problem(path, entry)
+        problem = (
+            f"not in {vm.MANIFEST_NAME}" if entry is None else vm.checksum_problem(path, entry)
+        )
         if problem is None:
             try:
                 table = read_parquet(path, TABLES[name])
             except (pa.ArrowException, OSError) as e:
-                problem = f"does not read ({first_line(e)})"
+                problem = f"does not read ({vm.first_line(e)})"
         if problem is not None:
             raise self.damaged(f"{path}: {problem}")
         if name == "partitions":
@@ -223,13 +217,13 @@ class CrawlDir:
         manifest = self.manifest(version)
 
         def read(rel: str) -> tuple[pa.Table | None, str | None]:
-            data, problem = read_checked(vdir / rel, manifest[rel])
+            data, problem = vm.read_checked(vdir / rel, manifest[rel])
             if data is None:
                 return None, problem
             try:
                 return parquet_from_bytes(data, TABLES["prefix_stats"]), None
             except (pa.ArrowException, OSError) as e:
-                return None, f"does not read ({first_line(e)})"
+                return None, f"does not read ({vm.first_line(e)})"
 
         keyed = [
             (key, rel)

@@ -141,15 +141,6 @@ class HintsStore:
         return HintsSnapshot(hints, watches, now, stale_s, complete_since)
 
 
-class ShareSignal(NamedTuple):
-    """What the watcher knows about one share since a time t."""
-
-    paths: frozenset[str]  # paths hinted after t (not overflow hints)
-    overflow: bool  # an overflow hint after t: anything in the share may have changed
-    unbroken: bool  # watched without a break from t up to `as_of`, by a live watcher
-    as_of: datetime | None  # changes after this are not known yet (None: not watched)
-
-
 class SharedHint(NamedTuple):
     path: str
     overflow: bool
@@ -188,24 +179,11 @@ class HintsSnapshot:
     def watch_state(self, host: str, share: str) -> dict | None:
         return self._watches.get((host, share))
 
-    def since(self, host: str, share: str, t: datetime | None) -> ShareSignal:
-        """Hints of host/share seen after t (None: ever), and whether its watch was unbroken
-        from t on (armed by t, watcher alive, nothing after t lost to retention)."""
-        t_us = None if t is None else timestamp_us(t)
-        paths, overflow = set(), False
-        for hint in self._by_share.get((host, share), ()):
-            if t_us is None or hint.seen_at_us > t_us:
-                if hint.overflow:
-                    overflow = True
-                else:
-                    paths.add(hint.path)
-        unbroken, as_of = self.watched_since(host, share, t)
-        return ShareSignal(frozenset(paths), overflow, unbroken, as_of)
-
     def watched_since(
         self, host: str, share: str, t: datetime | None
     ) -> tuple[bool, datetime | None]:
-        """`since`'s (unbroken, as_of) alone, without going through the share's hints."""
+        """Whether the share's watch was unbroken from t on (armed by t, watcher alive, nothing
+        after t lost to retention), and as of when changes are known (None: not watched)."""
         row = self._watches.get((host, share))
         watching = row is not None and row["state"] == WATCHING and row["since"] is not None
         alive = watching and timestamp_us(row["alive_at"]) >= self._live_after_us

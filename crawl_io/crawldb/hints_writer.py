@@ -15,17 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from crawl_io.crawldb import hints
 from crawl_io.crawldb.crawldir import write_parquet
-from crawl_io.crawldb.hints import (
-    COMPLETE_SINCE,
-    HINTS,
-    STALE_AFTER_S,
-    STALE_KEY,
-    WATCHES,
-    HintsStore,
-    part_name,
-    part_range,
-)
 from crawl_io.sources import ConfigError
 
 log = logging.getLogger("sharecrawl")
@@ -44,16 +35,16 @@ class HintsWriter:
     """The one writer of crawl/hints; raises WatchRunning when another holds the lock."""
 
     def __init__(self, crawl_dir: str | Path, keep_days: float = 7.0) -> None:
-        self.store = HintsStore(crawl_dir)
+        self.store = hints.HintsStore(crawl_dir)
         self.keep = timedelta(days=keep_days)
         self.store.dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = self._take_lock()
         self._doomed: list[tuple[float, Path]] = []
         _, metadata = self.store.watches()
-        complete = metadata.get(COMPLETE_SINCE)
+        complete = metadata.get(hints.COMPLETE_SINCE)
         self.complete_since = datetime.fromisoformat(complete.decode()) if complete else None
         self._remove_leftovers()
-        ranges = [part_range(p) for p in self.store.all_parts()]
+        ranges = [hints.part_range(p) for p in self.store.all_parts()]
         self._next = max((r[1] for r in ranges if r), default=0) + 1
         self._last_full = time.monotonic()
         self.parts_written = 0
@@ -107,7 +98,9 @@ class HintsWriter:
         """Write one part of hints (dicts with HINTS' columns); compact when due. On OSError
         the hints stay with the caller and the folder as it was."""
         if rows:
-            write_parquet(pa.Table.from_pylist(rows, HINTS), self._path(self._next, self._next))
+            write_parquet(
+                pa.Table.from_pylist(rows, hints.HINTS), self._path(self._next, self._next)
+            )
             self._next += 1
             self.parts_written += 1
         self._compact(now or datetime.now(UTC))
@@ -117,7 +110,7 @@ class HintsWriter:
             item[1].unlink(missing_ok=True)
 
     def _path(self, first: int, last: int) -> Path:
-        return self.store.dir / part_name(first, last)
+        return self.store.dir / hints.part_name(first, last)
 
     def _compact(self, now: datetime) -> None:
         parts = self.store.parts()
@@ -136,33 +129,35 @@ class HintsWriter:
         tables = []
         for path in parts:
             try:
-                tables.append(pq.read_table(path, schema=HINTS))
+                tables.append(pq.read_table(path, schema=hints.HINTS))
             except (OSError, pa.ArrowException):
                 self._set_aside(path)
-        table = pa.concat_tables(tables) if tables else HINTS.empty_table()
+        table = pa.concat_tables(tables) if tables else hints.HINTS.empty_table()
         table = table.group_by(KEYS).aggregate([("seen_at", "max")])
-        table = table.rename_columns([*KEYS, "seen_at"]).select(HINTS.names).cast(HINTS)
+        table = table.rename_columns([*KEYS, "seen_at"]).select(hints.HINTS.names).cast(hints.HINTS)
         if cut is not None:
             table = table.filter(
-                pc.greater_equal(table["seen_at"], pa.scalar(cut, HINTS.field("seen_at").type))
+                pc.greater_equal(
+                    table["seen_at"], pa.scalar(cut, hints.HINTS.field("seen_at").type)
+                )
             )
             if self.complete_since is None or cut > self.complete_since:
                 self.complete_since = cut
         table = table.sort_by([("seen_at", "ascending"), ("host", "ascending")])
-        first, last = part_range(parts[0]), part_range(parts[-1])
+        first, last = hints.part_range(parts[0]), hints.part_range(parts[-1])
         assert first and last
         write_parquet(table, self._path(first[0], last[1]))
         due = time.monotonic() + GRACE_S
         self._doomed.extend((due, p) for p in parts if p.exists())
 
     def write_watches(self, rows: list[dict]) -> None:
-        metadata = {STALE_KEY: str(STALE_AFTER_S).encode()}
+        metadata = {hints.STALE_KEY: str(hints.STALE_AFTER_S).encode()}
         if self.complete_since is not None:
-            metadata[COMPLETE_SINCE] = self.complete_since.isoformat().encode()
-        table = pa.Table.from_pylist(rows, WATCHES).replace_schema_metadata(metadata)
+            metadata[hints.COMPLETE_SINCE] = self.complete_since.isoformat().encode()
+        table = pa.Table.from_pylist(rows, hints.WATCHES).replace_schema_metadata(metadata)
         write_parquet(table, self.store.watches_path)
 
 
 def _is_fresh(path: Path) -> bool:
-    numbers = part_range(path)
+    numbers = hints.part_range(path)
     return numbers is not None and numbers[0] == numbers[1]

@@ -11,23 +11,12 @@ from pathlib import Path
 
 import duckdb
 
+from crawl_io.crawldb import version_manifest as vm
 from crawl_io.crawldb.atomic import rename_into_place, temp_name
 from crawl_io.crawldb.crawldir import SEGMENT_NAME, STATE_TABLES, CrawlDamaged, CrawlDir
 from crawl_io.crawldb.fetchlogs import damaged_fetchlogs
 from crawl_io.crawldb.host_parts import ROW_TABLES, parse_part_file
 from crawl_io.crawldb.media_changes import FILE_NAME as MEDIA_CHANGES_FILE
-from crawl_io.crawldb.version_manifest import (
-    MANIFEST_NAME,
-    ManifestError,
-    PartEntry,
-    checksum_problem,
-    drop_parts,
-    dropped_parts,
-    first_line,
-    read_manifest,
-    read_problem,
-    version_parts,
-)
 
 DAMAGED_DIR = "damaged"  # where --repair moves what it takes out of the crawldb
 
@@ -46,7 +35,7 @@ class VersionReport:
     @property
     def usable(self) -> bool:
         """Can a round go on from it? Only per-host parts may be damaged."""
-        fatal = {MANIFEST_NAME, *(f"{t}.parquet" for t in STATE_TABLES)}
+        fatal = {vm.MANIFEST_NAME, *(f"{t}.parquet" for t in STATE_TABLES)}
         return not any(rel in fatal for rel, _ in self.problems)
 
     def lines(self, vdir: Path) -> list[str]:
@@ -59,25 +48,27 @@ def verify_version(crawl: CrawlDir, version: int) -> VersionReport:
     report = VersionReport(version)
     problem = crawl.incomplete(version)
     if problem:
-        report.problems.append((MANIFEST_NAME, f"{report.name} is not complete: {problem}"))
+        report.problems.append((vm.MANIFEST_NAME, f"{report.name} is not complete: {problem}"))
         return report
     try:
-        manifest = read_manifest(vdir) or {}  # there: the version is complete
-    except ManifestError as e:
-        report.problems.append((MANIFEST_NAME, str(e).removeprefix(f"{vdir / MANIFEST_NAME}: ")))
+        manifest = vm.read_manifest(vdir) or {}  # there: the version is complete
+    except vm.ManifestError as e:
+        report.problems.append(
+            (vm.MANIFEST_NAME, str(e).removeprefix(f"{vdir / vm.MANIFEST_NAME}: "))
+        )
         return report
-    report.dropped = dropped_parts(vdir)
+    report.dropped = vm.dropped_parts(vdir)
     listed = sorted(set(manifest) - set(report.dropped))
     missing = [rel for rel in (f"{t}.parquet" for t in STATE_TABLES) if rel not in listed]
-    report.problems += [(rel, f"missing from {MANIFEST_NAME}") for rel in missing]
+    report.problems += [(rel, f"missing from {vm.MANIFEST_NAME}") for rel in missing]
     for rel in listed:
         path = vdir / rel
-        problem = checksum_problem(path, manifest[rel]) or read_problem(path)
+        problem = vm.checksum_problem(path, manifest[rel]) or vm.read_problem(path)
         if problem:
             report.problems.append((rel, problem))
         report.parts += 1
-    for rel in sorted(set(version_parts(vdir)) - set(listed)):
-        report.problems.append((rel, f"not in {MANIFEST_NAME} (not written by a round)"))
+    for rel in sorted(set(vm.version_parts(vdir)) - set(listed)):
+        report.problems.append((rel, f"not in {vm.MANIFEST_NAME} (not written by a round)"))
     return report
 
 
@@ -95,7 +86,7 @@ def index_state(crawl: CrawlDir) -> tuple[str | None, str | None]:
                 "SELECT value FROM search_index.meta WHERE key = 'version'"
             ).fetchone()
     except duckdb.Error as e:
-        return f"{crawl.index}: does not open as a search index ({first_line(e)})", None
+        return f"{crawl.index}: does not open as a search index ({vm.first_line(e)})", None
     if not row:
         return f"{crawl.index}: names no crawldb version", None
     return None, str(row[0])
@@ -111,7 +102,7 @@ def verify_round_start(crawl: CrawlDir) -> None:
     manifest = crawl.manifest(live)
     for rel in (f"{t}.parquet" for t in STATE_TABLES):
         path, entry = vdir / rel, manifest.get(rel)
-        problem = checksum_problem(path, entry) if entry else f"missing from {MANIFEST_NAME}"
+        problem = vm.checksum_problem(path, entry) if entry else f"missing from {vm.MANIFEST_NAME}"
         if problem:
             raise crawl.damaged(f"{path}: {problem}; a round would start its history over")
 
@@ -200,7 +191,7 @@ def _repair_parts(crawl: CrawlDir, report: VersionReport, aside: Path) -> list[s
     """Restore each damaged or missing part of the version from an intact copy, else drop it
     from the manifest, so that `check` passes. A part the manifest does not list goes aside."""
     vdir = crawl.version_dir(report.version)
-    manifest = read_manifest(vdir)
+    manifest = vm.read_manifest(vdir)
     lines, dropped = [], []
     for rel, what in report.problems:
         path = vdir / rel
@@ -220,13 +211,15 @@ def _repair_parts(crawl: CrawlDir, report: VersionReport, aside: Path) -> list[s
             lines.append(f"{path}: {what}{where}")
             continue
         dropped.append(rel)
-        lines.append(f"{path}: dropped from {MANIFEST_NAME} ({what}{where}): {dropped_effect(rel)}")
+        lines.append(
+            f"{path}: dropped from {vm.MANIFEST_NAME} ({what}{where}): {dropped_effect(rel)}"
+        )
     if dropped:
-        drop_parts(vdir, dropped)
+        vm.drop_parts(vdir, dropped)
     return lines
 
 
-def _intact_copy(crawl: CrawlDir, version: int, rel: str, entry: PartEntry) -> Path | None:
+def _intact_copy(crawl: CrawlDir, version: int, rel: str, entry: vm.PartEntry) -> Path | None:
     """Another version's file with the part's size and SHA-256 that reads, newest first (not
     a hard link to the damaged file)."""
     try:
@@ -236,8 +229,8 @@ def _intact_copy(crawl: CrawlDir, version: int, rel: str, entry: PartEntry) -> P
     for other in sorted((v for v in crawl.versions() if v != version), reverse=True):
         vdir = crawl.version_dir(other)
         try:
-            manifest = read_manifest(vdir) or {}
-        except ManifestError:
+            manifest = vm.read_manifest(vdir) or {}
+        except vm.ManifestError:
             continue
         for name, found in manifest.items():
             path = vdir / name
@@ -245,7 +238,7 @@ def _intact_copy(crawl: CrawlDir, version: int, rel: str, entry: PartEntry) -> P
                 continue
             if damaged is not None and path.stat().st_ino == damaged.st_ino:
                 continue
-            if checksum_problem(path, entry) is None and read_problem(path) is None:
+            if vm.checksum_problem(path, entry) is None and vm.read_problem(path) is None:
                 return path
     return None
 

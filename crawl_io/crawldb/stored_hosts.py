@@ -11,14 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from crawl_io.crawldb.host_parts import (
-    ROW_TABLES,
-    VersionParts,
-    footer_partitions,
-    parse_part_file,
-    read_parquet,
-    rel_path,
-)
+from crawl_io.crawldb import host_parts
 from crawl_io.crawldb.version_manifest import Manifest, checksum_problem, first_line, size_problem
 from crawl_io.schema import TABLES
 
@@ -32,7 +25,7 @@ class StoredHosts:
     def __init__(self, version_dir: Path, manifest: Manifest) -> None:
         self.dir = version_dir
         self.manifest = manifest
-        self.parts = VersionParts(version_dir, list(manifest))
+        self.parts = host_parts.VersionParts(version_dir, list(manifest))
         self._damaged: set[tuple[str, int]] = set()  # (host, group) found damaged on read
         self._partitions: dict[tuple[str, int], frozenset[str] | None] = {}
 
@@ -46,7 +39,10 @@ class StoredHosts:
         """The partitions a group holds, as the first of its parts' footers that reads names."""
         key = (host, group)
         if key not in self._partitions:
-            footers = (footer_partitions(self.path(t, host, group)) for t in ROW_TABLES)
+            footers = (
+                host_parts.footer_partitions(self.path(t, host, group))
+                for t in host_parts.ROW_TABLES
+            )
             self._partitions[key] = next((f for f in footers if f is not None), None)
         return self._partitions[key]
 
@@ -55,8 +51,8 @@ class StoredHosts:
         found = set(self._damaged)
         for rel, entry in self.manifest.items():
             table, _, name = rel.partition("/")
-            if table in ROW_TABLES and size_problem(self.dir / rel, entry):
-                parsed = parse_part_file(name)
+            if table in host_parts.ROW_TABLES and size_problem(self.dir / rel, entry):
+                parsed = host_parts.parse_part_file(name)
                 if parsed is not None:
                     found.add(parsed)
         return found
@@ -64,8 +60,8 @@ class StoredHosts:
     def group_damaged(self, host: str, group: int) -> bool:
         if (host, group) in self._damaged:
             return True
-        for table in ROW_TABLES:
-            entry = self.manifest.get(rel_path(table, host, group))
+        for table in host_parts.ROW_TABLES:
+            entry = self.manifest.get(host_parts.rel_path(table, host, group))
             if entry is not None and size_problem(self.path(table, host, group), entry):
                 self._damaged.add((host, group))
                 return True
@@ -112,12 +108,12 @@ class StoredHosts:
             else pa.schema([TABLES[table].field(c) for c in columns])
         )
         path = self.path(table, host, group)
-        entry = self.manifest.get(rel_path(table, host, group))
+        entry = self.manifest.get(host_parts.rel_path(table, host, group))
         try:
             problem = None if entry is None or columns else checksum_problem(path, entry)
             if problem is None:
                 if columns is None:
-                    return read_parquet(path, schema)
+                    return host_parts.read_parquet(path, schema)
                 return pq.read_table(
                     path, columns=columns, schema=schema, page_checksum_verification=True
                 )
