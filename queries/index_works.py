@@ -9,7 +9,8 @@ every copy and an update over the works it touched, so both give the same rows.
   the first in BEST_COPY_ORDER.
 - A posting's weight is BM25F's term-frequency part, with a fixed pivot per field (pivoted
   normalisation, after Singhal, Buckley and Mitra), so it depends on its work alone; the idf
-  is applied when read (queries.search_arrays)."""
+  is applied when read (queries.search_arrays).
+A failed build or update closes its connection: what it registered needs no cleanup then."""
 
 from __future__ import annotations
 
@@ -129,22 +130,20 @@ def _apply_guesses(con: duckdb.DuckDBPyConnection, rows: str, guesses: list[Gues
     con.register(
         "guesses", pa.table(dict(zip(_GUESSES.names, columns, strict=True)), schema=_GUESSES)
     )
-    try:
-        con.execute(
-            f"""
-            UPDATE {rows} AS m SET
-                title = g.g_title, series = g.g_series,
-                season = coalesce(m.season, g.g_season),
-                episode = coalesce(m.episode, g.g_episode),
-                year = coalesce(m.year, g.g_year),
-                resolution = coalesce(m.resolution, g.g_resolution)
-            FROM guesses g
-            WHERE m.filename = g.filename AND m.kind = 'video'
-              AND m.series IS NULL AND m.title IS NULL
-            """
-        )
-    finally:
-        con.unregister("guesses")
+    con.execute(
+        f"""
+        UPDATE {rows} AS m SET
+            title = g.g_title, series = g.g_series,
+            season = coalesce(m.season, g.g_season),
+            episode = coalesce(m.episode, g.g_episode),
+            year = coalesce(m.year, g.g_year),
+            resolution = coalesce(m.resolution, g.g_resolution)
+        FROM guesses g
+        WHERE m.filename = g.filename AND m.kind = 'video'
+          AND m.series IS NULL AND m.title IS NULL
+        """
+    )
+    con.unregister("guesses")
     return True
 
 
@@ -160,15 +159,11 @@ def add_row_strings(con: duckdb.DuckDBPyConnection, rows: str) -> None:
     """Add to `strings` every string of `rows` not there yet."""
     selects = " UNION ".join(f"SELECT {c} AS v FROM {rows}" for c in STRING_COLUMNS)
     # an anti join, which hashes the few new values, not a NOT IN, which hashes `strings`
-    values = con.sql(
+    new = con.sql(
         f"SELECT x.v FROM ({selects}) x ANTI JOIN strings s ON s.v = x.v "
         "WHERE x.v IS NOT NULL ORDER BY x.v"
     )
-    add_strings(con, values.to_arrow_table().column(0).to_pylist())
-
-
-def add_strings(con: duckdb.DuckDBPyConnection, values: list[str]) -> None:
-    """Add `values` (distinct, not yet there) to `strings`."""
+    values = new.to_arrow_table().column(0).to_pylist()
     if not values:
         return
     words = [text.words(v) for v in values]
@@ -185,46 +180,42 @@ def add_strings(con: duckdb.DuckDBPyConnection, values: list[str]) -> None:
     con.register("string_words", string_words)
     # Strings without words (punctuation only) normalise to '' and are generic, as in text.
     # A compound's joined form adds terms, not words: the normalised form is of the words.
-    try:
-        con.execute(
-            """
-            INSERT INTO strings
-            WITH sw AS (
-                SELECT v, unnest(words) AS word, generate_subscripts(words, 1) AS pos,
-                       false AS extra
-                FROM string_words
-                UNION ALL
-                SELECT v, unnest(joined), generate_subscripts(joined, 1), true
-                FROM string_words
-            )
-            SELECT s.v,
-                coalesce(x.norm, '') AS norm,
-                coalesce(x.terms, []::VARCHAR[]) AS terms,
-                coalesce(x.generic, true) AS generic
-            FROM string_words s LEFT JOIN (
-                SELECT sw.v,
-                    string_agg(wf.surface, ' ' ORDER BY sw.pos) FILTER (WHERE NOT sw.extra)
-                        AS norm,
-                    list_distinct(flatten(list(wf.forms) FILTER (WHERE wf.indexable))) AS terms,
-                    bool_and(wf.generic) FILTER (WHERE wf.indexable AND NOT sw.extra)
-                        AS generic
-                FROM sw JOIN words wf USING (word)
-                GROUP BY sw.v
-            ) x USING (v)
-            """
+    con.execute(
+        """
+        INSERT INTO strings
+        WITH sw AS (
+            SELECT v, unnest(words) AS word, generate_subscripts(words, 1) AS pos,
+                   false AS extra
+            FROM string_words
+            UNION ALL
+            SELECT v, unnest(joined), generate_subscripts(joined, 1), true
+            FROM string_words
         )
-    finally:
-        con.unregister("string_words")
+        SELECT s.v,
+            coalesce(x.norm, '') AS norm,
+            coalesce(x.terms, []::VARCHAR[]) AS terms,
+            coalesce(x.generic, true) AS generic
+        FROM string_words s LEFT JOIN (
+            SELECT sw.v,
+                string_agg(wf.surface, ' ' ORDER BY sw.pos) FILTER (WHERE NOT sw.extra)
+                    AS norm,
+                list_distinct(flatten(list(wf.forms) FILTER (WHERE wf.indexable))) AS terms,
+                bool_and(wf.generic) FILTER (WHERE wf.indexable AND NOT sw.extra)
+                    AS generic
+            FROM sw JOIN words wf USING (word)
+            GROUP BY sw.v
+        ) x USING (v)
+        """
+    )
+    con.unregister("string_words")
 
 
 def _add_words(con: duckdb.DuckDBPyConnection, distinct_words: list[str]) -> None:
     """Add to `words` the forms of those of `distinct_words` (distinct) not there yet."""
     con.register("met_words", pa.table({"word": pa.array(distinct_words, pa.string())}))
-    try:
-        new = con.sql("SELECT word FROM met_words ANTI JOIN words USING (word) ORDER BY word")
-        new_words = new.to_arrow_table().column(0).to_pylist()
-    finally:
-        con.unregister("met_words")
+    new = con.sql("SELECT word FROM met_words ANTI JOIN words USING (word) ORDER BY word")
+    new_words = new.to_arrow_table().column(0).to_pylist()
+    con.unregister("met_words")
     if not new_words:
         return
     forms = [text.word_forms(w) for w in new_words]
@@ -237,11 +228,7 @@ def _add_words(con: duckdb.DuckDBPyConnection, distinct_words: list[str]) -> Non
             "generic": pa.array([text.is_generic_word(f[0]) for f in forms], pa.bool_()),
         }
     )
-    con.register("word_forms", word_forms)
-    try:
-        con.execute("INSERT INTO words SELECT * FROM word_forms")
-    finally:
-        con.unregister("word_forms")
+    con.from_arrow(word_forms).insert_into("words")
 
 
 BM25_K1 = 1.2
@@ -331,26 +318,16 @@ def assign_work_ids(con: duckdb.DuckDBPyConnection, keyed: str, *, existing: boo
         FROM (SELECT DISTINCT work_key FROM {keyed}) k {known}
         """
     )
-    # A new key clashes with a fixed one (every key of `works`, which the keys `keyed` kept
-    # are) or with a new key before it. An update asks `works` for the ids alone rather than
-    # ranking its every key with the new ones.
-    if existing:
-        clash_sql = """
-            SELECT work_key FROM (
-                SELECT work_key, work_id,
-                       row_number() OVER (PARTITION BY work_id ORDER BY work_key) AS n
-                FROM keyed_ids WHERE NOT fixed
-            ) k
-            WHERE n > 1 OR work_id IN (SELECT work_id FROM works)
-        """
-    else:
-        clash_sql = """
-            SELECT work_key FROM (
-                SELECT work_key, fixed, row_number() OVER (
-                    PARTITION BY work_id ORDER BY fixed DESC, work_key) AS n
-                FROM keyed_ids
-            ) WHERE n > 1 AND NOT fixed
-        """
+    # A new key clashes with a new key before it or with any id in `works` (those of the keys
+    # `keyed` kept among them): asking `works` for ids beats ranking its every key.
+    in_works = "OR work_id IN (SELECT work_id FROM works)" if existing else ""
+    clash_sql = f"""
+        SELECT work_key FROM (
+            SELECT work_key, work_id,
+                   row_number() OVER (PARTITION BY work_id ORDER BY work_key) AS n
+            FROM keyed_ids WHERE NOT fixed
+        ) WHERE n > 1 {in_works}
+    """
     attempt = 0
     while True:
         clashing = [key for (key,) in con.execute(clash_sql).fetchall()]
