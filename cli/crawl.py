@@ -5,32 +5,13 @@ exits 75 at once, however loaded the machine), then the checks that load Luigi a
 from __future__ import annotations
 
 import argparse
-import fcntl
-import os
 import sys
 from pathlib import Path
 
 from cli.inputs import NUMERIC_SETTINGS, UsageError, check_count, check_number, setting
 from cli.inputs import check_readable_file as check_file
-from crawl_io.crawldb.lock import LOCK_NAME, CrawlLock, CrawlLocked
+from crawl_io.crawldb.lock import CrawlLock, CrawlLocked
 from crawl_io.sources import check_credentials, read_hosts_file
-
-
-def refuse_if_locked(crawl_root: Path) -> None:
-    """Raise CrawlLocked when another crawl holds `crawl_root`'s LOCK, writing nothing."""
-    path = crawl_root / LOCK_NAME
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except OSError:
-        return  # no LOCK yet (a first crawl), or none we can open: the real lock says
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise CrawlLocked(path, CrawlLock(crawl_root).holder()) from None
-    except OSError:
-        return
-    finally:
-        os.close(fd)  # drops the probe's flock with it
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
@@ -49,8 +30,9 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--scheduler-url must be an http:// or https:// URL, not {args.scheduler_url!r}"
         )
-    if not args.join:  # a worker of another process's round: that lock is meant to be held
-        refuse_if_locked(Path(args.crawl_dir or setting("crawl_dir") or "."))
+    lock = CrawlLock(args.crawl_dir or setting("crawl_dir") or ".")
+    if not args.join and lock.held():  # --join: a worker of the round that holds the lock
+        raise CrawlLocked(lock.path, lock.holder())  # at once, before Luigi loads
     return _join(args) if args.join else _crawl(args)
 
 

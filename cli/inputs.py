@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import os
 import stat
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from crawl_io.sources import ConfigError, short_repr
 
@@ -83,6 +83,29 @@ def setting(name: str) -> str | None:
         return luigi.configuration.get_config().get("sharecrawl", name)
     except ConfigParserError:
         return None
+
+
+def number_setting(
+    name: str,
+    default: str,
+    kind: type,
+    limits: tuple[float, bool, float],
+    flag: str = "",
+    given: float | None = None,
+) -> Any:
+    """`given` (the value of `flag`), else [sharecrawl] `name` (else `default`), in `limits`
+    (check_number's); the message names where the value came from."""
+    if given is not None:
+        check_number(flag, given, *limits)
+        return given
+    where, raw = f"[sharecrawl] {name}", setting(name) or default
+    try:
+        value = kind(raw)
+    except ValueError:
+        whole = "whole " if kind is int else ""
+        raise ConfigError(f"{where} must be a {whole}number, not {short_repr(raw)}") from None
+    check_number(where, value, *limits)
+    return value
 
 
 def load_settings(flags: dict[str, str] | None = None) -> sharecrawl:

@@ -11,13 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cli.inputs import (
-    DAY_S,
-    UsageError,
-    check_count,
-    check_number,
-    setting,
-)
+from cli.inputs import DAY_S, UsageError, check_count, number_setting, setting
 
 if TYPE_CHECKING:
     from crawl_io.crawldb.crawldir import CrawlDir
@@ -86,30 +80,25 @@ def cmd_search(args: argparse.Namespace) -> int:
 SIZE = re.compile(r"\d+(\.\d+)?\s*([KMGT]i?B|B)", re.IGNORECASE)  # DuckDB's size strings
 
 
+def size_setting(flag: str, given: str | None, name: str) -> str | None:
+    """A size as DuckDB writes it: `given` (the value of `flag`), else [sharecrawl] `name`."""
+    where, value = (flag, given) if given is not None else (f"[sharecrawl] {name}", setting(name))
+    value = (value or "").strip()
+    if value and not SIZE.fullmatch(value):
+        raise UsageError(f"{where} must be a size such as 512MiB or 2GB, not {value!r}")
+    return value or None
+
+
 def sql_limits(args: argparse.Namespace) -> Limits:
-    """The statement's limits: the flags, else [sharecrawl] sql_* in luigi.cfg (memory: a
-    quarter of the RAM when unset)."""
+    """The flags, else [sharecrawl] sql_* in luigi.cfg (memory: a quarter of the RAM if unset)."""
     from queries.sandbox import Limits
 
-    timeout = args.timeout
-    where = "--timeout" if timeout is not None else "[sharecrawl] sql_timeout_s"
-    try:
-        timeout = float(timeout if timeout is not None else setting("sql_timeout_s") or 0)
-    except ValueError:
-        raise UsageError(f"{where} must be a number of seconds") from None
-    check_number(where, timeout, 0, False, 365 * DAY_S)
-    sizes = {}
-    for name, flag in (("memory_limit", "--memory-limit"), ("temp_limit", None)):
-        value = getattr(args, name, None) if flag else None
-        where = flag if value is not None else f"[sharecrawl] sql_{name}"
-        value = (value if value is not None else setting(f"sql_{name}") or "").strip()
-        if value and not SIZE.fullmatch(value):
-            raise UsageError(f"{where} must be a size such as 512MiB or 2GB, not {value!r}")
-        sizes[name] = value or None
-    memory = sizes["memory_limit"]
+    limits = (0, False, 365 * DAY_S)
+    timeout = number_setting("sql_timeout_s", "0", float, limits, "--timeout", args.timeout)
+    memory = size_setting("--memory-limit", args.memory_limit, "sql_memory_limit")
     if memory is None:
         memory = f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') // 4 // 2**20}MiB"
-    return Limits(timeout, memory, sizes["temp_limit"])
+    return Limits(timeout, memory, size_setting("", None, "sql_temp_limit"))
 
 
 def cmd_sql(args: argparse.Namespace) -> int:

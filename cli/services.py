@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cli.inputs import SIMULATE_LIMITS, UsageError, check_number
+from cli.inputs import DAY_S, SIMULATE_LIMITS, UsageError, check_number, number_setting
 
 if TYPE_CHECKING:
     from web.copy_source import StreamSettings
@@ -23,10 +24,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # only checks: a folder that is not a crawl dir is refused; a missing or empty one is
     # served with a page saying to run a crawl, until one has
     crawl.check(create=True)
-    if not 0 <= args.port <= 65535:
-        raise UsageError("--port must be from 0 (any free port) to 65535")
-    if not 1 <= args.workers <= 64:
-        raise UsageError("--workers must be from 1 to 64")
+    check_number("--port", args.port, 0, False, 65535)
+    check_number("--workers", args.workers, 1, False, 64)
     try:
         return serve(crawl.root, args.host, args.port, args.workers, _stream_settings(args))
     except ListenError as e:
@@ -34,24 +33,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _stream_settings(args: argparse.Namespace) -> StreamSettings:
-    from cli.inputs import setting
     from web.copy_source import StreamSettings
 
-    caps = {}
-    for name, default in (("stream_per_host", 4), ("stream_total", 32)):
-        text = setting(name) or str(default)
-        if not text.isdigit() or int(text) < 1:
-            raise UsageError(f"{name} in luigi.cfg must be a whole number of 1 or more")
-        caps[name] = int(text)
-    timeout = setting("stream_timeout_s") or "30"
-    if not timeout.replace(".", "", 1).isdigit() or not 0 < float(timeout) <= 86400:
-        raise UsageError("stream_timeout_s in luigi.cfg must be seconds, above 0 and at most 86400")
+    whole = (1, False, math.inf)
     return StreamSettings(
         enabled=not args.no_stream,
         authenticated=args.stream_authenticated,
-        per_host=caps["stream_per_host"],
-        total=caps["stream_total"],
-        timeout_s=float(timeout),
+        per_host=number_setting("stream_per_host", "4", int, whole),
+        total=number_setting("stream_total", "32", int, whole),
+        timeout_s=number_setting("stream_timeout_s", "30", float, (0, True, DAY_S)),
     )
 
 
