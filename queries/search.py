@@ -7,6 +7,7 @@ work's typo count ranks before its score (Algolia's typo criterion). The query n
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -34,11 +35,12 @@ _NEAREST = (  # the word travels as a parameter, never as SQL text
 )
 
 
+@dataclass
 class _Works:
     """querylang.WorkColumns over a file's arrays, for one search."""
 
-    def __init__(self, arrays: SearchArrays, all_hosts: bool) -> None:
-        self.arrays, self.all_hosts = arrays, all_hosts
+    arrays: SearchArrays
+    all_hosts: bool
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.arrays.column(name)
@@ -91,18 +93,23 @@ def _rank(
     """Rows (into the works arrays) of the top `limit` works, and their scores."""
     works = _Works(arrays, all_hosts)
     words = query.words()
-    typos = None
-    if not words:  # filters only: every work, most copied first
-        candidates = np.arange(len(arrays.work_ids))
-        scores = np.zeros(len(candidates))
-        candidates, scores, matched, _ = _select(works, query, all_hosts, candidates, scores)
-    else:
+    if words:
         found = _match(arrays, words, None)
-        candidates, scores, matched, typos = _select(works, query, all_hosts, *found)
-        near = _near_forms(arrays, words) if limit and _few_exact(matched, words, limit) else None
-        if near:
+    else:  # filters only: every work, most copied first
+        found = (np.arange(len(arrays.work_ids)), np.zeros(len(arrays.work_ids)), None, None)
+    candidates, scores, matched, typos = _select(works, query, found)
+    # Fewer than `limit` works (passing the filters) match every word: per word, the index
+    # terms one edit from it (typos).
+    if words and limit and np.count_nonzero(matched == len(words)) < limit:
+        near = [
+            tuple(t for t in arrays.near_terms(forms[0]) if t not in forms)
+            if forms and fuzzy_word(forms[0])
+            else ()
+            for forms, _ in words
+        ]
+        if any(near):
             found = _match(arrays, words, near)
-            candidates, scores, matched, typos = _select(works, query, all_hosts, *found)
+            candidates, scores, matched, typos = _select(works, query, found)
     if matched is not None and len(matched):
         # Of the works passing the filters, those matching the most words.
         best = matched == matched.max()
@@ -134,44 +141,16 @@ def _rank(
     return candidates[order], scores[order]
 
 
-def _select(
-    works: _Works,
-    query: AndQuery,
-    all_hosts: bool,
-    candidates: np.ndarray,
-    scores: np.ndarray,
-    matched: np.ndarray | None = None,
-    typos: np.ndarray | None = None,
-):
-    """The candidates passing the query's filters (and online, unless `all_hosts`)."""
-    keep = query.select(works, candidates)
-    if not all_hosts:
-        online = works.arrays.online[candidates]
+def _select(works: _Works, query: AndQuery, found: tuple) -> tuple:
+    """Of `found` (candidates, scores, matched, typos: None stays None), the candidates passing
+    the query's filters (and online, unless the search is of all hosts)."""
+    keep = query.select(works, found[0])
+    if not works.all_hosts:
+        online = works.arrays.online[found[0]]
         keep = online if keep is None else keep & online
     if keep is None:
-        return candidates, scores, matched, typos
-    return (
-        candidates[keep],
-        scores[keep],
-        None if matched is None else matched[keep],
-        None if typos is None else typos[keep],
-    )
-
-
-def _few_exact(matched: np.ndarray | None, words: Words, limit: int) -> bool:
-    """Do fewer than `limit` works (passing the filters) match every word exactly?"""
-    return matched is None or int(np.count_nonzero(matched == len(words))) < limit
-
-
-def _near_forms(arrays: SearchArrays, words: Words) -> list[tuple[str, ...]] | None:
-    """Per query word, the index terms one edit from it; None when no word has any."""
-    near = [
-        tuple(t for t in arrays.near_terms(forms[0]) if t not in forms)
-        if forms and fuzzy_word(forms[0])
-        else ()
-        for forms, _ in words
-    ]
-    return near if any(near) else None
+        return found
+    return tuple(None if a is None else a[keep] for a in found)
 
 
 def _match(

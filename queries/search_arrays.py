@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -31,12 +32,17 @@ _FILTER_COLUMNS = f"""
 _FILTERS = ("kind", "year", "season", "episode", "copies")
 
 
-def dense(values: np.ndarray) -> np.ndarray:
-    """A plain array from fetchnumpy's output (masked where NULL: NaN for floats)."""
-    if isinstance(values, np.ma.MaskedArray):
-        fill = np.nan if values.dtype.kind == "f" else 0
-        return values.filled(fill)
-    return np.asarray(values)
+def fetch_arrays(
+    cursor: duckdb.DuckDBPyConnection, sql: str, params: object = None
+) -> dict[str, np.ndarray]:
+    """A query's columns as plain arrays (fetchnumpy masks NULL: NaN for floats, else 0)."""
+    columns = cursor.execute(sql, params).fetchnumpy()
+    return {
+        name: v.filled(np.nan if v.dtype.kind == "f" else 0)
+        if isinstance(v, np.ma.MaskedArray)
+        else np.asarray(v)
+        for name, v in columns.items()
+    }
 
 
 def idf(df: np.ndarray, n_works: int) -> np.ndarray:
@@ -78,8 +84,7 @@ class SearchArrays:
             with self.lock:
                 if name not in self.columns:
                     with self.file.cursor() as cursor:
-                        loaded = cursor.execute(_FILTER_COLUMNS).fetchnumpy()
-                    self.columns |= {n: dense(v) for n, v in loaded.items()}
+                        self.columns |= fetch_arrays(cursor, _FILTER_COLUMNS)
         return self.columns[name]
 
     def works_with(self, field: str, value: str, offline: bool) -> np.ndarray:
@@ -98,29 +103,19 @@ class SearchArrays:
             found = {t: p.term_ids[t] for t in terms if t in p.term_ids}
             slices = {t: slice(int(p.starts[i]), int(p.starts[i + 1])) for t, i in found.items()}
             return {t: (p.rows[w], p.impacts[w], p.fields[w]) for t, w in slices.items()}
-        if not terms:
-            return {}
         with self.file.cursor() as cursor:  # the terms travel as a parameter list
-            found = {
-                t: (i, df)
-                for t, i, df in cursor.execute(
-                    "SELECT term, term_id, df FROM terms WHERE term = ANY(?)", [sorted(terms)]
-                ).fetchall()
-            }
-            if not found:
-                return {}
-            hits = cursor.execute(
-                "SELECT term_id, work_id, weight, fields FROM postings WHERE term_id = ANY(?)",
-                [sorted(i for i, _ in found.values())],
-            ).fetchnumpy()
-        term_of = dense(hits["term_id"])
-        rows = self.rows_of(dense(hits["work_id"]))
-        weights, fields = dense(hits["weight"]), dense(hits["fields"])
+            hits = fetch_arrays(
+                cursor,
+                "SELECT t.term, t.df::DOUBLE AS df, p.work_id, p.weight, p.fields FROM terms t "
+                "JOIN postings p USING (term_id) WHERE t.term = ANY(?)",
+                [sorted(terms)],
+            )
+        term_of, fields, rows = hits["term"], hits["fields"], self.rows_of(hits["work_id"])
+        impacts = (hits["weight"] * idf(hits["df"], len(self.work_ids))).astype(np.float32)
         result = {}
-        for term, (term_id, df) in found.items():
-            mine = term_of == term_id
-            impacts = (weights[mine] * idf(np.float64(df), len(self.work_ids))).astype(np.float32)
-            result[term] = (rows[mine], impacts, fields[mine])
+        for term in set(term_of.tolist()):
+            mine = term_of == term
+            result[term] = (rows[mine], impacts[mine], fields[mine])
         return result
 
     def near_terms(self, surface: str) -> list[str]:
@@ -169,46 +164,36 @@ def search_arrays(file: IndexFile) -> SearchArrays:
 def _load(file: IndexFile) -> SearchArrays:
     with file.cursor() as cursor:
         urls = dict(cursor.execute("SELECT host, url FROM hosts").fetchall())
-        works = cursor.execute(
+        works = fetch_arrays(
+            cursor,
             "SELECT work_id, online_copies > 0 AS online, prior::DOUBLE AS prior "
-            "FROM works ORDER BY work_id"
-        ).fetchnumpy()
-    return SearchArrays(
-        file=file,
-        work_ids=dense(works["work_id"]).astype(np.int64),
-        online=dense(works["online"]).astype(bool),
-        prior=dense(works["prior"]).astype(np.float64),
-        host_urls=urls,
-    )
+            "FROM works ORDER BY work_id",
+        )
+    return SearchArrays(file, works["work_id"], works["online"], works["prior"], urls)
 
 
 def _load_postings(arrays: SearchArrays) -> Postings:
     with arrays.file.cursor() as cursor:
-        terms = cursor.execute("SELECT term_id, term, df FROM terms").fetchnumpy()
-        postings = cursor.execute("SELECT term_id, work_id, weight, fields FROM postings")
-        postings = postings.fetchnumpy()
-        keys = cursor.execute("SELECT key, term_id FROM term_keys").fetchnumpy()
-    ids = dense(terms["term_id"]).astype(np.int64)
+        terms = fetch_arrays(cursor, "SELECT term_id, term, df::DOUBLE AS df FROM terms")
+        postings = fetch_arrays(cursor, "SELECT term_id, work_id, weight, fields FROM postings")
+        keys = fetch_arrays(cursor, "SELECT key, term_id FROM term_keys")
+    ids = terms["term_id"]
     size = int(ids.max()) + 2 if len(ids) else 1
     by_id = np.empty(size, dtype=object)
-    by_id[ids] = dense(terms["term"])
+    by_id[ids] = terms["term"]
     term_idf = np.zeros(size)
-    term_idf[ids] = idf(dense(terms["df"]).astype(np.float64), len(arrays.work_ids))
-    arrays_ = {name: dense(values) for name, values in postings.items()}
-    term_of = arrays_["term_id"].astype(np.int64)
+    term_idf[ids] = idf(terms["df"], len(arrays.work_ids))
+    term_of = postings["term_id"]
     if not np.all(term_of[1:] >= term_of[:-1]):  # an update appended: sort here
         order = np.argsort(term_of, kind="stable")
-        arrays_ = {name: values[order] for name, values in arrays_.items()}
-        term_of = term_of[order]
-    weights = arrays_["weight"].astype(np.float64)
+        postings = {name: values[order] for name, values in postings.items()}
+        term_of = postings["term_id"]
     return Postings(
-        term_ids={t: int(i) for t, i in zip(by_id[ids], ids, strict=True)},
+        term_ids={t: int(i) for t, i in zip(terms["term"], ids, strict=True)},
         terms=by_id,
         starts=np.searchsorted(term_of, np.arange(size + 1)),
-        rows=arrays.rows_of(arrays_["work_id"]),
-        impacts=(weights * term_idf[term_of]).astype(np.float32),
-        fields=arrays_["fields"].astype(np.uint8),
-        keys=KeyTable(
-            dense(keys["key"]).astype(np.uint32), dense(keys["term_id"]).astype(np.int32)
-        ),
+        rows=arrays.rows_of(postings["work_id"]),
+        impacts=(postings["weight"] * term_idf[term_of]).astype(np.float32),
+        fields=postings["fields"],
+        keys=KeyTable(keys["key"], keys["term_id"]),
     )

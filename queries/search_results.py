@@ -75,23 +75,15 @@ def _headline(result: dict) -> str:
 def episodes_gathered(results: list[dict]) -> list[dict]:
     """Results in rank order, but a series' episodes gather where its best one stands, in
     season and episode order (as the page shows them: web.views.blocks)."""
-    series: dict[str, list[dict]] = {}
-    order: list[dict | list[dict]] = []
-    for result in results:
-        if not result["series"] or result["episode"] is None:
-            order.append(result)
-            continue
-        key = result["series"].casefold()
-        if key not in series:
-            order.append(series.setdefault(key, []))
-        series[key].append(result)
-    gathered: list[dict] = []
-    for item in order:
-        if isinstance(item, list):
-            gathered += sorted(item, key=lambda r: (r["season"] or 0, r["episode"]))
+    places: list[tuple[int, int, int]] = []  # the sort key of each result
+    first: dict[str, int] = {}  # a series' rank of its best episode
+    for rank, r in enumerate(results):
+        if not r["series"] or r["episode"] is None:
+            places.append((rank, 0, 0))
         else:
-            gathered.append(item)
-    return gathered
+            series_rank = first.setdefault(r["series"].casefold(), rank)
+            places.append((series_rank, r["season"] or 0, r["episode"]))
+    return [r for _, r in sorted(zip(places, results, strict=True), key=lambda x: x[0])]
 
 
 def format_results(results: list[dict]) -> str:
