@@ -23,8 +23,8 @@ def _under(path: str, folder: str) -> bool:
 class _Partition:
     """Which folders' listings a partition holds, and which of their entries are its own."""
 
-    def __init__(self, key: PartitionKey, ranges: Ranges) -> None:
-        self.key, self.ranges = key, ranges
+    def __init__(self, key: PartitionKey, ranges: Ranges, source: Source, stats: WalkStats) -> None:
+        self.key, self.ranges, self.source, self.stats = key, ranges, source, stats
         self.root_key = share_root(key.host, key.share)
 
     def holds_listing(self, folder: str) -> bool:
@@ -39,6 +39,15 @@ class _Partition:
         if folder == self.key.root and not self.key.is_share_root:
             return [e for e in entries if e.is_dir and self.key.covers(e.name)]
         return [e for e in entries if not (e.is_dir and self.ranges.claiming(folder, e.name))]
+
+    def listdir(self, folder: str) -> list[Entry]:
+        """The partition's entries of `folder`, listed now."""
+        try:
+            entries = self.source.listdir(self.key.share, folder)
+        except (NotFound, AccessDenied) as e:
+            raise WholeScan(f"{folder!r}: {type(e).__name__}") from None
+        self.stats.folders_listed += 1
+        return self.own(folder, entries)
 
 
 def hinted_walk(
@@ -55,7 +64,7 @@ def hinted_walk(
     rows = dict(stored)
     if stored_hash is None or walk_hash(_canonical(rows)) != stored_hash:
         raise WholeScan("stored rows do not match the stored hash")
-    part = _Partition(key, ranges)
+    part = _Partition(key, ranges, source, stats)
     hinted = set(hinted)
     folders: set[str] = set()
     for path in hinted:
@@ -67,11 +76,7 @@ def hinted_walk(
     for folder in sorted((f for f in folders if part.holds_listing(f)), key=canonical_key):
         if any(_under(folder, done) for done in replaced):
             continue  # read afresh already (a new folder walked whole, or gone)
-        try:
-            now = part.own(folder, source.listdir(key.share, folder))
-        except (NotFound, AccessDenied) as e:
-            raise WholeScan(f"{folder!r}: {type(e).__name__}") from None
-        stats.folders_listed += 1
+        now = part.listdir(folder)
         prefix = f"{folder}/" if folder else ""
         before = {p: e for p, e in rows.items() if parent_path(p) == folder}
         names = {prefix + e.name: e for e in now}
@@ -86,7 +91,7 @@ def hinted_walk(
                 _drop(rows, path, True)  # what was below it is read again, or gone
             rows[path] = entry
             if fresh:
-                rows.update(_walk(source, key.share, path, part, stats))
+                rows.update(_walk(part, path))
             if fresh or (old is not None and old.is_dir and not entry.is_dir):
                 replaced.append(path)
     return _canonical(rows)
@@ -99,20 +104,13 @@ def _drop(rows: dict[str, Entry], path: str, is_dir: bool) -> None:
             del rows[below]
 
 
-def _walk(
-    source: Source, share: str, top: str, part: _Partition, stats: WalkStats
-) -> list[tuple[str, Entry]]:
+def _walk(part: _Partition, top: str) -> list[tuple[str, Entry]]:
     """Everything below folder `top` that is the partition's, depth first."""
     found: list[tuple[str, Entry]] = []
     stack = [top]
     while stack:
         folder = stack.pop()
-        try:
-            entries = part.own(folder, source.listdir(share, folder))
-        except (NotFound, AccessDenied) as e:
-            raise WholeScan(f"{folder!r}: {type(e).__name__}") from None
-        stats.folders_listed += 1
-        for entry in entries:
+        for entry in part.listdir(folder):
             path = f"{folder}/{entry.name}"
             found.append((path, entry))
             if entry.is_dir:

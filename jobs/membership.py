@@ -32,9 +32,8 @@ class PartitionKey:
 
     def covers(self, name: str) -> bool:
         """Does this range claim the subfolder `name` of its root?"""
-        if self.is_share_root:
-            return False
-        return (self.lo is None or self.lo <= name) and (self.hi is None or name < self.hi)
+        within = (self.lo is None or self.lo <= name) and (self.hi is None or name < self.hi)
+        return within and not self.is_share_root
 
 
 def partition_id(host: str, share: str, root: str, lo: str | None, hi: str | None) -> str:
@@ -136,11 +135,7 @@ def assign_partition_ids(table: pa.Table, keys: Iterable[PartitionKey]) -> pa.Ar
         ranged = ranges.get((host, share))
         for folder in reversed(pending):
             parent = parent_path(folder)
-            claim = (
-                ranged.claiming(parent, folder[len(parent) + 1 if parent else 0 :])
-                if ranged
-                else None
-            )
+            claim = ranged and ranged.claiming(parent, folder[len(parent) + 1 if parent else 0 :])
             owner = claim.id if claim is not None else owner
             folder_owner[host, share, folder] = owner
         return owner

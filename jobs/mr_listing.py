@@ -62,12 +62,11 @@ def split_state(
     hosts: Iterable[Mapping[str, Any]],
     rescanned: Iterable[str],
     limits: Limits,
-    gone: Iterable[str] = (),
 ) -> SplitState:
     """The side input from partitions rows and hosts rows (their measured costs)."""
     costs = {h["host"]: HostCost(h["list_s_per_folder"], h["tag_s_per_file"]) for h in hosts}
     rows = [{c: p.get(c) for c in STATE_COLUMNS} for p in partitions]
-    return SplitState(rows, costs, limits, set(gone), set(rescanned))
+    return SplitState(rows, costs, limits, rescanned=set(rescanned))
 
 
 def write_state(path: Path, state: SplitState) -> Path:

@@ -113,16 +113,13 @@ def plan_repartition(
     # 3. merge what shrank under half the limits into its parent
     merges: dict[str, str] = {pid: parent_of[pid] for pid in replaced}  # type: ignore[misc]
     receiving: dict[str, list[float]] = {}
+    settled = dead | split_ids
     for pid in sorted(rows):
         parent = parent_of[pid]
         if (
-            pid in dead
-            or pid in split_ids
-            or keys[pid].is_share_root
-            or parent is None
-            or parent not in by_id
-            or parent in dead
-            or parent in split_ids
+            keys[pid].is_share_root
+            or parent not in by_id  # None included
+            or {pid, parent} & settled
             or parent in merges
             or pid in receiving
         ):
@@ -140,11 +137,10 @@ def plan_repartition(
     # 4. parents under the final set of partitions
     final = {pid: key for pid, key in keys.items() if pid not in dead and pid not in merges}
     final.update({r.key.id: r.key for r in created})
-    ranges: dict[tuple[str, str], Ranges] = {}
-    for host, share in {(k.host, k.share) for k in final.values()}:
-        ranges[host, share] = Ranges(
-            k for k in final.values() if (k.host, k.share) == (host, share)
-        )
+    by_share: dict[tuple[str, str], list[PartitionKey]] = defaultdict(list)
+    for k in final.values():
+        by_share[k.host, k.share].append(k)
+    ranges = {share: Ranges(found) for share, found in by_share.items()}
 
     def parent_id(key: PartitionKey) -> str | None:
         if key.is_share_root:

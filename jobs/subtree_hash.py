@@ -5,7 +5,6 @@ folder rows' Merkle and content hashes (`folder_summaries`) and the `duplicate_f
 from __future__ import annotations
 
 import hashlib
-from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pyarrow.parquet as pq
 from crawl_io.mediatypes import MEDIA_NAME
 from crawl_io.schema import FOLDERS
 from crawl_io.sources import Entry
-from jobs.membership import parent_path, parent_paths
+from jobs.membership import parent_paths
 
 COLUMNS = ["host", "share", "partition_id", "path", "name", "is_dir", "size", "mtime"]
 FolderSeed = dict[str, tuple[str, str, int, int]]  # key -> hash, content_hash, n_files, bytes
@@ -30,61 +29,10 @@ def canonical_key(path: str) -> tuple[str, ...]:
     return tuple(path.split("/")) if path else ()
 
 
-def _record(path: str, is_dir: bool, size: int, mtime_us: int) -> str:
-    return f"{path}\0{'d' if is_dir else 'f'}\0{size}\0{mtime_us}\n"
-
-
-class PartitionHasher:
-    """Streaming hash of a partition's entries, fed in canonical order."""
-
-    def __init__(self) -> None:
-        self._md5 = hashlib.md5()
-        self.n_entries = 0
-
-    def update(self, path: str, is_dir: bool, size: int, mtime_us: int) -> None:
-        self._md5.update(_record(path, is_dir, size, mtime_us).encode())
-        self.n_entries += 1
-
-    def hexdigest(self) -> str:
-        return self._md5.hexdigest()
-
-
 def walk_hash(walk: Iterable[tuple[str, Entry]]) -> str:
-    """PartitionHasher's digest of a walk's (path, entry) pairs in canonical order, in one call."""
-    text = "".join([_record(p, e.is_dir, e.size, e.mtime_us) for p, e in walk])
+    """The partition hash of a walk's (path, entry) pairs, in canonical order."""
+    text = "".join([f"{p}\0{'d' if e.is_dir else 'f'}\0{e.size}\0{e.mtime_us}\n" for p, e in walk])
     return hashlib.md5(text.encode()).hexdigest()
-
-
-def partition_hash(entries: Iterable[tuple[str, bool, int, int]]) -> str:
-    """Hash of (path, is_dir, size, mtime_us) rows in any order."""
-    rows = sorted(entries, key=lambda e: canonical_key(e[0]))
-    return hashlib.md5("".join([_record(*row) for row in rows]).encode()).hexdigest()
-
-
-def folder_hashes(
-    entries: Iterable[tuple[str, bool, int, int]], *, with_times: bool = True
-) -> dict[str, str]:
-    """Merkle hashes of every folder that is a parent among (path, is_dir, size, mtime_us) rows:
-    md5(child folders' names and hashes, file names, sizes[, mtimes]) in name order."""
-    children: dict[str, list[tuple[str, bool, int, int]]] = defaultdict(list)
-    folders: set[str] = set()
-    for path, is_dir, size, mtime_us in entries:
-        name = path[path.rfind("/") + 1 :]
-        children[parent_path(path)].append((name, is_dir, size, mtime_us if with_times else 0))
-        if is_dir:
-            folders.add(path)
-    folders.update(children)
-    hashes: dict[str, str] = {}
-    for folder in sorted(folders, key=lambda p: -len(canonical_key(p))):
-        md5 = hashlib.md5()
-        for name, is_dir, size, mtime_us in sorted(children.get(folder, ())):
-            if is_dir:
-                child = f"{folder}/{name}" if folder else name
-                md5.update(f"d\0{name}\0{hashes[child]}\n".encode())
-            else:
-                md5.update(f"f\0{name}\0{size}\0{mtime_us}\n".encode())
-        hashes[folder] = md5.hexdigest()
-    return hashes
 
 
 def read_listing(part_path: str | Path) -> pa.Table:
@@ -164,7 +112,7 @@ def in_partition_order(table: pa.Table) -> pa.Table:
 
 
 def summarize(table: pa.Table) -> dict[str, dict]:
-    """partition_id -> {hash (partition_hash), n_folders, n_files, n_media, bytes} of the rows."""
+    """partition_id -> {hash (walk_hash), n_folders, n_files, n_media, bytes} of the rows."""
     if table.num_rows == 0:
         return {}
     t = in_partition_order(table).combine_chunks()
@@ -209,7 +157,7 @@ def folder_keys(table: pa.Table, column: str = "path") -> pa.Array:
 
 
 def folder_summaries(table: pa.Table, seed: FolderSeed | None = None) -> pa.Table:
-    """Every folder row's hash and content hash (folder_hashes with and without times), files and
+    """Every folder row's hash and content hash (Merkle hashes with and without mtimes), files and
     bytes, level by level from the deepest; `seed`: those of folders whose children are absent."""
     if not pc.any(table["is_dir"]).as_py():
         return FOLDERS.empty_table()

@@ -218,7 +218,7 @@ def test_merged_files_keeps_rows_below_denied_folders_only() -> None:
 
     # re-partitioning recomputes hashes from rows: without the kept ones, as the walk sees
     hashes = denied_hashes(merged, log)
-    from jobs.subtree_hash import partition_hash
+    from tests.hash_reference import partition_hash
 
     visible = [
         ("a", True, 0, int(t0.timestamp() * 1e6)),

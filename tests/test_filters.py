@@ -67,11 +67,11 @@ def test_first_matching_rule_decides() -> None:
         exclude host=lab-* path=**
         """
     )
-    assert not r.excludes_folder("LAB-3", "share", "Music")  # hosts ignore case
-    assert not r.excludes_file("lab-3", "share", "Music/a/b.mp3")
-    assert r.excludes_folder("lab-3", "share", "Video")
-    assert r.excludes_folder("lab-4", "share", "Music")
-    assert not r.excludes_folder("pc-1", "share", "Music")
+    assert not r.for_share("LAB-3", "share").excludes_folder("Music")  # hosts ignore case
+    assert not r.for_share("lab-3", "share").excludes_file("Music/a/b.mp3")
+    assert r.for_share("lab-3", "share").excludes_folder("Video")
+    assert r.for_share("lab-4", "share").excludes_folder("Music")
+    assert not r.for_share("pc-1", "share").excludes_folder("Music")
 
 
 def test_keys_kinds_and_extensions() -> None:
@@ -87,15 +87,14 @@ def test_keys_kinds_and_extensions() -> None:
     pc1 = r.for_share("pc-12", "d")
     assert pc1.excludes_folder("Windows") and pc1.excludes_file("Windows/x/y.dll")
     assert not pc1.excludes_folder("Windows.old")
-    assert not r.excludes_folder("pc-x", "d", "Windows")
-    assert r.excludes_folder("any", "c$", "Users")
-    assert r.excludes_file("h", "s", "a/disk.ISO") and r.excludes_file("h", "s", "setup.exe")
-    assert not r.excludes_folder("h", "s", "photos.iso")  # extensions are for files
-    assert r.excludes_folder("h", "s", "Program Files") and r.excludes_folder(
-        "h", "s", "x/PROGRAM FILES"
-    )
-    assert not r.excludes_file("h", "s", "Program Files")  # type=dir
-    assert r.excludes_file("h", "s", "a/b.tmp") and not r.excludes_folder("h", "s", "a/b.tmp")
+    assert not r.for_share("pc-x", "d").excludes_folder("Windows")
+    assert r.for_share("any", "c$").excludes_folder("Users")
+    hs = r.for_share("h", "s")
+    assert hs.excludes_file("a/disk.ISO") and hs.excludes_file("setup.exe")
+    assert not hs.excludes_folder("photos.iso")  # extensions are for files
+    assert hs.excludes_folder("Program Files") and hs.excludes_folder("x/PROGRAM FILES")
+    assert not hs.excludes_file("Program Files")  # type=dir
+    assert hs.excludes_file("a/b.tmp") and not hs.excludes_folder("a/b.tmp")
 
 
 def test_hostile_and_unicode_names() -> None:
@@ -181,9 +180,9 @@ def test_auto_rule_survives_its_text(host: str, share: str, path: str, other: st
     assert parsed is not None and parsed.id == rule.id
     assert parsed == rule or "pct:" in parsed.line()  # control characters are %-encoded
     r = Rules((parsed,))
-    assert r.excludes_folder(host, share, path)
-    assert r.excludes_folder(host, share, other) is (other == path)
-    assert not r.excludes_file(host, share, path)
+    assert r.for_share(host, share).excludes_folder(path)
+    assert r.for_share(host, share).excludes_folder(other) is (other == path)
+    assert not r.for_share(host, share).excludes_file(path)
 
 
 # -- malformed files -----------------------------------------------------------------------
@@ -224,25 +223,26 @@ def test_malformed_file_keeps_previous_rules(tmp_path: Path) -> None:
     store = RulesStore(tmp_path / "crawl", operator)
     operator.write_text("exclude path=cache\n")
     current = store.current()
-    assert current.error is None and current.rules.excludes_folder("h", "s", "cache")
+    assert current.error is None and current.rules.for_share("h", "s").excludes_folder("cache")
 
     operator.write_text("exclude path=cache\nexclude path=tmp\nexclude pth=oops\n")  # a typo
     current = store.current()
     assert current.error is not None
     assert f"{operator}:3: unknown key 'pth'" in current.error
     assert "previous rules stay in force" in current.error
-    assert current.rules.excludes_folder("h", "s", "cache")  # still in force
-    assert not current.rules.excludes_folder("h", "s", "tmp")  # the new file is not half-taken
+    assert current.rules.for_share("h", "s").excludes_folder("cache")  # still in force
+    # the new file is not half-taken
+    assert not current.rules.for_share("h", "s").excludes_folder("tmp")
 
     # a new store (another round, another process) still finds the last good rules
     again = RulesStore(tmp_path / "crawl", operator).current()
-    assert again.error and again.rules.excludes_folder("h", "s", "cache")
+    assert again.error and again.rules.for_share("h", "s").excludes_folder("cache")
 
     operator.write_text("exclude path=tmp\n")  # fixed: read again, no restart
     current = store.current()
     assert current.error is None
-    assert current.rules.excludes_folder("h", "s", "tmp")
-    assert not current.rules.excludes_folder("h", "s", "cache")
+    assert current.rules.for_share("h", "s").excludes_folder("tmp")
+    assert not current.rules.for_share("h", "s").excludes_folder("cache")
 
 
 def test_malformed_first_file_gives_no_rules_and_the_error(tmp_path: Path) -> None:
@@ -303,18 +303,18 @@ def test_disabled_rule_stays_disabled(tmp_path: Path) -> None:
     generated = store.regenerate_auto(table, min_entries=1000)
     assert len(generated) == 2
     src = auto_rule_id("pc", "d", "src")
-    assert store.current().rules.excludes_folder("pc", "d", "src")
+    assert store.current().rules.for_share("pc", "d").excludes_folder("src")
 
     store.disabled_path.write_text(f"{src}   # my project lives there\n")
-    assert not store.current().rules.excludes_folder("pc", "d", "src")
+    assert not store.current().rules.for_share("pc", "d").excludes_folder("src")
     for _ in range(3):  # the statistics still qualify it, round after round
         regenerated = store.regenerate_auto(table, min_entries=1000)
         assert src not in {r.id for r in regenerated}
         assert src not in store.auto_path.read_text()
-        assert not store.current().rules.excludes_folder("pc", "d", "src")
+        assert not store.current().rules.for_share("pc", "d").excludes_folder("src")
     # a rule stays even once its folder has left the statistics (it is excluded)
     store.regenerate_auto(stats(("pc", "d", "", 1000, 10, 5)), min_entries=1000)
-    assert store.current().rules.excludes_folder("pc", "d", "cache")
+    assert store.current().rules.for_share("pc", "d").excludes_folder("cache")
 
 
 def test_operator_include_overrides_auto_rule(tmp_path: Path) -> None:
@@ -322,7 +322,7 @@ def test_operator_include_overrides_auto_rule(tmp_path: Path) -> None:
     operator.write_text("include host=pc path=src/** type=dir\n")
     store = RulesStore(tmp_path / "crawl", operator)
     store.regenerate_auto(stats(("pc", "d", "src", 5000, 5, 0)), min_entries=1000)
-    assert not store.current().rules.excludes_folder("pc", "d", "src")
+    assert not store.current().rules.for_share("pc", "d").excludes_folder("src")
 
 
 @pytest.mark.slow

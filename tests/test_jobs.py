@@ -29,14 +29,13 @@ from jobs.runner import (
 )
 from jobs.subtree_hash import (
     duplicate_folders_sql,
-    folder_hashes,
     folder_summaries,
     in_partition_order,
     media_mask,
-    partition_hash,
     read_listing,
     summarize,
 )
+from tests.hash_reference import folder_hashes, partition_hash
 from tests.job_failing import MRFailingTask
 from tests.job_probe import MRTaskProbe
 from tests.outcomes import outcomes_within

@@ -24,14 +24,13 @@ from jobs.bstar_split import split_ranges
 from jobs.membership import PartitionKey, Ranges, share_root
 from jobs.scan_cost import HostCost, Limits
 from jobs.subtree_hash import (
-    folder_hashes,
     folder_summaries,
     listing_columns,
-    partition_hash,
     summarize,
     walk_hash,
 )
 from jobs.walk import listing_table, walk_partition
+from tests.hash_reference import folder_hashes, partition_hash
 from tests.smbd import SmbServer, chmod_tree
 from tests.test_partition_split import tree_table
 

@@ -19,8 +19,9 @@ from crawl_io.sources import (
     read_hosts_file,
 )
 from jobs.membership import PartitionKey, Ranges, share_root
-from jobs.subtree_hash import canonical_key, partition_hash, walk_hash
+from jobs.subtree_hash import canonical_key, walk_hash
 from jobs.walk import walk_partition
+from tests.hash_reference import partition_hash
 
 
 def make_tree(root: Path, paths: list[str]) -> None:

@@ -52,9 +52,6 @@ class _ExactFolders:
     def folder(self, path: str) -> bool:
         return nfc(path) in self.paths
 
-    def file(self, path: str) -> bool:
-        return False
-
 
 class ShareRules:
     """The rules that can apply in one (host, share), compiled: what the walk asks per entry."""
@@ -134,12 +131,6 @@ class Rules:
     def excludes_share(self, host: str, share: str) -> bool:
         """Does the first rule with only host/share conditions that matches exclude it?"""
         return self.for_share(host, share).whole_share_excluded
-
-    def excludes_folder(self, host: str, share: str, path: str) -> bool:
-        return self.for_share(host, share).excludes_folder(path)
-
-    def excludes_file(self, host: str, share: str, path: str) -> bool:
-        return self.for_share(host, share).excludes_file(path)
 
     def drop_excluded(self, table: pa.Table) -> pa.Table:
         """`table` (host, share, path[, is_dir]: without it, files) without the rows a rule
