@@ -23,6 +23,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from crawl_io.crawldb.version_manifest import first_line
 from queries.index_store import IndexFile
 from web import pages
 from web.copy_source import Streams, StreamSettings
@@ -114,11 +115,10 @@ def _warm_in_background(live: LiveIndex, file: IndexFile) -> None:
         try:
             pages.warm(live, file)
         except Exception as e:  # a request will load it and say what failed, as a page
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             log.warning(
                 "sharecrawl: serve: loading version %s ahead of requests failed: %s",
                 file.version,
-                first,
+                first_line(e),
             )
         finally:
             file.leave()

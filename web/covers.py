@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import hashlib
 import io
 import logging
@@ -79,14 +80,10 @@ def embedded_picture(reader: Reader, copy: Copy) -> bytes | None:
 
 
 def read_all(reader: Reader, size: int) -> bytes:
-    chunks, at = [], 0
-    while at < size:
-        data = reader.read(at, min(size - at, 1024 * 1024))
-        if not data:
-            break
-        chunks.append(data)
-        at += len(data)
-    return b"".join(chunks)
+    data = bytearray()
+    while len(data) < size and (chunk := reader.read(len(data), min(size - len(data), 1 << 20))):
+        data += chunk
+    return bytes(data)
 
 
 def cache_mb() -> int:
@@ -138,8 +135,7 @@ class Covers:
         ]
         if not parts:
             return None
-        con = duckdb.connect()
-        try:
+        with duckdb.connect() as con:
             rows = con.execute(
                 "SELECT path, size, epoch_us(mtime) FROM read_parquet(?) WHERE share = ? AND "
                 "NOT is_dir AND size <= ? AND lower(path) IN (SELECT unnest(?::VARCHAR[]))",
@@ -150,8 +146,6 @@ class Covers:
                     [f"{folder}/{n}".lower() if folder else n for n in COVER_NAMES],
                 ],
             ).fetchall()
-        finally:
-            con.close()
         rows.sort(key=lambda r: COVER_NAMES.index(r[0].rpartition("/")[2].lower()))
         return Copy(copy.host, copy.share, rows[0][0], rows[0][1], rows[0][2]) if rows else None
 
@@ -159,11 +153,8 @@ class Covers:
         """A picture file's bytes (whole) or the picture in a media file's tags."""
         self.streams.take(copy.host.host)
         try:
-            reader = self.streams.open(copy)
-            try:
+            with contextlib.closing(self.streams.open(copy)) as reader:
                 return read_all(reader, copy.size) if whole else embedded_picture(reader, copy)
-            finally:
-                reader.close()
         finally:
             self.streams.give_back(copy.host.host)
 
@@ -219,14 +210,12 @@ class Covers:
 
 def cover_route(covers: Covers):
     """The endpoint of `GET /cover/{id}`; reads run two at a time, beside the page's."""
-    threads: list[anyio.CapacityLimiter] = []
+    limiter = functools.cache(lambda: anyio.CapacityLimiter(2))  # made inside the event loop
 
     async def endpoint(request: Request) -> Response:
-        if not threads:
-            threads.append(anyio.CapacityLimiter(2))
         try:
             found = await anyio.to_thread.run_sync(
-                covers.get, request.path_params["id"], limiter=threads[0]
+                covers.get, request.path_params["id"], limiter=limiter()
             )
         except (NotStreamable, Unavailable, Changed, Busy, OSError) as e:
             # no cover now, but maybe on the next look: cached briefly

@@ -56,20 +56,12 @@ def facets(q: str, results: list[dict], copies: CopyTable, offline: bool, link) 
     out = []
 
     def facet(name: str, label: str, counts: list[tuple[str, str, int]]) -> None:
-        active = field_value(q, name)
+        given = field_value(q, name)
         values = []
         for text, value, count in counts[:FACET_VALUES]:
-            is_active = active is not None and active.casefold() == value.casefold()
-            target = with_field(q, name, None if is_active else value)
-            values.append(
-                {
-                    "label": text,
-                    "count": count,
-                    "active": is_active,
-                    "href": link(target),
-                    "q": target,
-                }
-            )
+            on = given is not None and given.casefold() == value.casefold()
+            target = with_field(q, name, None if on else value)
+            values.append(dict(label=text, count=count, active=on, href=link(target), q=target))
         if values:
             out.append({"name": name, "label": label, "values": values})
 

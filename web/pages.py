@@ -147,15 +147,13 @@ def _new_page(state: IndexFile, live: LiveIndex, p: Params) -> dict:
         sections.append({"title": "New films and files", "blocks": views.blocks(singles, card)})
     if picked:
         sections.append({"title": "New episodes", "blocks": views.blocks(picked, card)})
-    days = recent.NEW_DAYS
-    added, nothing = f"Added in the last {days} days", f"Nothing new in the last {days} days."
-    view = {"sections": sections, "facets": [], "pager": None, "error": None}
-    view["notice"] = added if sections else nothing
+    n = recent.NEW_DAYS
+    notice = f"Added in the last {n} days" if sections else f"Nothing new in the last {n} days."
+    view = {"sections": sections, "facets": [], "pager": None, "error": None, "notice": notice}
     return _envelope(state, live, p) | {"results": [], "has_more": False, "view": view}
 
 
 def _search_page(state: IndexFile, live: LiveIndex, p: Params, found: list[dict]) -> dict:
-    table = copies(state)
     start, end = (p.page - 1) * p.size, p.page * p.size
     shown = found[start:end]
     card = _card_maker(state, p.offline, shown)
@@ -165,10 +163,9 @@ def _search_page(state: IndexFile, live: LiveIndex, p: Params, found: list[dict]
         return views.link(q, 1, size, p.offline)
 
     status = _status(live, state)
-
     view = {
         "sections": [{"title": None, "blocks": views.blocks(shown, card)}],
-        "facets": facets.facets(p.q, found, table, p.offline, link),
+        "facets": facets.facets(p.q, found, copies(state), p.offline, link),
         "pager": views.pager(
             p.q, p.page, p.size, PAGE_SIZE, p.offline, len(found) > end, len(shown)
         ),

@@ -90,11 +90,8 @@ def _run_workers(
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    failed = 0
-    for child in children:
-        _, status = os.waitpid(child, 0)
-        failed += os.waitstatus_to_exitcode(status) != 0
-    return 1 if failed else 0
+    codes = [os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) for child in children]
+    return 1 if any(codes) else 0
 
 
 def serve(

@@ -119,10 +119,9 @@ def work_card(
 ) -> dict:
     """A work with its copies `rows` (best first; offline ones only when `offline`)."""
     title, subtitle = headline(work, in_series=in_series)
-    rows = list(rows)
     best = work.get("best") or {}
     key = (best.get("host"), best.get("share"), best.get("path"))
-    rows.sort(key=lambda r: (r["host"], r["share"], r["path"]) != key)  # stable: best first
+    rows = sorted(rows, key=lambda r: (r["host"], r["share"], r["path"]) != key)  # best first
     marked = best != {} and len(rows) > 1  # "best" says something only beside others
     copies = [copy_row(r, hosts, i == 0 and marked) for i, r in enumerate(rows)]
     total = work["copies"] if offline else work["online_copies"]
@@ -157,12 +156,10 @@ def blocks(works: Iterable[dict], card: Callable[..., dict]) -> list[dict]:
         if not series or work.get("episode") is None:
             out.append({"type": "work", "work": card(work)})
             continue
-        block = series_blocks.get(series.casefold())
-        if block is None:
-            block = {"type": "series", "title": series, "seasons": {}}
-            series_blocks[series.casefold()] = block
-            out.append(block)
-        block["seasons"].setdefault(work.get("season") or 0, []).append(work)
+        if (key := series.casefold()) not in series_blocks:
+            series_blocks[key] = {"type": "series", "title": series, "seasons": {}}
+            out.append(series_blocks[key])
+        series_blocks[key]["seasons"].setdefault(work.get("season") or 0, []).append(work)
     for block in series_blocks.values():
         seasons = block["seasons"]
         block["seasons"] = [
