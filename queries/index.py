@@ -138,7 +138,18 @@ def _apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) 
     """Update the index open on `con` (built from `old_dir`) to `new_dir`."""
     con.execute("SET enable_progress_bar = false")
     diff = changed_parts(old_dir, new_dir, "media")
-    _switch_hosts(con, new_dir)
+    # `hosts` replaced by the new version's; `switched`: the hosts whose copies' online state
+    # changes (a host gone from the table counts as offline)
+    con.execute("ALTER TABLE hosts RENAME TO hosts_before")
+    load_hosts(con, new_dir)
+    con.execute(
+        """
+        CREATE TEMP TABLE switched AS
+        SELECT host FROM hosts_before b FULL JOIN hosts h USING (host)
+        WHERE coalesce(b.online, false) <> coalesce(h.online, false)
+        """
+    )
+    con.execute("DROP TABLE hosts_before")
 
     recorded = recorded_changes(old_dir, new_dir, diff)
     rest = recorded.rest
@@ -160,7 +171,18 @@ def _apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) 
         """
     )
     con.execute("CREATE TEMP TABLE scope AS SELECT DISTINCT work_id FROM gone_copies")
-    _note_switched(con)
+    # `moved`: the copies on switched hosts as they will be (online as in `hosts`), and
+    # `relabel`: their works; taken before copies change, whose works _relabel_works skips
+    con.execute(
+        """
+        CREATE TEMP TABLE moved AS
+        SELECT c.work_id, c.kind, c.series, c.season, c.episode, c.stem AS name, c.host,
+               c.share, c.path, c.format, c.bitrate_kbps, c.size,
+               coalesce(h.online, false) AS online, c.resolution, c.lossless
+        FROM copies c JOIN switched s USING (host) LEFT JOIN hosts h USING (host)
+        """
+    )
+    con.execute("CREATE TEMP TABLE relabel AS SELECT DISTINCT work_id FROM moved")
     con.execute("DELETE FROM copies WHERE rowid IN (SELECT r FROM gone_copies)")
     con.execute(
         """
@@ -227,21 +249,6 @@ def _compare_rows(con: duckdb.DuckDBPyConnection, before: str, after: str) -> No
     )
 
 
-def _switch_hosts(con: duckdb.DuckDBPyConnection, new_dir: Path) -> None:
-    """Replace table `hosts` by the new version's; temp table `switched` (host): the hosts
-    whose copies' online state changes (a host gone from the table counts as offline)."""
-    con.execute("ALTER TABLE hosts RENAME TO hosts_before")
-    load_hosts(con, new_dir)
-    con.execute(
-        """
-        CREATE TEMP TABLE switched AS
-        SELECT host FROM hosts_before b FULL JOIN hosts h USING (host)
-        WHERE coalesce(b.online, false) <> coalesce(h.online, false)
-        """
-    )
-    con.execute("DROP TABLE hosts_before")
-
-
 def _count(con: duckdb.DuckDBPyConnection, table: str) -> int:
     return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
 
@@ -249,22 +256,6 @@ def _count(con: duckdb.DuckDBPyConnection, table: str) -> int:
 def _drop(con: duckdb.DuckDBPyConnection, tables: str) -> None:
     for table in tables.split():  # DuckDB drops one table per statement
         con.execute(f"DROP TABLE IF EXISTS {table}")
-
-
-def _note_switched(con: duckdb.DuckDBPyConnection) -> None:
-    """Temp tables `moved`: the copies on the hosts of temp table `switched`, as they will
-    be (online as in `hosts`), and `relabel` (work_id): their works. Taken before an update
-    deletes and adds copies: those are of works grouped anew, which _relabel_works skips."""
-    con.execute(
-        """
-        CREATE TEMP TABLE moved AS
-        SELECT c.work_id, c.kind, c.series, c.season, c.episode, c.stem AS name, c.host,
-               c.share, c.path, c.format, c.bitrate_kbps, c.size,
-               coalesce(h.online, false) AS online, c.resolution, c.lossless
-        FROM copies c JOIN switched s USING (host) LEFT JOIN hosts h USING (host)
-        """
-    )
-    con.execute("CREATE TEMP TABLE relabel AS SELECT DISTINCT work_id FROM moved")
 
 
 def _relabel_works(con: duckdb.DuckDBPyConnection) -> None:

@@ -11,6 +11,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -79,15 +80,14 @@ class IndexFile:
                 self.meta: dict[str, str] = dict(
                     self.con.execute("SELECT key, value FROM meta").fetchall()
                 )
-                if self.meta.get("format") != FORMAT:
-                    raise IndexUnreadable(
-                        f"of another format ({self.meta.get('format') or '1'}, not {FORMAT})"
-                    )
+                if (found := self.meta.get("format")) != FORMAT:
+                    why = f"of another format ({found or '1'}, not {FORMAT})"
+                    raise Unopenable(self.identity, why)
                 for table in REQUIRED_TABLES:  # a garbled file fails here, not later
                     self.con.execute(f"SELECT count(*) FROM {table}").fetchone()
             except (Swapped, FileNotFoundError):
                 raise
-            except (duckdb.Error, OSError, UnicodeError, IndexUnreadable) as e:
+            except (duckdb.Error, OSError, UnicodeError) as e:
                 raise Unopenable(self.identity, first_line(e)[:160]) from None
         except BaseException:
             self.con.close()
@@ -148,13 +148,13 @@ class IndexFile:
         self._cache.clear()
 
 
+@dataclass
 class _Slot:
     """The file held for one index path, and the last file found damaged there."""
 
-    def __init__(self) -> None:
-        self.file: IndexFile | None = None
-        self.damaged: tuple[Identity, str] | None = None
-        self.lock = threading.Lock()
+    file: IndexFile | None = None
+    damaged: tuple[Identity, str] | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 _slots: dict[str, _Slot] = {}
