@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from cli.inputs import NUMERIC_SETTINGS, UsageError, check_count, check_number, setting
+from cli.inputs import NUMERIC_SETTINGS, UsageError, check_count, checked_flags, setting
 from cli.inputs import check_readable_file as check_file
 from crawl_io.crawldb.lock import CrawlLock, CrawlLocked
 from crawl_io.sources import check_credentials, read_hosts_file
@@ -16,9 +16,7 @@ from crawl_io.sources import check_credentials, read_hosts_file
 
 def cmd_crawl(args: argparse.Namespace) -> int:
     check_count("--rounds", args.rounds)
-    for flag, name in (("--crawlers", "crawlers"), ("--round-seconds", "round_seconds")):
-        if getattr(args, name) is not None:
-            check_number(flag, getattr(args, name), *NUMERIC_SETTINGS[name])
+    checked_flags(args, {k: NUMERIC_SETTINGS[k] for k in ("crawlers", "round_seconds")})
     if args.rules_file is not None:  # named: it must be there (luigi.cfg's default may not)
         check_file("--rules-file", args.rules_file)
     if args.hosts_file is not None:  # a range's width is checked with the settings (_crawl),

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 from crawl_io.sources import ConfigError, short_repr
 
 if TYPE_CHECKING:
+    from argparse import Namespace
+
     from pipeline.settings import sharecrawl
 
 DAY_S = 86400.0
@@ -52,6 +54,14 @@ def check_number(name: str, value: float, low: float, exclusive: bool, high: flo
 def check_count(name: str, value: int) -> None:
     """A count option (--rounds, --crawlers, --limit): at least 1."""
     check_number(name, value, 1, False, math.inf)
+
+
+def checked_flags(args: Namespace, limits: dict[str, tuple[float, bool, float]]) -> dict:
+    """The numeric options given (by their names in `args`), each checked against its limits."""
+    given = {name: value for name in limits if (value := getattr(args, name)) is not None}
+    for name, value in given.items():
+        check_number(f"--{name.replace('_', '-')}", value, *limits[name])
+    return given
 
 
 # `sharecrawl simulate`'s numeric options: (lowest allowed, lowest is exclusive, highest).

@@ -33,14 +33,6 @@ def _logging() -> None:
     logging.getLogger("mrjob").setLevel(logging.ERROR)  # it warns that no mrjob.conf exists
 
 
-def _run(argv: list[str]) -> int:
-    from cli.parser import parser
-
-    args = parser().parse_args(argv)
-    _logging()
-    return command(args.command)(args)
-
-
 def error_status(error: BaseException) -> int | None:
     """Say a failure the user can act on in one line on stderr and return its exit status;
     None for any other. (An error class whose module was never imported was not raised.)"""
@@ -74,16 +66,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # the process's own command (not a test's call): signals stop it
         stop_on_signals()
     try:
-        return _main(argv)
-    finally:
-        if argv is None:  # its work is done: a signal now would only change its status
-            for signum in SIGNALS:
-                signal.signal(signum, signal.SIG_IGN)
+        from cli.parser import parser
 
-
-def _main(argv: Sequence[str] | None) -> int:
-    try:
-        return _run(list(sys.argv[1:] if argv is None else argv))
+        args = parser().parse_args(argv)
+        _logging()
+        return command(args.command)(args)
     except BrokenPipeError:  # `sharecrawl search ... | head`: the reader has what it wanted
         import os
 
@@ -94,6 +81,10 @@ def _main(argv: Sequence[str] | None) -> int:
         if status is None:
             raise
         return status
+    finally:
+        if argv is None:  # its work is done: a signal now would only change its status
+            for signum in SIGNALS:
+                signal.signal(signum, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

@@ -25,14 +25,11 @@ def crawl_dir(args: argparse.Namespace) -> CrawlDir:
 
 
 def existing_crawl(args: argparse.Namespace) -> CrawlDir:
-    """The crawl directory, which must hold a published round (else ConfigError, exit 2;
-    a damaged CURRENT: CrawlDamaged, exit 1)."""
-    from crawl_io.sources import ConfigError
-
+    """The crawl directory, which must hold a published round (a damaged CURRENT: exit 1)."""
     crawl = crawl_dir(args)
     crawl.check(create=False)
     if crawl.current() == 0:
-        raise ConfigError(
+        raise UsageError(
             f"{str(crawl.root)!r} has no finished round yet: run `sharecrawl crawl` first"
         )
     return crawl

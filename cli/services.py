@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cli.inputs import DAY_S, SIMULATE_LIMITS, UsageError, check_number, number_setting
+from cli.inputs import DAY_S, SIMULATE_LIMITS, UsageError, checked_flags, number_setting
 
 if TYPE_CHECKING:
     from web.copy_source import StreamSettings
@@ -24,8 +24,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # only checks: a folder that is not a crawl dir is refused; a missing or empty one is
     # served with a page saying to run a crawl, until one has
     crawl.check(create=True)
-    check_number("--port", args.port, 0, False, 65535)
-    check_number("--workers", args.workers, 1, False, 64)
+    checked_flags(args, {"port": (0, False, 65535), "workers": (1, False, 64)})
     try:
         return serve(crawl.root, args.host, args.port, args.workers, _stream_settings(args))
     except ListenError as e:
@@ -53,14 +52,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from sensors.options import WatchOptions
     from sensors.watch import run_watch
 
-    for flag, value in (
-        ("--seconds", args.seconds),
-        ("--max-backoff", args.max_backoff),
-        ("--keep-days", args.keep_days),
-        ("--settle", args.settle),
-    ):
-        if value is not None:
-            check_number(flag, value, 0, True, 1e9)
+    wait = (0, True, 1e9)  # seconds, or days
+    checked_flags(args, dict.fromkeys(("seconds", "max_backoff", "keep_days", "settle"), wait))
     config.override(
         hosts_file=args.hosts_file, rules_file=args.rules_file, crawl_dir=args.crawl_dir
     )
@@ -98,9 +91,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    given = {k: v for k in SIMULATE_LIMITS if (v := getattr(args, k)) is not None}
-    for name, value in given.items():
-        check_number(f"--{name.replace('_', '-')}", value, *SIMULATE_LIMITS[name])
+    given = checked_flags(args, SIMULATE_LIMITS)
     from crawl_io.workers import WorkerDied
     from pipeline.scheduling.policies import POLICY_NAMES
     from simulator.lan import SimParams
