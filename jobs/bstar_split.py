@@ -1,6 +1,5 @@
-"""B*-subtree splitting (thesis §3.2.1) as pure functions; the mrjob shell is jobs.mr_listing.
-docs/DESIGN.md, B*-subtrees, gives the rule. A folder hands its parent the cost of what stays
-with it (its own files plus the children not yet closed into a range); new ranges weigh
+"""B*-subtree splitting (thesis §3.2.1; docs/DESIGN.md, B*-subtrees) as pure functions, under
+jobs.mr_listing. A folder hands its parent the cost of what stays with it; new ranges weigh
 between FILL and about 1.75 limits, inside the band re-partitioning leaves alone."""
 
 from __future__ import annotations
@@ -24,21 +23,12 @@ SPLIT_ABOVE = 2.0  # ... split one over twice the limits
 MEDIA = "_media"  # the column of listing rows that are media files, while planning
 
 
-@dataclass
-class FolderCosts:
-    """Folders in canonical order and each one's own cost: one listing plus its media files' tag
-    reads, and their paths' bytes."""
-
-    paths: list[str]
-    seconds: np.ndarray
-    mem_bytes: np.ndarray
-
-
 def partition_folders(
     entries: pa.Table, root: str, cost: HostCost, media: pa.Array | None = None
-) -> FolderCosts:
-    """The folders of a partition (its root first, then its rows' folders, canonical order)
-    and their own costs. `entries` has columns path, name, is_dir; `media` its media mask."""
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The folders of a partition (its root first, then its rows' folders, canonical order) and
+    each one's own cost: seconds (one listing, its media files' tag reads) and their paths' bytes.
+    `entries` has columns path, name, is_dir; `media` its media mask."""
     is_dir = entries["is_dir"]
     dirs = pc.cast(pc.filter(entries["path"], is_dir), pa.large_string())
     folders = pa.concat_arrays(
@@ -57,7 +47,7 @@ def partition_folders(
     mem = np.bincount(where, weights=path_bytes, minlength=len(folders)).astype(np.float64)
     # each folder alone: one listing (a partition of no folder below its root) and its tags
     seconds = listing_seconds(0, cost.list_s_per_folder) + n_media * cost.tag_s_per_file
-    return FolderCosts(folders.to_pylist(), seconds, mem)
+    return folders.to_pylist(), seconds, mem
 
 
 @dataclass(slots=True)
@@ -104,9 +94,8 @@ def split_ranges(
     """The range partitions to create inside partition `within` from its listing `entries` (path,
     name, is_dir; `media` their media mask, when known). New ranges never overlap `existing` ones
     rooted at the same folder; ranges at a range's own root replace it, covering its interval."""
-    costs = partition_folders(entries, within.root, cost, media)
-    paths = costs.paths
-    seconds, mem = costs.seconds.tolist(), costs.mem_bytes.tolist()
+    paths, own_s, own_b = partition_folders(entries, within.root, cost, media)
+    seconds, mem = own_s.tolist(), own_b.tolist()
     parents = [parent_path(path) for path in paths]
     children: dict[str, list[str]] = defaultdict(list)
     index = {path: i for i, path in enumerate(paths)}

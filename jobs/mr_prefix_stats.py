@@ -1,7 +1,6 @@
-"""Per-prefix crawl statistics (jobs.prefix_stats) as an mrjob job, and how Update runs it. Input:
-one JSON line a host, {"host": ..., "new": [parts], "old": [parts] or null, "media": ... or null}
-(changes compare new and old, so they share a line). On one machine (inline, local) the rows are
-computed in this process, host after host: a runner start would only add its cost."""
+"""Per-prefix crawl statistics (jobs.prefix_stats) as an mrjob job over one JSON line a host
+(host, new, old and media parts: changes compare new and old), and how Update runs it: in this
+process on one machine (inline, local), where a runner start would only add its cost."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Per-prefix crawl statistics as pure functions (after CrawlDbExtendedStat in the Nutch study
-"Optimising document collection with Nutch"; the mrjob shell is jobs.mr_prefix_stats).
-Per (host, share, prefix) down to `depth` folders: files, folders, media and bytes below it,
-and the round's new/changed/deleted files and tag errors. Prefixes under `min_entries` are
-dropped unless something under them was deleted. Output: PREFIX_STATS rows."""
+"""Per-prefix crawl statistics as pure functions, under jobs.mr_prefix_stats (after
+CrawlDbExtendedStat in "Optimising document collection with Nutch"): PREFIX_STATS rows down to
+`depth` folders; prefixes under `min_entries` go unless something under them was deleted."""
 
 from __future__ import annotations
 

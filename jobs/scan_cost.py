@@ -59,8 +59,6 @@ def listing_cost(
 
 def stored_cost(row: Mapping[str, Any], cost: HostCost) -> tuple[float, float]:
     """The same estimate from a partitions row (its mem_bytes when known)."""
-    mem = row.get("mem_bytes")
-    n_media = row.get("n_media") or 0
-    return scan_seconds(row.get("n_folders"), n_media, cost), (
-        mem if mem is not None else n_media * DEFAULT_MEDIA_PATH_BYTES
-    )
+    n_media, mem = row.get("n_media") or 0, row.get("mem_bytes")
+    mem = n_media * DEFAULT_MEDIA_PATH_BYTES if mem is None else mem
+    return scan_seconds(row.get("n_folders"), n_media, cost), mem

@@ -30,16 +30,14 @@ def walk_partition(
     share, root = key.share, key.root
 
     def children(folder: str) -> list[Entry]:
+        stats.folders_listed += 1
         try:
-            listing = source.listdir(share, folder)
+            return source.listdir(share, folder)
         except (AccessDenied, NotFound) as e:
             stats.folders_unreadable += 1
             if isinstance(e, AccessDenied):
                 stats.denied.append(folder)
             return []
-        finally:
-            stats.folders_listed += 1
-        return listing
 
     def members(folder: str, entries: list[Entry]) -> list[Entry]:
         return [e for e in entries if not (e.is_dir and ranges.claiming(folder, e.name))]
