@@ -39,8 +39,6 @@ class HintBook:
         )
         self.hint_at = np.full(n, np.inf)  # arrival of the first hint after the last scan
         self.trust_until = np.full(n, -np.inf)  # start of the first break after it
-        self.hinted = np.zeros(n, dtype=bool)  # as the states were last told
-        self.watched = np.zeros(n, dtype=bool)
         self.scanned(np.arange(n), last_scan)
 
     def scanned(self, idx: np.ndarray, start: np.ndarray) -> None:
@@ -69,15 +67,8 @@ class HintBook:
         return self.trust_until[idx] > t
 
     def tell(self, table: PartitionTable, t: float) -> None:
-        """Set `hinted` and `watched` as they are at time t (in the rows whose value changed)."""
-        hinted = self.hint_at <= t
-        watched = self.trust_until > t
-        for i in np.flatnonzero(hinted != self.hinted).tolist():
-            table.rows[i].hinted = bool(hinted[i])
-        for i in np.flatnonzero(watched != self.watched).tolist():
-            table.rows[i].watched = bool(watched[i])
-        self.hinted, self.watched = hinted, watched
-        table.hinted, table.watched = hinted, watched
+        """Set the table's `hinted` and `watched` as they are at time t."""
+        table.hinted, table.watched = self.hint_at <= t, self.trust_until > t
 
 
 class HintPath:

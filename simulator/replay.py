@@ -67,26 +67,23 @@ class PolicyRun:
 class _Run:
     """The replay's state: what the index holds of each partition, and what was measured."""
 
-    def __init__(self, lan: Lan, last_scan: np.ndarray, hints: HintBook | None) -> None:
+    def __init__(self, lan: Lan, table: PartitionTable, hints: HintBook | None) -> None:
         n = lan.host_of.size
         self.lan = lan
+        self.table = table  # what the policies see; its last_scan is the index's
         self.hints = hints
-        self.last_scan = last_scan
-        self.seen = lan.changes_upto(np.arange(n), last_scan)  # changes up to here are indexed
-        self.fresh_from = last_scan.copy()  # stale intervals cannot start before a scan ended
+        self.seen = lan.changes_upto(np.arange(n), table.last_scan)  # changes indexed
+        self.fresh_from = table.last_scan.copy()  # stale intervals start after a scan ended
         self.stats = RateStats.empty(n)
         self.tags_total = np.zeros(n)
         self.n_scans = np.zeros(n)
-        self.rate = np.full(n, DEFAULT_PRIOR_RATE_PER_S)
         self.staleness: list[np.ndarray] = []
         self.stale_time = np.zeros(n)  # seconds stale inside the measured period
         self.scans = self.empty = self.tags = 0
 
-    def apply(
-        self, table: PartitionTable, chosen: np.ndarray, start: np.ndarray, listing: np.ndarray
-    ) -> np.ndarray:
+    def apply(self, chosen: np.ndarray, start: np.ndarray, listing: np.ndarray) -> None:
         """Scans of the distinct partitions `chosen` from `start` on, each listing for
-        `listing` seconds; their finish times."""
+        `listing` seconds."""
         lan, p = self.lan, self.lan.params
         upto = lan.changes_upto(chosen, start)
         lo = self.seen[chosen]
@@ -111,21 +108,28 @@ class _Run:
                 0.0, np.minimum(c_end, lan.end) - np.maximum(stale_from, lan.measure_from)
             )
 
-        # The rate estimator's statistics, then the new estimates for these partitions.
+        # The rate estimator's statistics, then what the policies see of these partitions:
+        # new estimates, the expected cost (listing plus an average scan's tag reads), history.
         if self.hints is None:
             complete = np.zeros(chosen.size, dtype=bool)
         else:
             complete = self.hints.hinted_scan(chosen, start)
             self.hints.scanned(chosen, start)
-        self.stats.add(chosen, start - self.last_scan[chosen], found, complete)
-        self.rate[chosen] = self.stats.rates(chosen)
+        table = self.table
+        self.stats.add(chosen, start - table.last_scan[chosen], found, complete)
         self.tags_total[chosen] += media
         self.n_scans[chosen] += 1
         self.seen[chosen] = upto
-        self.last_scan[chosen] = start
         self.fresh_from[chosen] = finish
-        _update_states(table, chosen, start, changed, self.rate, lan, self.tags_total, self.n_scans)
-        return finish
+        table.last_scan[chosen] = start
+        table.rate_per_h[chosen] = self.stats.rates(chosen) * HOUR
+        tags = self.tags_total[chosen] / self.n_scans[chosen]
+        table.cost_s[chosen] = lan.list_cost[chosen] + p.tag_s_per_file * tags
+        for i, s, c in zip(chosen.tolist(), start.tolist(), changed.tolist(), strict=True):
+            history = table.rows[i].history
+            history.append((s, c))
+            if len(history) > p.history_keep:
+                del history[0]
 
     def finish(self) -> tuple[np.ndarray, np.ndarray]:
         """Changes still unindexed at the end count as stale until the end (a lower bound);
@@ -164,50 +168,28 @@ def replay(lan: Lan, policy_name: str) -> PolicyRun:
     last_scan = -rng.uniform(0, DAY, n)
     hints = HintBook(lan, last_scan, single_changes=hint_crawlers == 0) if told else None
     path = HintPath(lan, hint_crawlers, hints) if hint_crawlers and hints else None
-    run = _Run(lan, last_scan, hints)
     host_names = [f"h{h:04d}" for h in range(p.hosts)]
-    ids = [f"p{i:05d}" for i in range(n)]
-    index_of = {pid: i for i, pid in enumerate(ids)}
-    online_now = lan.host_online(np.arange(p.hosts), 0.0)
-    states = [
+    # The policies read the columns; the rows serve for ids and histories only.
+    table = PartitionTable.of(
         PartitionState(
-            partition_id=ids[i],
+            partition_id=f"p{i:05d}",
             host=host_names[lan.host_of[i]],
             cost_s=float(lan.list_cost[i]),
             last_scan=float(last_scan[i]),
             history=[(float(last_scan[i]), False)],
             rate_per_h=DEFAULT_PRIOR_RATE_PER_S * HOUR,
-            online=bool(online_now[lan.host_of[i]]),
         )
         for i in range(n)
-    ]
-    # The policies read the states' numbers as columns, kept in step with the rows here.
-    table = PartitionTable(
-        rows=states,
-        host=lan.host_of.astype(np.int64),
-        cost_s=lan.list_cost.astype(float),
-        last_scan=last_scan.copy(),
-        rate_per_h=np.full(n, DEFAULT_PRIOR_RATE_PER_S * HOUR),
-        untagged=np.zeros(n),
-        hinted=np.zeros(n, dtype=bool),
-        watched=np.zeros(n, dtype=bool),
-        online=online_now[lan.host_of],
     )
-    parts_of_host: list[list[int]] = [[] for _ in range(p.hosts)]
-    for i, h in enumerate(lan.host_of.tolist()):
-        parts_of_host[h].append(i)
+    run = _Run(lan, table, hints)
+    index_of = {row.partition_id: i for i, row in enumerate(table.rows)}
     latest_start = last_scan.copy()  # of any scan planned so far, for the hint path
 
     failed = rounds = 0
     t = 0.0
     while t < lan.end:
         rounds += 1
-        now_online = lan.host_online(np.arange(p.hosts), t)
-        for h in np.flatnonzero(now_online != online_now).tolist():
-            for i in parts_of_host[h]:
-                states[i].online = bool(now_online[h])
-        online_now = now_online
-        table.online = online_now[lan.host_of]
+        table.online = lan.host_online(np.arange(p.hosts), t)[lan.host_of]
         if hints is not None:
             hints.tell(table, t)
 
@@ -227,12 +209,12 @@ def replay(lan: Lan, policy_name: str) -> PolicyRun:
             chosen, start, listing = chosen[ok], start[ok], listing[ok]
         if path is None:
             if chosen.size:
-                run.apply(table, chosen, start, listing)
+                run.apply(chosen, start, listing)
         else:
             latest_start[chosen] = np.maximum(latest_start[chosen], start)
             h_parts, h_start, h_listing = path.plan(round_end, latest_start)
             _apply_in_order(
-                run, table, np.r_[chosen, h_parts], np.r_[start, h_start], np.r_[listing, h_listing]
+                run, np.r_[chosen, h_parts], np.r_[start, h_start], np.r_[listing, h_listing]
             )
         t = round_end
 
@@ -252,9 +234,7 @@ def replay(lan: Lan, policy_name: str) -> PolicyRun:
     )
 
 
-def _apply_in_order(
-    run: _Run, table: PartitionTable, parts: np.ndarray, start: np.ndarray, listing: np.ndarray
-) -> None:
+def _apply_in_order(run: _Run, parts: np.ndarray, start: np.ndarray, listing: np.ndarray) -> None:
     """Scans where a partition may occur more than once: each partition's first scans, then
     its second ones, and so on, so that its scans are applied in order of start."""
     if parts.size == 0:
@@ -266,7 +246,7 @@ def _apply_in_order(
     occurrence = np.arange(parts.size) - np.repeat(group_start, sizes)
     for k in range(int(occurrence.max()) + 1):
         layer = occurrence == k
-        run.apply(table, parts[layer], start[layer], listing[layer])
+        run.apply(parts[layer], start[layer], listing[layer])
 
 
 def _queue(
@@ -300,38 +280,3 @@ def _queue(
     start = np.empty(chosen.size)
     start[by_host] = host_start[h_sorted] + offset
     return start, cost
-
-
-def _update_states(
-    table: PartitionTable,
-    chosen: np.ndarray,
-    start: np.ndarray,
-    changed: np.ndarray,
-    rate: np.ndarray,
-    lan: Lan,
-    tags_total: np.ndarray,
-    n_scans: np.ndarray,
-) -> None:
-    keep = lan.params.history_keep
-    tag_s = lan.params.tag_s_per_file
-    # Expected cost: listing plus the tag reads an average scan of this partition needed.
-    cost = lan.list_cost[chosen] + tag_s * tags_total[chosen] / n_scans[chosen]
-    table.last_scan[chosen] = start
-    table.rate_per_h[chosen] = rate[chosen] * HOUR
-    table.cost_s[chosen] = cost
-    states = table.rows
-    for i, s, c, r, k in zip(
-        chosen.tolist(),
-        start.tolist(),
-        changed.tolist(),
-        (rate[chosen] * HOUR).tolist(),
-        cost.tolist(),
-        strict=True,
-    ):
-        st = states[i]
-        st.last_scan = s
-        st.history.append((s, c))
-        if len(st.history) > keep:
-            del st.history[0]
-        st.rate_per_h = r
-        st.cost_s = k

@@ -48,19 +48,23 @@ class Policy(Protocol):
 _UNTAGGED, _HINTED, _NEW, _DUE, _SCORED = 0, 1, 2, 3, 4
 
 
-def _column(parts: list[PartitionState], name: str) -> np.ndarray:
-    """One numeric attribute of every partition as floats (None becomes nan)."""
-    values = map(attrgetter(name), parts)
+def _column(rows: list[PartitionState], name: str, dtype: type = float) -> np.ndarray:
+    """One attribute of every partition as an array (None becomes nan)."""
     try:
-        return np.fromiter(values, dtype=float, count=len(parts))
+        return np.fromiter(map(attrgetter(name), rows), dtype=dtype, count=len(rows))
     except TypeError:  # a None somewhere: the slower path converts it to nan
-        return np.array([getattr(p, name) for p in parts], dtype=float)
+        return np.array([getattr(p, name) for p in rows], dtype=dtype)
+
+
+# PartitionTable's columns besides host, read from the rows by `PartitionTable.of`.
+_NUMBERS = ("cost_s", "last_scan", "rate_per_h", "untagged")
+_FLAGS = ("hinted", "watched", "online", "due")
 
 
 @dataclass
 class PartitionTable(Sequence[PartitionState]):
-    """Partitions as columns beside their rows (None as nan), for a caller that keeps arrays
-    anyway (the simulator); rows serve only for ids and histories."""
+    """Partitions as columns beside their rows (None as nan); a caller that keeps arrays anyway
+    (the simulator) updates the columns, and the rows only for ids and histories."""
 
     rows: list[PartitionState]
     host: np.ndarray  # an integer per host: equal hosts, equal values
@@ -71,6 +75,18 @@ class PartitionTable(Sequence[PartitionState]):
     hinted: np.ndarray
     watched: np.ndarray
     online: np.ndarray
+    due: np.ndarray | None = None  # None: none is
+
+    @classmethod
+    def of(cls, rows: Sequence[PartitionState]) -> PartitionTable:
+        rows = list(rows)
+        hosts = map(hash, map(attrgetter("host"), rows))
+        return cls(
+            rows,
+            host=np.fromiter(hosts, dtype=np.int64, count=len(rows)),
+            **{name: _column(rows, name) for name in _NUMBERS},
+            **{name: _column(rows, name, bool) for name in _FLAGS},
+        )
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -88,63 +104,38 @@ class Candidates:
     age_s: np.ndarray  # now - last_scan; inf when never scanned
     rate_per_s: np.ndarray
     priority: np.ndarray
-    host: np.ndarray  # a 64-bit value per host name: equal names, equal values
+    host: np.ndarray  # a 64-bit value per host: equal hosts, equal values
     watched: np.ndarray
 
     @classmethod
     def of(cls, parts: Sequence[PartitionState], now: float) -> Candidates:
-        if isinstance(parts, PartitionTable):
-            idx = np.flatnonzero(parts.online)
-            rows = parts.rows
-            online = [rows[i] for i in idx.tolist()]
-            cols = (
-                parts.last_scan[idx],
-                parts.rate_per_h[idx],
-                parts.untagged[idx],
-                parts.hinted[idx],
-                parts.host[idx],
-                parts.cost_s[idx],
-                parts.watched[idx],
-            )
-            forced: list[int] = []  # the simulator never forces a scan (sensors scores it)
-        else:
-            online = [p for p in parts if p.online]
-            cols = (
-                _column(online, "last_scan"),
-                _column(online, "rate_per_h"),
-                _column(online, "untagged"),
-                np.fromiter(map(attrgetter("hinted"), online), dtype=bool, count=len(online)),
-                np.fromiter(
-                    map(hash, map(attrgetter("host"), online)), dtype=np.int64, count=len(online)
-                ),
-                _column(online, "cost_s"),
-                np.fromiter(map(attrgetter("watched"), online), dtype=bool, count=len(online)),
-            )
-            forced = [i for i, p in enumerate(online) if p.due]
-        last_a, rate_per_h, untagged, hinted, hosts, cost, watched = cols
+        table = parts if isinstance(parts, PartitionTable) else PartitionTable.of(parts)
+        idx = np.flatnonzero(table.online)
+        online = [table.rows[i] for i in idx.tolist()]
+        last_a = table.last_scan[idx]
         # A last scan in the future (the clock moved back) counts as now, and is due: only a
         # scan stores a time of the clock now in use; until then it would never age.
         ahead = last_a > now
-        forced = np.union1d(forced, np.flatnonzero(ahead)).astype(np.intp)
+        due = ahead if table.due is None else ahead | table.due[idx]
         age = np.where(np.isnan(last_a), math.inf, np.where(ahead, 0.0, now - last_a))
-        rates = rate_per_h / 3600.0
+        rates = table.rate_per_h[idx] / 3600.0
         for i in np.flatnonzero(~np.isfinite(rates)).tolist():
             p = online[i]
             rates[i] = estimate_rate(p.history, now) if p.history else DEFAULT_PRIOR_RATE_PER_S
         priority = np.where(
-            untagged > 0,
+            table.untagged[idx] > 0,
             _UNTAGGED,
-            np.where(hinted, _HINTED, np.where(np.isinf(age), _NEW, _SCORED)),
+            np.where(table.hinted[idx], _HINTED, np.where(np.isinf(age), _NEW, _SCORED)),
         )
-        priority[forced] = np.minimum(priority[forced], _DUE)
+        priority[due] = np.minimum(priority[due], _DUE)
         return cls(
             parts=online,
-            cost=np.maximum(cost, 0.0),
+            cost=np.maximum(table.cost_s[idx], 0.0),
             age_s=age,
             rate_per_s=np.maximum(rates, 0.0),
             priority=priority.astype(int),
-            host=hosts.astype(np.int64),
-            watched=watched.astype(bool),
+            host=table.host[idx].astype(np.int64),
+            watched=table.watched[idx].astype(bool),
         )
 
 
