@@ -144,8 +144,7 @@ def create_app(
     )
 
     def render(name: str, status: int, **context: object) -> HTMLResponse:
-        html = templates.get_template(name).render(**context)
-        return HTMLResponse(html, status)
+        return HTMLResponse(templates.get_template(name).render(**context), status)
 
     def failure(message: str, status: int, html: bool) -> Response:
         if html:

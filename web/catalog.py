@@ -44,11 +44,8 @@ class CopyTable:
         positions = found[present]
         if len(positions) == 0:
             return out
-        starts = self.starts[positions]
-        available = self.starts[positions + 1] - starts
-        if not offline:
-            available = self.online_counts[positions]
-        lengths = np.minimum(available, limit)
+        starts, ends = self.starts[positions], self.starts[positions + 1]
+        lengths = np.minimum(ends - starts if offline else self.online_counts[positions], limit)
         rows = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths - starts, lengths)
         records = self.table.take(pa.array(rows, pa.int64())).to_pylist()
         at = 0

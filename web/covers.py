@@ -37,12 +37,7 @@ MAX_PICTURE = 12 * 1024 * 1024  # bytes of a picture file read
 MAX_PIXELS = 40_000_000  # a bigger image is refused before it is decoded
 COVER_NAMES = ("folder.jpg", "cover.jpg", "front.jpg", "poster.jpg")
 CACHE_HEADERS = {"cache-control": "public, max-age=604800"}  # a week; the ETag names the bytes
-PLACEHOLDER = (
-    b'<svg xmlns="http://www.w3.org/2000/svg" width="120" height="120" viewBox="0 0 120 120">'
-    b'<rect width="120" height="120" fill="#e2e8f0"/><circle cx="60" cy="60" r="30" '
-    b'fill="none" stroke="#a0aec0" stroke-width="6"/><circle cx="60" cy="60" r="6" '
-    b'fill="#a0aec0"/></svg>'
-)
+PLACEHOLDER = (Path(__file__).parent / "static" / "cover.svg").read_bytes()
 log = logging.getLogger("sharecrawl.web")
 Image.MAX_IMAGE_PIXELS = MAX_PIXELS  # Pillow's decompression-bomb guard, tighter
 
@@ -120,10 +115,6 @@ class Covers:
         self._lock = threading.Lock()
         self._bytes: int | None = None  # the folder's size, counted once then kept up
 
-    def _key(self, copy: Copy) -> str:
-        listing = f"{copy.host.host}\0{copy.share}\0{copy.path}\0{copy.size}\0{copy.mtime_us}"
-        return hashlib.sha256(listing.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-
     def _beside(self, file: IndexFile, copy: Copy) -> Copy | None:
         """A cover picture in the copy's folder, from the version's files rows."""
         folder = copy.path.rpartition("/")[0]
@@ -198,7 +189,8 @@ class Covers:
             copy = find(file, copy_id)
             if self.streams.withheld(copy.host):
                 return None
-            key = self._key(copy)
+            listing = f"{copy.host.host}\0{copy.share}\0{copy.path}\0{copy.size}\0{copy.mtime_us}"
+            key = hashlib.sha256(listing.encode("utf-8", "surrogatepass")).hexdigest()[:32]
             path = self.folder / f"{key}.jpg"
             try:
                 data = path.read_bytes()

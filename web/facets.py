@@ -24,11 +24,8 @@ def _field_re(field: str) -> re.Pattern[str]:
 
 def field_value(q: str, field: str) -> str | None:
     """The value the query gives `field` (the last one when given twice), or None."""
-    found = _field_re(field).findall(q)
-    if not found:
-        return None
-    quoted, bare = found[-1]
-    return quoted or bare
+    found = _field_re(field).findall(q)  # (quoted, bare) pairs: one of the two is empty
+    return (found[-1][0] or found[-1][1]) if found else None
 
 
 def without_field(q: str, field: str) -> str:
@@ -43,11 +40,6 @@ def with_field(q: str, field: str, value: str | None) -> str:
     value = value.replace('"', "")  # a quote cannot be inside a quoted value
     token = f'{field}:"{value}"' if not value or re.search(r"\s", value) else f"{field}:{value}"
     return f"{rest} {token}".strip()
-
-
-def _decade(year: int) -> tuple[str, str]:
-    start = year - year % 10
-    return f"{start}s", f"{start}..{start + 9}"
 
 
 def facets(q: str, results: list[dict], copies: CopyTable, offline: bool, link) -> list[dict]:
@@ -72,10 +64,7 @@ def facets(q: str, results: list[dict], copies: CopyTable, offline: bool, link) 
     facet("format", "Format", [(f.upper(), f, n) for f, n in formats])
     hosts = value_counts(copies.hosts, work_ids, offline)
     facet("host", "Host", [(h, h, n) for h, n in hosts])
-    decades = Counter(_decade(r["year"]) for r in pool if isinstance(r.get("year"), int))
-    facet(
-        "year",
-        "Year",
-        [(label, value, n) for (label, value), n in sorted(decades.items(), reverse=True)],
-    )
+    decades = Counter(r["year"] // 10 * 10 for r in pool if isinstance(r.get("year"), int))
+    decade_counts = sorted(decades.items(), reverse=True)
+    facet("year", "Year", [(f"{d}s", f"{d}..{d + 9}", n) for d, n in decade_counts])
     return out

@@ -29,20 +29,15 @@ class LiveIndex:
 
     def current_name(self) -> str:
         """The live version's name (CURRENT, re-read when it changed), else Unavailable."""
-        root = self.crawl.root
-        current = self.crawl.crawldb / "CURRENT"
+        root, current = self.crawl.root, self.crawl.crawldb / "CURRENT"
         try:
             stat = os.stat(current)
         except FileNotFoundError:
+            crawl = f"run `sharecrawl crawl --crawl-dir {root}`"
+            message = f"No crawl round has finished in {root} yet: {crawl} and reload this page."
             if not self.crawl.crawldb.is_dir():
-                raise Unavailable(
-                    f"{root} is not a crawl directory: run `sharecrawl crawl --crawl-dir "
-                    f"{root}` to make one."
-                ) from None
-            raise Unavailable(
-                f"No crawl round has finished in {root} yet: run `sharecrawl crawl "
-                f"--crawl-dir {root}` and reload this page."
-            ) from None
+                message = f"{root} is not a crawl directory: {crawl} to make one."
+            raise Unavailable(message) from None
         identity = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
         cached = self._current
         if cached is not None and cached[0] == identity:

@@ -191,10 +191,8 @@ def _notice(p: Params, found: bool, status: dict) -> str | None:
     if warning := parse_query(p.q).unknown_warning():
         sentences.append(f"{warning[0].upper()}{warning[1:]}.")
     if not found:
-        some_offline = status["hosts_online"] < status["hosts"]
-        where = ""
-        if some_offline and not p.offline:
-            where = " on hosts online now: tick “offline copies” to see all"
+        hidden = status["hosts_online"] < status["hosts"] and not p.offline
+        where = " on hosts online now: tick “offline copies” to see all" if hidden else ""
         sentences.append(f"No works match{where}.")
     return " ".join(sentences) or None
 

@@ -38,9 +38,8 @@ def network_name(host: str, host_url: str | None) -> str:
 
 def windows_path(host: str, host_url: str | None, share: str, path: str) -> str:
     r"""The path Explorer opens: \\host\share\folder\file."""
-    name = network_name(host, host_url)
     parts = [p for p in (share, *path.split("/")) if p]
-    return "\\\\" + "\\".join([name, *parts])
+    return "\\\\" + "\\".join([network_name(host, host_url), *parts])
 
 
 def quality(row: dict) -> str:
@@ -57,9 +56,8 @@ def quality(row: dict) -> str:
 def links(host_url: str | None, host: str, share: str, path: str) -> tuple[str | None, str, str]:
     """(href: percent-encoded, None unless smb:// or file://; readable text; Windows path)."""
     href = copy_url(host_url, host, share, path)
-    text = readable_url(href)  # one definition of the readable form (crawl_io.readable)
     safe_href = href if href.startswith(("smb://", "file://")) else None
-    return safe_href, text, windows_path(host, host_url, share, path)
+    return safe_href, readable_url(href), windows_path(host, host_url, share, path)
 
 
 def copy_row(row: dict, hosts: HostInfo, best: bool) -> dict:
