@@ -117,6 +117,7 @@ def write_parquet(
         kept = {k: v for k, v in (table.schema.metadata or {}).items() if k not in metadata}
         table = table.replace_schema_metadata(kept)
     dictionary, encodings = _encodings(table)
+    statistics = [c for c in FILTERED if c in table.column_names] if compact else True
 
     def write(tmp: Path) -> None:
         options = {
@@ -125,9 +126,7 @@ def write_parquet(
             "use_dictionary": dictionary,
             "column_encoding": encodings,
             "store_schema": not compact,
-            "write_statistics": [c for c in FILTERED if c in table.column_names]
-            if compact
-            else True,
+            "write_statistics": statistics,
         }
         # not in the table's schema: without the Arrow schema pyarrow would drop it
         with pq.ParquetWriter(tmp, table.schema, **options) as writer:

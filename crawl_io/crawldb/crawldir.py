@@ -121,12 +121,10 @@ class CrawlDir:
         name = text.strip()
         if not name:
             raise self.damaged(f"{path} is empty")
-        match = VERSION_NAME.fullmatch(name)
-        if match is None:
+        if (match := VERSION_NAME.fullmatch(name)) is None:
             raise self.damaged(f"{path} is garbled ({name[:40]!r})")
         version = int(match[1])
-        problem = self.incomplete(version)
-        if problem:
+        if problem := self.incomplete(version):
             raise self.damaged(f"{path} names {name}, {problem}")
         return version
 
@@ -159,8 +157,7 @@ class CrawlDir:
 
     def publish(self, version: int) -> None:
         """Make `version` live: readers see the old version whole until the rename."""
-        problem = self.incomplete(version)
-        if problem:
+        if problem := self.incomplete(version):
             raise self.damaged(f"v{version:06d} cannot be published, {problem}")
         write_atomic(self.crawldb / "CURRENT", f"v{version:06d}\n", durable=True)
 
@@ -190,20 +187,11 @@ class CrawlDir:
                 return read_parquet(path, TABLES[name])
             except (pa.ArrowException, OSError) as e:
                 raise self.damaged(f"{path}: a part does not read ({vm.first_line(e)})") from None
-        entry = self.manifest(version).get(path.name)
-        problem = (
-            f"not in {vm.MANIFEST_NAME}" if entry is None else vm.checksum_problem(path, entry)
-        )
-        if problem is None:
-            try:
-                table = read_parquet(path, TABLES[name])
-            except (pa.ArrowException, OSError) as e:
-                problem = f"does not read ({vm.first_line(e)})"
-        if problem is not None:
+        table, problem = _checked_read(path, self.manifest(version).get(path.name), TABLES[name])
+        if table is None:
             raise self.damaged(f"{path}: {problem}")
         if name == "partitions":
-            lost = self.hosts(version).lost_partitions(table)
-            if lost:
+            if lost := self.hosts(version).lost_partitions(table):
                 hit = pc.is_in(table["partition_id"], pa.array(sorted(lost), pa.string()))
                 hashes = pc.if_else(hit, pa.scalar(None, pa.string()), table["hash"])
                 table = table.set_column(table.schema.get_field_index("hash"), "hash", hashes)
@@ -215,16 +203,6 @@ class CrawlDir:
         thousands, each costing more in calls than in bytes."""
         vdir = self.version_dir(version)
         manifest = self.manifest(version)
-
-        def read(rel: str) -> tuple[pa.Table | None, str | None]:
-            data, problem = vm.read_checked(vdir / rel, manifest[rel])
-            if data is None:
-                return None, problem
-            try:
-                return parquet_from_bytes(data, TABLES["prefix_stats"]), None
-            except (pa.ArrowException, OSError) as e:
-                return None, f"does not read ({vm.first_line(e)})"
-
         keyed = [
             (key, rel)
             for rel in sorted(manifest)
@@ -233,12 +211,13 @@ class CrawlDir:
         parts: dict[tuple[str, int], pa.Table] = {}
         problems: dict[Path, str] = {}
         with ThreadPoolExecutor(max_workers=STATS_READERS) as pool:
-            found = pool.map(read, [rel for _, rel in keyed])
+            schema = TABLES["prefix_stats"]
+            found = pool.map(lambda k: _checked_read(vdir / k[1], manifest[k[1]], schema), keyed)
             for (key, rel), (table, problem) in zip(keyed, found, strict=True):
                 if table is not None:
                     parts[key] = table
                 else:
-                    problems[vdir / rel] = problem or "does not read"
+                    problems[vdir / rel] = problem
         return parts, problems
 
     def hosts(self, version: int) -> StoredHosts:
@@ -258,3 +237,18 @@ class CrawlDir:
         for version in self.versions():
             if version > live:
                 shutil.rmtree(self.version_dir(version))
+
+
+def _checked_read(
+    path: Path, entry: vm.PartEntry | None, schema: pa.Schema
+) -> tuple[pa.Table | None, str]:
+    """A part read once and checked against its manifest entry, or (None, what is wrong)."""
+    if entry is None:
+        return None, f"not in {vm.MANIFEST_NAME}"
+    data, problem = vm.read_checked(path, entry)
+    if data is None:
+        return None, problem or "does not read"
+    try:
+        return parquet_from_bytes(data, schema), ""
+    except (pa.ArrowException, OSError) as e:
+        return None, f"does not read ({vm.first_line(e)})"

@@ -20,18 +20,14 @@ def is_disk_full(error: BaseException | None) -> bool:
         seen.add(id(error))
         if isinstance(error, OSError) and error.errno in FULL_ERRNOS:
             return True
-        if any(words in _text(error) for words in _FULL_WORDS):
+        try:  # asked from a logging filter too, where nothing may raise
+            text = str(error)
+        except Exception:
+            text = ""
+        if any(words in text for words in _FULL_WORDS):
             return True
         error = error.__cause__ or error.__context__
     return False
-
-
-def _text(error: BaseException) -> str:
-    """An error's message; asked from a logging filter too, where nothing may raise."""
-    try:
-        return str(error)
-    except Exception:
-        return ""
 
 
 def disk_full_line(

@@ -37,13 +37,9 @@ def fetchlog_parts(segments: Path, version: int) -> list[Path]:
 
 def damaged_fetchlogs(segments: Path) -> list[tuple[Path, str]]:
     """(path, what is wrong) of each kept part that does not read in full."""
-    found = []
-    for name in sorted(_names(segments / KEPT_FETCHLOGS)):
-        if KEPT_NAME.fullmatch(name):
-            path = segments / KEPT_FETCHLOGS / name
-            if problem := read_problem(path):
-                found.append((path, problem))
-    return found
+    folder = segments / KEPT_FETCHLOGS
+    paths = [folder / name for name in sorted(_names(folder)) if KEPT_NAME.fullmatch(name)]
+    return [(path, problem) for path in paths if (problem := read_problem(path))]
 
 
 def _names(folder: Path) -> list[str]:

@@ -46,8 +46,7 @@ def verify_version(crawl: CrawlDir, version: int) -> VersionReport:
     """Read every part of a version in full and compare it with the manifest."""
     vdir = crawl.version_dir(version)
     report = VersionReport(version)
-    problem = crawl.incomplete(version)
-    if problem:
+    if problem := crawl.incomplete(version):
         report.problems.append((vm.MANIFEST_NAME, f"{report.name} is not complete: {problem}"))
         return report
     try:
@@ -63,8 +62,7 @@ def verify_version(crawl: CrawlDir, version: int) -> VersionReport:
     report.problems += [(rel, f"missing from {vm.MANIFEST_NAME}") for rel in missing]
     for rel in listed:
         path = vdir / rel
-        problem = vm.checksum_problem(path, manifest[rel]) or vm.read_problem(path)
-        if problem:
+        if problem := vm.checksum_problem(path, manifest[rel]) or vm.read_problem(path):
             report.problems.append((rel, problem))
         report.parts += 1
     for rel in sorted(set(vm.version_parts(vdir)) - set(listed)):

@@ -27,14 +27,13 @@ class Holder:
     host: str
     started: datetime
 
-    def describe(self) -> str:
-        where = "" if self.host == socket.gethostname() else f" on {self.host}"
-        return f"pid {self.pid}{where}, started {self.started:%Y-%m-%d %H:%M} UTC"
-
 
 class CrawlLocked(LockError):
     def __init__(self, path: Path, holder: Holder | None) -> None:
-        who = holder.describe() if holder else "holder not yet recorded"
+        who = "holder not yet recorded"
+        if holder:
+            where = "" if holder.host == socket.gethostname() else f" on {holder.host}"
+            who = f"pid {holder.pid}{where}, started {holder.started:%Y-%m-%d %H:%M} UTC"
         super().__init__(f"another crawl ({who}) holds {path}; wait for it or stop it")
         self.holder = holder
 
@@ -58,7 +57,10 @@ class CrawlLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise CrawlLocked(self.path, self._wait_for_holder()) from None
+            deadline = time.monotonic() + 0.5  # the holder writes its record right after locking
+            while (holder := self.holder()) is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+            raise CrawlLocked(self.path, holder) from None
         except OSError as e:
             os.close(fd)
             raise LockError(f"cannot lock {self.path}: {e.strerror}") from None
@@ -104,13 +106,6 @@ class CrawlLock:
         finally:
             os.close(fd)  # drops the shared lock, if taken
         return False
-
-    def _wait_for_holder(self) -> Holder | None:
-        """The holder writes its record right after locking: give it a moment."""
-        deadline = time.monotonic() + 0.5
-        while (holder := self.holder()) is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        return holder
 
     def __enter__(self) -> CrawlLock:
         if self._fd is None:

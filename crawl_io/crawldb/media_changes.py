@@ -111,8 +111,7 @@ def recorded_changes(old_dir: Path, new_dir: Path, diff: PartsChange) -> Recorde
 
 
 def _host(part: Path) -> str | None:
-    parsed = parse_part_file(part.name)
-    return None if parsed is None else parsed[0]
+    return (parse_part_file(part.name) or (None,))[0]
 
 
 def _by_host(parts: list[Path]) -> dict[str | None, set[str]]:

@@ -52,8 +52,7 @@ class StoredHosts:
         for rel, entry in self.manifest.items():
             table, _, name = rel.partition("/")
             if table in host_parts.ROW_TABLES and size_problem(self.dir / rel, entry):
-                parsed = host_parts.parse_part_file(name)
-                if parsed is not None:
+                if (parsed := host_parts.parse_part_file(name)) is not None:
                     found.add(parsed)
         return found
 
@@ -72,16 +71,7 @@ class StoredHosts:
         damaged group: those its footers name, else those no other group of its host holds."""
         damaged = self.damaged_groups()
         lost: set[str] = set()
-        hosts = {h for h, _ in damaged}
-        if not hosts:
-            return lost
-        mine: dict[str, set[str]] = {}
-        for host, pid in zip(
-            partitions["host"].to_pylist(), partitions["partition_id"].to_pylist(), strict=True
-        ):
-            if host in hosts:
-                mine.setdefault(host, set()).add(pid)
-        for host in sorted(hosts):
+        for host in sorted({h for h, _ in damaged}):
             held: set[str] = set()
             unknown = False
             for group in sorted({g for h, g in damaged if h == host} | set(self.groups(host))):
@@ -92,7 +82,8 @@ class StoredHosts:
                 elif named is not None:
                     held |= named
             if unknown:
-                lost |= mine.get(host, set()) - held
+                mine = partitions.filter(pc.equal(partitions["host"], host))["partition_id"]
+                lost |= set(mine.to_pylist()) - held
         return lost
 
     def read_group(

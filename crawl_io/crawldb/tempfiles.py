@@ -23,8 +23,7 @@ FOREIGN_STALE_S = 3600.0
 def _writer_gone(path: Path) -> bool:
     """Is `path` a temporary name whose writer no longer runs (or is this process)? A name
     without a pid (the version folder) belongs to whoever holds the crawl lock."""
-    match = TEMP_NAME.match(path.name)
-    if match is None:
+    if (match := TEMP_NAME.match(path.name)) is None:
         return False
     pid, where = match["pid"], match["machine"]
     if pid is None:
@@ -46,9 +45,7 @@ def stale_temp_files(root: str | os.PathLike) -> list[Path]:
     except (ValueError, OSError):
         live = 0  # an unreadable CURRENT: look at every segment
     folders = [crawl.root, crawl.crawldb, crawl.index.parent]
-    found: list[Path] = []
-    for folder in folders:
-        found += [p for p in folder_entries(folder) if _writer_gone(p)]
+    found = [p for folder in folders for p in folder_entries(folder) if _writer_gone(p)]
     for segment in folder_entries(crawl.segments):
         if number := SEGMENT_NAME.fullmatch(segment.name):
             if int(number[1]) >= live:

@@ -124,10 +124,9 @@ def _size_problem(size: int, entry: PartEntry | None) -> str | None:
 def size_problem(path: Path, entry: PartEntry | None) -> str | None:
     """The cheap check (one stat): is the part there, with the size its manifest says?"""
     try:
-        size = path.stat().st_size
+        return _size_problem(path.stat().st_size, entry)
     except OSError as e:
         return _os_problem(e)
-    return _size_problem(size, entry)
 
 
 def checksum_problem(path: Path, entry: PartEntry) -> str | None:
