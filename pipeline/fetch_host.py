@@ -125,25 +125,6 @@ class _HostFetch:
             for path, name, is_dir, size, mtime in zip(*columns, mtimes, strict=True)
         ]
 
-    def _walk(
-        self,
-        source: Source,
-        key: PartitionKey,
-        stored_hash: str | None,
-        ranges: Ranges,
-        stats: WalkStats,
-    ) -> list[tuple[str, Entry]]:
-        """The partition's entries: around its hinted paths when the fetch list allows
-        (jobs.hinted_walk), else walked whole."""
-        hinted = self.plans.get(key.id, {}).get("hinted_paths")
-        if hinted:
-            try:
-                stored = self.stored_entries(key.id)
-                return hinted_walk(source, key, ranges, stored, stored_hash, hinted, stats)
-            except WholeScan:
-                stats.folders_listed = 0  # what it listed is listed again
-        return list(walk_partition(source, key, ranges, stats))
-
     def scan(
         self, source: Source, key: PartitionKey, stored_hash: str | None, ranges: Ranges
     ) -> None:
@@ -154,8 +135,17 @@ class _HostFetch:
         if plan.get("hinted_paths") and plan.get("hints_as_of") is not None:
             counted = min(started, plan["hints_as_of"].timestamp())
         log = self._log_row(key.id, key.share, datetime.fromtimestamp(counted, UTC))
+        entries: list[tuple[str, Entry]] | None = None
         try:
-            entries = self._walk(source, key, stored_hash, ranges, stats)
+            if plan.get("hinted_paths"):  # around its hinted paths when it can (jobs.hinted_walk)
+                try:
+                    stored = self.stored_entries(key.id)
+                    hinted = plan["hinted_paths"]
+                    entries = hinted_walk(source, key, ranges, stored, stored_hash, hinted, stats)
+                except WholeScan:
+                    stats.folders_listed = 0  # what it listed is listed again
+            if entries is None:
+                entries = list(walk_partition(source, key, ranges, stats))
         except ShareNotFound:
             raise  # no partition row: the host's row says it (run)
         except NotFound:
@@ -253,7 +243,7 @@ class _HostFetch:
         except SourceError as e:
             if source is not None:
                 source.close()
-            self._all_failed(due, e, host_row=True)
+            self._failed(e, None, *due)
             return self._write(str(e))
         if _progress is not None:  # the discover rows became the shares found
             _progress((host.host, "due", {"partitions": len(due)}))
@@ -271,9 +261,9 @@ class _HostFetch:
                 except SourceError as e:
                     if isinstance(e, ShareNotFound):
                         missing.add(key.share)
-                        self._failed(None, None, e)
+                        self._failed(e, None)
                     if isinstance(e, HostUnreachable | SourceTimeout):
-                        self._all_failed(due[i + 1 :], e)
+                        self._failed(e, *due[i + 1 :])
                         error = str(e)
                         break
         finally:
@@ -291,21 +281,12 @@ class _HostFetch:
         known.update((key.id, key) for key in new)
         return new + due
 
-    def _all_failed(
-        self, keys: list[PartitionKey], error: SourceError, host_row: bool = False
-    ) -> None:
-        """Log `keys` not scanned; `host_row`: the host did not open, and a row says why."""
-        if host_row:
-            self._failed(None, None, error)
+    def _failed(self, error: SourceError, *keys: PartitionKey | None) -> None:
+        """Log `keys` not scanned; None: the host's row (it did not open, or a share is missing)."""
+        failed = {"status": _status(error), "error": str(error), "host_status": error.host_status}
         for key in keys:
-            self._failed(key.id, key.share, error)
-
-    def _failed(self, partition_id: str | None, share: str | None, error: SourceError) -> None:
-        row = self._log_row(partition_id, share, datetime.now(UTC))
-        row.update(
-            duration_s=0.0, status=_status(error), error=str(error), host_status=error.host_status
-        )
-        self.log.append(row)
+            row = self._log_row(key and key.id, key and key.share, datetime.now(UTC))
+            self.log.append(row | failed | {"duration_s": 0.0})
 
     def _log_row(self, partition_id: str | None, share: str | None, started: datetime) -> dict:
         """A fetchlog row of nothing done yet; why the partition was due, from its plan."""
@@ -365,5 +346,5 @@ def host_lost(job: HostJob, why: str) -> HostResult:
     its fetchlog part says so for the host and each due partition, whose stored rows stay,
     and any part the worker left goes. Its next round fetches it again."""
     fetch = _HostFetch(job)
-    fetch._all_failed(fetch.due_keys(), FetchLost(why), host_row=True)
+    fetch._failed(FetchLost(why), None, *fetch.due_keys())
     return fetch._write(why)

@@ -129,7 +129,10 @@ def rewrite_host(build: VersionBuild, stored: StoredHosts | None, change: HostCh
             changed = _paths(_in(stale, change.drop), change.listing)
             if 4 * changed.num_rows < whole.num_rows:  # else hashing every folder costs less
                 folders = updated_folder_summaries(whole, _concat(known, FOLDERS), changed)
-    folders = _with_partitions(whole, folder_summaries(whole) if folders is None else folders)
+    folders = folder_summaries(whole) if folders is None else folders
+    # each folder row with the partition of its folder's files row
+    dirs = whole.filter(whole["is_dir"]).select(["share", "path", "partition_id"])
+    folders = folders.join(dirs, keys=["share", "path"], join_type="inner")
     for g, pids in plan.items():
         if g in dirty:
             build.write_group(
@@ -170,12 +173,6 @@ def _lost_to_damage(
 
 def _canonical(p: dict) -> tuple:
     return (p["share"], canonical_key(p["root"] or ""), p["lo"] or "")
-
-
-def _with_partitions(files: pa.Table, folders: pa.Table) -> pa.Table:
-    """The host's folder rows, each with the partition of its folder's files row."""
-    dirs = files.filter(files["is_dir"]).select(["share", "path", "partition_id"])
-    return folders.join(dirs, keys=["share", "path"], join_type="inner")
 
 
 def _paths(*tables: pa.Table) -> pa.Table:

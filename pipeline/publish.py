@@ -1,9 +1,6 @@
-"""Publish: how Update builds version N in a hidden folder (crawldb/.v000013.tmp/: groups of
-parts written there or hard-linked from N-1) and makes it live: rules.auto, then MANIFEST.json
-last inside the folder (a version with one is complete), the rename into place, and CURRENT
-moved. Every part is fsynced before the manifest names it, and every folder entry before the
-rename (crawl_io.crawldb.atomic): not even a power cut leaves a live version naming bytes the
-disk never got; a round killed before CURRENT moves leaves N-1 live and whole."""
+"""Publish: how Update builds version N in a hidden folder (groups of parts written there or
+hard-linked from N-1) and makes it live: rules.auto, MANIFEST.json last, the rename, CURRENT
+moved; every part and folder entry fsynced first (docs/DESIGN.md, The crawl directory)."""
 
 from __future__ import annotations
 
@@ -58,10 +55,8 @@ class VersionBuild:
         manifest = self.crawl.manifest(prev)
         for name in tables:
             rel = rel_path(name, host, group)
-            src = self.crawl.version_dir(prev) / rel
-            if rel in manifest and src.exists():
-                os.link(src, self.dir / rel)
-                self.carried[rel] = manifest[rel]
+            if rel in manifest and (self.crawl.version_dir(prev) / rel).exists():
+                self.link_part(name, host, group)
         return True
 
     def link_host(self, host: str) -> None:
@@ -73,8 +68,7 @@ class VersionBuild:
         """Link one part the caller found equal to what it would write."""
         rel = rel_path(table, host, group)
         os.link(self.crawl.version_dir(self.prev) / rel, self.dir / rel)
-        manifest = self.crawl.manifest(self.prev)
-        if rel in manifest:
+        if rel in (manifest := self.crawl.manifest(self.prev)):
             self.carried[rel] = manifest[rel]
 
     def write_group(

@@ -72,13 +72,11 @@ def write_stats(
     old: OldStats,
     regrouped: set[str],
     carried: set[str] | frozenset[str] = frozenset(),
-) -> dict[str, int]:
+) -> None:
     """Write (or link) every host's prefix_stats parts, once its other parts are in place.
     `regrouped`: hosts whose groups the round may have planned again; `carried`: hosts whose
-    rows are the previous version's (jobs.prefix_stats.carried_over). Returns how many parts
-    were written and linked."""
+    rows are the previous version's (jobs.prefix_stats.carried_over)."""
     new = VersionParts(build.dir)
-    done = {"written": 0, "linked": 0}
     stored: dict[str, list[tuple[int, pa.Table]]] = {}
     for (host, group), table in old.parts.items():
         stored.setdefault(host, []).append((group, table))
@@ -94,7 +92,6 @@ def write_stats(
             # its rows are its stored ones, which counted no change: every part as it was
             for group, _ in stored[host]:
                 build.link_part(STATS, host, group)
-            done["linked"] += len(stored[host])
             continue
         footers = cache(partial(_footer, new, host))
         groups = None if host in regrouped else _old_groups(stored.get(host, []), rows)
@@ -109,11 +106,8 @@ def write_stats(
                 prev = build.crawl.version_dir(build.prev) / STATS / part_file(host, group)
                 if host not in regrouped or footer_partitions(prev) == footer:
                     build.link_part(STATS, host, group)
-                    done["linked"] += 1
                     continue
             build.write_group(host, group, {STATS: mine}, footer)
-            done["written"] += 1
-    return done
 
 
 def _quiet_hosts(table: pa.Table) -> dict[str, int]:

@@ -50,13 +50,6 @@ def listing_parts(seg: Path) -> list[Path]:
     return [p for p in sorted((seg / "listing").glob("*.parquet")) if pq.read_metadata(p).num_rows]
 
 
-def partitions_table(partitions: list[dict], histories: Histories) -> pa.Table:
-    """The rows, each with its history (none for partitions made by this round's splits)."""
-    table = pa.Table.from_pylist([{**p, "history": None} for p in partitions], PARTITIONS)
-    column = histories.updated([p["partition_id"] for p in partitions]).column()
-    return table.set_column(table.schema.get_field_index("history"), "history", column)
-
-
 def updated_partitions(
     old: pa.Table, log: list[dict], summaries: dict[str, dict], listed_hosts: set[str], now: float
 ) -> tuple[list[dict], set[str], Histories]:
@@ -260,7 +253,11 @@ class Update(luigi.Task):
         build.write_table("hosts", pa.Table.from_pylist(hosts, HOSTS))
         if stored is not None:
             build.write_media_changes(media_changes)
-        build.write_table("partitions", partitions_table(partitions, histories))
+        # each row with its history (none for partitions made by this round's splits)
+        table = pa.Table.from_pylist([{**p, "history": None} for p in partitions], PARTITIONS)
+        column = histories.updated([p["partition_id"] for p in partitions]).column()
+        table = table.set_column(table.schema.get_field_index("history"), "history", column)
+        build.write_table("partitions", table)
         redo_stats = touched | lost_hosts  # a host whose rows were lost keeps no stale stats
         # derived from the files parts: a damaged part's host is computed again in full
         old_stats = read_old_stats(crawl, prev)
