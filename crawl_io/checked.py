@@ -1,15 +1,12 @@
 """What a host says, checked: listing entries made storable (docs/DESIGN.md, Sources: a
 host's listing is anyone's to shape, and no entry may fail its round), and the shares named.
-
-`clamped` is a pure function of the entry, so an entry clamped the same way each round hashes
-the same. `CheckedSource` wraps a source: listings come out clamped, marked names are mapped back
-to the host's for later calls, and a named share the host lacks raises ShareNotFound.
-"""
+`clamped` is a pure function of the entry, so an entry clamped alike each round hashes the same."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Collection
+from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 
 from crawl_io.sources import (
@@ -33,8 +30,7 @@ _UNSAFE = re.compile("[/\x00\ud800-\udfff]")  # '/', NUL and lone surrogates (no
 class ShareNotFound(SourceError):
     """A share the hosts file names is not on the host (a typo, a share renamed)."""
 
-    reason = "share not found"
-    host_status = "share_not_found"
+    reason, host_status = "share not found", "share_not_found"
 
 
 def mtime_datetime(mtime_us: int) -> datetime:
@@ -43,12 +39,10 @@ def mtime_datetime(mtime_us: int) -> datetime:
 
 
 def _bounded(value: object, low: int, high: int) -> int:
-    if type(value) is not int:
-        try:
-            value = int(value)  # type: ignore[call-overload]
-        except (TypeError, ValueError, OverflowError):
-            return 0  # NaN, None, infinity: no value
-    return min(max(value, low), high)
+    try:
+        return min(max(int(value), low), high)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        return 0  # NaN, None, infinity: no value
 
 
 def safe_name(name: str) -> str:
@@ -91,12 +85,9 @@ def storable(entries: list[Entry]) -> bool:
     if not entries:
         return True
     names, _, sizes, mtimes = zip(*entries, strict=True)
-    joined = "\n".join(names)
     try:
+        joined = "\n".join(names)
         joined.encode()  # lone surrogates do not encode
-    except UnicodeEncodeError:
-        return False
-    try:
         return (
             "/" not in joined
             and "\0" not in joined
@@ -107,30 +98,26 @@ def storable(entries: list[Entry]) -> bool:
             and MIN_MTIME_US <= min(mtimes)
             and max(mtimes) <= MAX_MTIME_US
         )
-    except TypeError:  # None
+    except (UnicodeEncodeError, TypeError):  # TypeError: None
         return False
 
 
 class CheckedSource:
-    """A source whose listings are clamped; `changed`: (share, path) of each entry clamped or
-    marked (fetchlog.n_clamped). `named`: the shares the hosts file names."""
+    """A source whose listings are clamped, marked names mapped back to the host's for later
+    calls; `changed`: (share, path) of each entry clamped or marked (fetchlog.n_clamped); a share
+    in `named` (the hosts file's) that the host lacks raises ShareNotFound."""
 
     def __init__(self, source: Source, named: Collection[str] = ()) -> None:
         self._source = source
         self._named = set(named)
         self.host: HostURL = source.host
         self.changed: set[tuple[str, str]] = set()
-        self._shares: dict[str, str] = {}  # marked share name -> the host's
+        self._shares: dict[str, str] = {}  # share name as shown -> the host's
         self._paths: dict[tuple[str, str], str] = {}  # marked (share, path) -> the host's path
 
     def shares(self) -> list[str]:
-        names = []
-        for share in self._source.shares():
-            name = safe_name(share)
-            if name != share:
-                self._shares[name] = share
-            names.append(name)
-        return sorted(names)
+        self._shares = {safe_name(share): share for share in self._source.shares()}
+        return sorted(self._shares)
 
     def _real(self, share: str, path: str) -> tuple[str, str]:
         return self._shares.get(share, share), self._paths.get((share, path), path)
@@ -159,11 +146,9 @@ class CheckedSource:
     def _check_share(self, share: str, path: str) -> None:
         """Raise ShareNotFound when `share` is not on the host (`path` is not found in it)."""
         if path:
-            try:
+            with suppress(NotFound):
                 self._source.listdir(share, "")
                 return  # only the folder is gone
-            except NotFound:
-                pass
         try:
             have = ", ".join(self._source.shares()) or "none"
         except (HostUnreachable, SourceTimeout):

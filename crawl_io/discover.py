@@ -165,7 +165,5 @@ def probe(address: str, port: int, timeout_s: float) -> Identity:
 
 def probe_all(addresses: Iterable[str], port: int, timeout_s: float) -> list[Identity]:
     todo = list(addresses)
-    if not todo:
-        return []
-    with ThreadPoolExecutor(max_workers=min(PROBE_THREADS, len(todo))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(PROBE_THREADS, len(todo)))) as pool:
         return list(pool.map(lambda a: probe(a, port, timeout_s), todo))

@@ -1,15 +1,11 @@
 """SMB2 change notifications on the project's own SMB session (MS-SMB2 2.2.35, 2.2.36, 3.3.4.2).
 
-`NotifySession` is an `SMBSource` that keeps one tree watch per share (its root opened, `depth`
-CHANGE_NOTIFY requests outstanding), driven by one caller's select loop rather than a thread per
-request: the receive thread writes a byte to a pipe (`fileno`), then `receive`, `take`,
-`keepalive` now and then, `cancel` at shutdown. Not thread-safe.
-- An answered request is re-armed before its answer is parsed, so no change falls between two.
-- STATUS_NOTIFY_ENUM_DIR, or a success with no entries (Samba's when the changes overflow the
-  buffer), means "list this share again".
-- A share whose root cannot be opened or whose watch is refused (Samba's `change notify = no`
-  answers NOT_IMPLEMENTED) is given up and reported as a `Refusal`; the others go on.
-- A host switched off sends no FIN: an ECHO now and then finds out.
+`NotifySession` keeps a tree watch per share (`depth` CHANGE_NOTIFY requests outstanding), driven
+by one caller's select loop (`fileno`, `take`, `keepalive`, `cancel`), not a thread per request;
+not thread-safe. An answered request is re-armed before its answer is parsed, so no change falls
+between two. STATUS_NOTIFY_ENUM_DIR, or a success with no entries (Samba's overflow), means "list
+this share again". A share whose watch is refused (Samba's `change notify = no`) is given up as a
+`Refusal`. A host switched off sends no FIN: an ECHO now and then finds out.
 """
 
 from __future__ import annotations
@@ -72,14 +68,14 @@ class Refusal(NamedTuple):
     reason: str
 
 
-class _Waker:
-    """A pipe the receive thread writes a byte to per answer; the select loop reads its end."""
+class Waker:
+    """A pipe other threads (or a signal handler) write a byte to; a select loop reads its end."""
 
     def __init__(self) -> None:
         self.read_fd, self._write_fd = os.pipe()
         os.set_blocking(self.read_fd, False)
         os.set_blocking(self._write_fd, False)
-        self._lock = threading.Lock()  # no write after close: the number may be reused
+        self._lock = threading.RLock()  # no write after close (the number may be reused)
 
     def wake(self) -> None:
         with self._lock:
@@ -95,15 +91,15 @@ class _Waker:
     def close(self) -> None:
         with self._lock:
             if self._write_fd >= 0:
+                write_fd, self._write_fd = self._write_fd, -1  # first: a signal may wake meanwhile
                 os.close(self.read_fd)
-                os.close(self._write_fd)
-                self._write_fd = -1
+                os.close(write_fd)
 
 
 class _WakeEvent(threading.Event):
     """A request's answered-event (set by the receive thread) that also wakes the loop."""
 
-    def __init__(self, waker: _Waker) -> None:
+    def __init__(self, waker: Waker) -> None:
         super().__init__()
         self._waker = waker
 
@@ -142,11 +138,11 @@ class NotifySession(SMBSource):
         self._watches: dict[str, Open] = {}  # share -> its root, opened
         self._pending: dict[Request, str] = {}  # watch request -> its share
         self._cancelling: dict[Request, str] = {}
-        self._dropped: set[Request] = set()  # requests whose answers nobody needs (closes)
+        self._dropped: set[Request] = set()  # requests whose answers nobody needs (closes, ECHOs)
         self._echo: Request | None = None
+        self._echo_sent = time.monotonic()
         self.cancels_confirmed = 0  # watch requests the server answered STATUS_CANCELLED
-        self._echo_sent = self._last_echo = time.monotonic()
-        self._waker = _Waker()
+        self._waker = Waker()
         super().__init__(host, credentials, timeout_s=timeout_s, window=1)
 
     def watch(self, share: str) -> None:
@@ -191,9 +187,8 @@ class NotifySession(SMBSource):
         message["output_buffer_length"] = self.buffer
         message["file_id"] = root.file_id
         message["completion_filter"] = COMPLETION_FILTER
-        self._pending[self._wake_on(self._send([message], root.tree_connect, self.buffer)[0])] = (
-            share
-        )
+        request = self._send([message], root.tree_connect, self.buffer)[0]
+        self._pending[self._wake_on(request)] = share
 
     def _wake_on(self, request: Request) -> Request:
         """Have the request's answer wake the select loop (under the receive thread's lock)."""
@@ -210,26 +205,19 @@ class NotifySession(SMBSource):
             raise ConnectionError("the server closed the connection")
 
     def fileno(self) -> int:
-        """Readable when an answer has come in; call `receive` then."""
+        """Readable when an answer has come in; call `take` then."""
         self._check_usable()
         return self._waker.read_fd
 
-    def receive(self) -> None:
-        """Take note of the answers that came in (it does not block)."""
-        with self._bounded("watch"):
-            self._drain()
-
     def take(self) -> list[Change | Refusal]:
-        """What the answers so far say, answered watches re-armed first; HostUnreachable when a
-        watch ends for another reason."""
+        """What the answers so far say, answered watches re-armed first (it does not block);
+        HostUnreachable when a watch ends for another reason."""
         events: list[Change | Refusal] = []
         with self._bounded("watch"):
+            self._drain()
             for request in [r for r in self._dropped if answered(r)]:
                 self._dropped.discard(request)
                 self._answer(request)
-            if self._echo is not None and answered(self._echo):
-                self._answer(self._echo)
-                self._echo = None
             for request in [r for r in self._cancelling if answered(r)]:
                 del self._cancelling[request]
                 self.cancels_confirmed += self._answer(request)[0] == STATUS_CANCELLED
@@ -269,14 +257,14 @@ class NotifySession(SMBSource):
         """An ECHO every `every_s`; SourceTimeout when one has gone unanswered for timeout_s."""
         self._check_usable()
         now = time.monotonic()
-        if self._echo is not None:
+        if self._echo is not None and not answered(self._echo):
             if now - self._echo_sent > self.timeout_s:
                 raise self._fail(TimeoutError("no answer to ECHO"), "keepalive")
-            return
-        if now - self._last_echo >= every_s:
+        elif now - self._echo_sent >= every_s:
             with self._bounded("keepalive"):
                 self._echo = self._wake_on(self._send([SMB2Echo()], None)[0])
-            self._echo_sent = self._last_echo = now
+            self._dropped.add(self._echo)
+            self._echo_sent = now
 
     def cancel(self) -> None:
         """SMB2 CANCEL every watch request (MS-SMB2 3.2.4.24); `take` files the answers."""

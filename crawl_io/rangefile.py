@@ -36,9 +36,6 @@ class RangeFile(io.RawIOBase):
     def seekable(self) -> bool:
         return True
 
-    def tell(self) -> int:
-        return self._pos
-
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
         pos = base + offset

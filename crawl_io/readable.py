@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable
+from functools import partial
 from urllib.parse import quote
 
 # The zero-width (non-)joiner belong inside words (Persian, Indic scripts, emoji); every other
@@ -16,6 +17,7 @@ from urllib.parse import quote
 _JOINERS = {"\u200c", "\u200d"}
 _ESCAPE_RUN = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
 _EDGE_SPACES = re.compile(r"\A +| +\Z")
+_percent = partial(quote, safe="")
 
 
 def unsafe(char: str) -> bool:
@@ -53,27 +55,21 @@ def readable_path(path: str | None) -> str:
     return "/".join(_escape_ends(part, _backslash) for part in shown.split("/"))
 
 
-def _percent(char: str) -> str:
-    return quote(char, safe="")
+def _decoded(char: str) -> str:
+    """A character of a decoded escape run as the IRI shows it."""
+    if "\udc80" <= char <= "\udcff":  # a byte that is no UTF-8: keep it encoded
+        return f"%{ord(char) - 0xDC00:02X}"
+    return _percent(char) if char in "%/" or unsafe(char) else char
+
+
+def _decode_run(run: re.Match[str]) -> str:
+    raw = bytes.fromhex(run.group(0).replace("%", ""))
+    return "".join(map(_decoded, raw.decode("utf-8", errors="surrogateescape")))
 
 
 def _iri_segment(segment: str) -> str:
     """One path segment of a URL as an IRI segment."""
-
-    def decode(run: re.Match[str]) -> str:
-        raw = bytes.fromhex(run.group(0).replace("%", ""))
-        text = raw.decode("utf-8", errors="surrogateescape")
-        out = []
-        for char in text:
-            if "\udc80" <= char <= "\udcff":  # a byte that is no UTF-8: keep it encoded
-                out.append(f"%{ord(char) - 0xDC00:02X}")
-            elif char in "%/" or unsafe(char):
-                out.append(_percent(char))
-            else:
-                out.append(char)
-        return "".join(out)
-
-    shown = "".join(_percent(c) if unsafe(c) else c for c in _ESCAPE_RUN.sub(decode, segment))
+    shown = "".join(_percent(c) if unsafe(c) else c for c in _ESCAPE_RUN.sub(_decode_run, segment))
     return _escape_ends(shown, _percent)
 
 
@@ -118,8 +114,8 @@ def human_bytes(size: float | None) -> str:
     if size is None:
         return "?"
     value = float(size)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(value) < 1024 or unit == "TB":
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(value) < 1024:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} TB"

@@ -25,13 +25,11 @@ class SourceError(Exception):
     """A host could not be listed or read: `reason` a stable code for tables, `host_status`
     the host's `hosts.status` when this error ends its round."""
 
-    reason = "error"
-    host_status = "error"
+    reason, host_status = "error", "error"
 
 
 class HostUnreachable(SourceError):
-    reason = "unreachable"
-    host_status = "offline"
+    reason, host_status = "unreachable", "offline"
 
 
 class ConnectionRefused(HostUnreachable):
@@ -43,20 +41,17 @@ class UnknownHostName(HostUnreachable):
 
 
 class SourceTimeout(SourceError):
-    reason = "timeout"
-    host_status = "timed_out"
+    reason, host_status = "timeout", "timed_out"
 
 
 class AccessDenied(SourceError):
-    reason = "access denied"
-    host_status = "access_denied"
+    reason, host_status = "access denied", "access_denied"
 
 
 class AuthFailed(AccessDenied):
     """The host refused the session itself (wrong user or password): nothing is readable."""
 
-    reason = "auth failed"
-    host_status = "auth_failed"
+    reason, host_status = "auth failed", "auth_failed"
 
 
 class NotFound(SourceError):
@@ -216,9 +211,8 @@ def parse_host_url(text: str) -> HostURL:
     if len(segments) > 1:
         raise _bad(text, "name at most one share")
     share = segments[0] if segments else None
-    host = HostURL("smb", "", hostname, port, parts.username or None, share, trusted)
-    key = HostURL("smb", "", hostname, None if port == 445 else port, None, None).netloc
-    return _keyed(text, host, key)
+    key = _key(text, HostURL("smb", "", hostname, None if port == 445 else port, None, None).netloc)
+    return HostURL("smb", key, hostname, port, parts.username or None, share, trusted)
 
 
 def _file_host(text: str, netloc: str, path: str, trusted: bool) -> HostURL:
@@ -228,15 +222,14 @@ def _file_host(text: str, netloc: str, path: str, trusted: bool) -> HostURL:
     folder = "/" + os.path.normpath(unquote(path)).lstrip("/")
     if not path.startswith("/") or folder == "/":
         raise _bad(text, "needs an absolute folder, not the root")
-    return _keyed(text, HostURL("file", "", folder, None, None, None, trusted), folder)
+    return HostURL("file", _key(text, os.path.basename(folder)), folder, None, None, None, trusted)
 
 
-def _keyed(text: str, host: HostURL, key: str) -> HostURL:
-    key = os.path.basename(key) if host.scheme == "file" else key
+def _key(text: str, key: str) -> str:
     # the key names the host's files (crawl_io.crawldb.host_parts: quoted, '@<group>.parquet' after)
     if len(quote(key, safe="")) > 255 - len("@99999.parquet"):
         raise _bad(text, "the host's name is too long to name its files in the crawl directory")
-    return replace(host, host=key)
+    return key
 
 
 @dataclass(frozen=True)
@@ -368,9 +361,14 @@ CREDENTIAL_KEYS = ("username", "password", "domain")  # as smbclient's -A reads 
 MAX_CREDENTIALS_BYTES = 64 * 1024
 
 
-def read_credentials_file(path: str) -> dict[str, str]:
-    """The `key = value` lines of an owner-only credentials file, checked; ConfigError in one
-    line that never shows a value."""
+def check_credentials(environ: Mapping[str, str] | None = None) -> dict[str, str] | None:
+    """The `key = value` lines of the owner-only credentials file the environment names (None:
+    none), checked; ConfigError in one line that never shows a value."""
+    path = (os.environ if environ is None else environ).get("SHARECRAWL_SMB_CREDENTIALS")
+    if path is None:
+        return None
+    if not path:
+        raise ConfigError("SHARECRAWL_SMB_CREDENTIALS is set but empty")
     where = f"credentials file {short_repr(path)} (SHARECRAWL_SMB_CREDENTIALS)"
     fd = -1
     try:  # O_NONBLOCK: a FIFO named by mistake must not hang the crawl
@@ -413,17 +411,6 @@ def read_credentials_file(path: str) -> dict[str, str]:
         if key not in values:
             raise ConfigError(f"{where} has no '{key} = ...' line")
     return values
-
-
-def check_credentials(environ: Mapping[str, str] | None = None) -> dict[str, str] | None:
-    """The values of the credentials file the environment names (None: none); ConfigError
-    when it is unusable."""
-    cred_file = (os.environ if environ is None else environ).get("SHARECRAWL_SMB_CREDENTIALS")
-    if cred_file is None:
-        return None
-    if not cred_file:
-        raise ConfigError("SHARECRAWL_SMB_CREDENTIALS is set but empty")
-    return read_credentials_file(cred_file)
 
 
 def credentials_for(host: HostURL, environ: dict[str, str] | None = None) -> Credentials:

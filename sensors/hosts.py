@@ -72,9 +72,8 @@ def watched_hosts(hosts: list[HostURL]) -> list[HostWatch]:
             lines.setdefault(host.host, []).append(host)
     watches = []
     for same in lines.values():
-        every = any(h.share is None for h in same)
-        shares = None if every else sorted({h.share for h in same if h.share})
-        watches.append(HostWatch(same[0], shares))
+        shares = {h.share for h in same}
+        watches.append(HostWatch(same[0], None if None in shares else sorted(filter(None, shares))))
     return watches
 
 
@@ -135,7 +134,7 @@ class Connector:
         self._wake = wake
         self._lock = threading.Lock()
         self._jobs: deque[tuple[HostWatch, Callable[[], Connected]]] = deque()
-        self._results: deque[tuple[HostWatch, Connected | BaseException]] = deque()
+        self._results: list[tuple[HostWatch, Connected | BaseException]] = []
         self._threads = 0
         self._stopped = False
 
@@ -148,8 +147,7 @@ class Connector:
 
     def results(self) -> list[tuple[HostWatch, Connected | BaseException]]:
         with self._lock:
-            done = list(self._results)
-            self._results.clear()
+            done, self._results = self._results, []
         return done
 
     def stop(self) -> None:
@@ -157,9 +155,7 @@ class Connector:
         with self._lock:
             self._stopped = True
             self._jobs.clear()
-            done = list(self._results)
-            self._results.clear()
-        for _host, result in done:
+        for _host, result in self.results():
             if isinstance(result, Connected):
                 result.session.abandon()
 

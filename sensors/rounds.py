@@ -15,6 +15,7 @@ from pathlib import Path
 from crawl_io.crawldb.crawldir import CrawlDamaged, CrawlDir
 from crawl_io.crawldb.hints import HintsStore
 from crawl_io.crawldb.lock import EXIT_LOCKED, LOCK_NAME, CrawlLock
+from crawl_io.processes import alive
 from jobs.hint_counts import count_hints
 
 log = logging.getLogger("sharecrawl")
@@ -32,23 +33,13 @@ def lock_held(path: Path) -> bool:
         table = Path("/proc/locks").read_text()
     except OSError:
         holder = CrawlLock(path.parent).holder()
-        return holder is not None and _alive(holder.pid)
+        return holder is not None and alive(holder.pid)
     wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     return any(
         fields[1] == "FLOCK" and fields[5] == wanted
         for fields in (line.split() for line in table.splitlines())
         if len(fields) > 5
     )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class HintRounds:
@@ -59,18 +50,14 @@ class HintRounds:
         self.crawl_args = crawl_args
         self.settle_s = settle_s
         self.pending = False  # a hint came after the last round started
-        self.last_hint = 0.0
         self.next_check = 0.0
         self.child: subprocess.Popen | None = None
         self.child_started = 0.0
         self.waiting_told = False
-        self.rounds_started = 0
 
     def hinted(self) -> None:
-        now = time.monotonic()
         self.pending = True
-        self.last_hint = now
-        self.next_check = max(self.next_check, now + self.settle_s)
+        self.next_check = max(self.next_check, time.monotonic() + self.settle_s)
 
     def next_due(self) -> float:
         """When `tick` has something to do (monotonic seconds)."""
@@ -118,7 +105,6 @@ class HintRounds:
         command = [sys.executable, "-m", "cli.main", *crawl, *args]
         self.child = subprocess.Popen(command, stdin=subprocess.DEVNULL)
         self.child_started = now
-        self.rounds_started += 1
         log.info("sharecrawl: watch: a round for the hints started (pid %d)", self.child.pid)
 
     def _finished(self, now: float) -> None:

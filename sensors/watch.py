@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
+import math
 import resource
 import selectors
 import signal
@@ -20,7 +20,7 @@ import pyarrow as pa
 from crawl_io.crawldb.disk_full import is_disk_full
 from crawl_io.crawldb.hints import storable
 from crawl_io.crawldb.hints_writer import HintsWriter
-from crawl_io.notify import Change, Refusal
+from crawl_io.notify import Change, Refusal, Waker
 from crawl_io.readable import readable_text
 from crawl_io.sources import ConfigError, SourceError
 from sensors.hosts import Connected, Connector, HostWatch, open_watches, watched_hosts
@@ -41,11 +41,9 @@ class Watcher:
         self.rules = HintRules(options.crawl_dir, options.rules_file)
         self.hosts = watched_hosts(options.hosts)
         self._selector = selectors.DefaultSelector()
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
-        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
-        self._connector = Connector(options.connectors, self._wake)
+        self._waker = Waker()  # connect threads and signals end the loop's wait
+        self._selector.register(self._waker.read_fd, selectors.EVENT_READ, None)
+        self._connector = Connector(options.connectors, self._waker.wake)
         self.rounds = None
         if options.crawl_args is not None:
             self.rounds = HintRounds(options.crawl_dir, options.crawl_args, options.settle_s)
@@ -57,18 +55,15 @@ class Watcher:
         self._next_beat = self._next_rules = 0.0
         self._next_flush = float("inf")  # set when the first hint of a part arrives
 
-    def _wake(self) -> None:
-        with contextlib.suppress(OSError):  # already awake, or shutting down
-            os.write(self._wake_w, b"x")
-
     def stop(self) -> None:
         """Ask the loop to end (from any thread or a signal handler)."""
         self._stopping = True
-        self._wake()
+        self._waker.wake()
 
     def run(self) -> int:
-        deadline = None if self.options.seconds is None else time.monotonic() + self.options.seconds
-        skipped = len(self.options.hosts) - sum(h.scheme == "smb" for h in self.options.hosts)
+        seconds = self.options.seconds
+        deadline = time.monotonic() + (math.inf if seconds is None else seconds)
+        skipped = sum(h.scheme != "smb" for h in self.options.hosts)
         note = f" ({skipped} file:// hosts are not watched)" if skipped else ""
         log.info(
             "sharecrawl: watch: %d SMB hosts; hints go to %s%s",
@@ -79,26 +74,19 @@ class Watcher:
         try:
             while not self._stopping:
                 now = time.monotonic()
-                if deadline is not None and now >= deadline:
+                if now >= deadline:
                     break
                 self._tick(now)
-                timeout = min(self._next_due(now), 1.0)
-                if deadline is not None:
-                    timeout = min(timeout, deadline - now)
+                timeout = min(self._next_due(now), 1.0, deadline - now)
                 for key, _mask in self._selector.select(max(0.0, timeout)):
                     if key.data is None:
-                        self._drain_wake()
+                        self._waker.drain()
                     else:
                         self._receive(key.data)
                 self._collect()
             return 0
         finally:
             self._shutdown()
-
-    def _drain_wake(self) -> None:
-        with contextlib.suppress(BlockingIOError):
-            while os.read(self._wake_r, 4096):
-                pass
 
     def _next_due(self, now: float) -> float:
         retries = [h.next_try for h in self.hosts if self._needs_connect(h)]
@@ -173,7 +161,7 @@ class Watcher:
                 len(result.watched),
             )
         host.quiet = False
-        self._receive(host, read=False)  # answers that came while it was being set up
+        self._receive(host)  # answers that came while it was being set up
 
     def _failed(self, host: HostWatch, error: BaseException) -> None:
         delay = host.backoff(time.monotonic(), self.options.max_backoff_s)
@@ -205,13 +193,11 @@ class Watcher:
         session.abandon()
         return True
 
-    def _receive(self, host: HostWatch, read: bool = True) -> None:
+    def _receive(self, host: HostWatch) -> None:
         session = host.session
         if session is None:
             return
         try:
-            if read:
-                session.receive()
             events = session.take()
         except SourceError as e:
             self._lost(host, e)
@@ -306,8 +292,7 @@ class Watcher:
         self._stopping = True
         if self.rounds is not None:
             self.rounds.stop()
-        self._connector.stop()
-        self._collect()
+        self._connector.stop()  # it closes the connections made since
         sessions = [h for h in self.hosts if h.session is not None]
         for host in sessions:
             try:
@@ -315,10 +300,9 @@ class Watcher:
             except SourceError as e:
                 self._lost(host, e)
         limit = time.monotonic() + SHUTDOWN_S
-        while time.monotonic() < limit:
-            waiting = [h for h in self.hosts if h.session is not None and h.session.outstanding]
-            if not waiting:
-                break
+        while time.monotonic() < limit and any(
+            h.session is not None and h.session.outstanding for h in self.hosts
+        ):
             for key, _mask in self._selector.select(max(0.0, limit - time.monotonic())):
                 if key.data is not None:
                     self._receive(key.data)
@@ -331,8 +315,7 @@ class Watcher:
         self._heartbeat()
         self.writer.close()
         self._selector.close()
-        os.close(self._wake_r)
-        os.close(self._wake_w)
+        self._waker.close()
         log.info("sharecrawl: watch: stopped")
 
 

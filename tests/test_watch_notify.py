@@ -55,9 +55,8 @@ def session(server: SmbServer, user: bool = False, timeout_s: float = 10.0) -> N
 
 
 def pump(source: NotifySession, wait_s: float) -> list:
-    """As the watch loop does: read when the socket is readable, then take the events."""
-    if select.select([source.fileno()], [], [], wait_s)[0]:
-        source.receive()
+    """As the watch loop does: wait until the socket is readable, then take the events."""
+    select.select([source.fileno()], [], [], wait_s)
     return source.take()
 
 
