@@ -7,6 +7,7 @@ work's typo count ranks before its score (Algolia's typo criterion). The query n
 from __future__ import annotations
 
 import re
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,22 +66,15 @@ def search(
     parsed = parse_query(query)
     if parsed.is_empty():
         return []
-    if isinstance(index, IndexFile):
-        return _search(index, parsed, max(int(limit), 0), all_hosts, latest)
-    with pinned(Path(index)) as file:
-        return _search(file, parsed, max(int(limit), 0), all_hosts, latest)
-
-
-def _search(
-    file: IndexFile, query: AndQuery, limit: int, all_hosts: bool, latest: bool
-) -> list[dict]:
-    try:  # the query text never reaches SQL: a DuckDB error here is the index file's
-        arrays = search_arrays(file)
-        arrays.note_search()
-        rows, scores = _rank(arrays, query, limit, all_hosts, latest)
-        records = _display_rows(arrays, rows) if len(rows) else []
-    except duckdb.Error as e:
-        raise IndexUnreadable.damaged(file.path, first_line(e)[:160]) from None
+    opened = nullcontext(index) if isinstance(index, IndexFile) else pinned(Path(index))
+    with opened as file:
+        try:  # the query text never reaches SQL: a DuckDB error here is the index file's
+            arrays = search_arrays(file)
+            arrays.note_search()
+            rows, scores = _rank(arrays, parsed, max(int(limit), 0), all_hosts, latest)
+            records = _display_rows(arrays, rows) if len(rows) else []
+        except duckdb.Error as e:
+            raise IndexUnreadable.damaged(file.path, first_line(e)[:160]) from None
     return [
         result_record(rank, record | {"score": score}, arrays.host_urls)
         for rank, (record, score) in enumerate(zip(records, scores, strict=True), start=1)
@@ -113,8 +107,7 @@ def _rank(
     if matched is not None and len(matched):
         # Of the works passing the filters, those matching the most words.
         best = matched == matched.max()
-        candidates, scores = candidates[best], scores[best]
-        typos = None if typos is None else typos[best]
+        candidates, scores, typos = candidates[best], scores[best], typos[best]
     if len(candidates) == 0 or limit == 0:
         return candidates[:0], scores[:0]
 
