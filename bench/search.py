@@ -37,6 +37,8 @@ import pyarrow.parquet as pq
 
 from bench.progress import step, track
 from crawl_io import schema
+from crawl_io.crawldb.crawldir import CrawlDir
+from crawl_io.crawldb.version_manifest import read_manifest, write_manifest
 from queries.index import build_index
 from queries.search import search
 
@@ -320,7 +322,10 @@ def main() -> None:
                 version = write_version(workdir, args.rows)
             elapsed = time.perf_counter() - started
             print(f"data: {args.rows:,} media rows written in {elapsed:.1f} s")
-        (workdir / "crawldb" / "CURRENT").write_text(f"{version.name}\n")  # for the CLI
+        CrawlDir(workdir).make()  # the format file and a manifest, for the CLI
+        if read_manifest(version) is None:
+            write_manifest(version, {})
+        (workdir / "crawldb" / "CURRENT").write_text(f"{version.name}\n")
 
         index_path = workdir / "index" / "search.duckdb"
         started = time.perf_counter()
