@@ -1,32 +1,26 @@
 """The optimum at the true rates: the expected freshness of Cho & Garcia-Molina's optimal
-periodic refresh under the crawlers' budget, given the rates the trace realised (solved by the
-`optimal` policy's solver), which no policy that only knows estimated rates should beat.
-
-Set up as the replay measures: a partition changes, and is stale, only while its host is on,
-so rates and scans count per online second and (1 - F(rate, freq)) only over online time
-(over all the time it put the bound below round robin on small LANs); the rates are those the
-trace realised, and the bound allows LUCK_SD standard deviations of where changes fall between
-scans, so a trace cannot beat it by luck; the changes' tag reads come off the budget first and
-no partition is scanned more often than once per shortest round. Ignored, each in the
-policies' disfavour: the per-host limit, idle crawlers, the time a scan takes, failed scans.
-"""
+periodic refresh under the crawlers' budget, given the rates the trace realised (the `optimal`
+policy's solver), which no policy that only knows estimated rates should beat. As the replay
+measures: changes and staleness only while the host is on (over all the time, the bound fell
+below round robin on small LANs); LUCK_SD standard deviations of where changes fall between
+scans allowed; tag reads off the budget first; at most one scan per shortest round. Ignored, in
+the policies' disfavour: the per-host limit, idle crawlers, scan durations, failed scans."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from pipeline.scheduling.optimal import freshness_of, optimal_frequencies
-from simulator.lan import KEY_OFFSET, KEY_SPAN, Lan
+from simulator.lan import Lan
 
 LUCK_SD = 3.0
 
 
 def freshness_bound(lan: Lan) -> tuple[float, float]:
-    """The optimum at the true rates: time-averaged freshness (all partitions, changing
-    ones) of the optimal refresh for the budget, with the luck allowance."""
+    """Time-averaged freshness (all partitions, changing ones) of the optimal refresh."""
     p = lan.params
     period = lan.end - lan.measure_from
-    online_s = _online_seconds(lan, lan.measure_from, lan.end)[lan.host_of]
+    online_s = lan.online_seconds(lan.measure_from, lan.end)[lan.host_of]
     share = online_s / period
     measured = lan.change_time >= lan.measure_from
     n = lan.host_of.size
@@ -80,13 +74,3 @@ def _stale_var_per_interval(rate: np.ndarray, freq: np.ndarray) -> np.ndarray:
         )
     var = np.maximum(m2 - m1**2, 0.0)
     return np.where((freq > 0) & (rate > 0), var, 0.0)
-
-
-def _online_seconds(lan: Lan, lo: float, hi: float) -> np.ndarray:
-    """Seconds each host was on between lo and hi."""
-    host = (lan.off_start_key // KEY_SPAN).astype(np.intp)
-    base = host * KEY_SPAN + KEY_OFFSET
-    off_lo = np.maximum(lan.off_start_key - base, lo)
-    off_hi = np.minimum(lan.off_end_key - base, hi)
-    off = np.bincount(host, weights=np.maximum(off_hi - off_lo, 0.0), minlength=lan.params.hosts)
-    return (hi - lo) - off

@@ -15,13 +15,7 @@ import heapq
 import numpy as np
 
 from pipeline.scheduling.choice import PartitionTable
-from simulator.lan import KEY_OFFSET, KEY_SPAN, Lan, Watch, slices
-
-
-def _watch(lan: Lan) -> Watch:
-    if lan.watch is None:
-        raise ValueError("simulate: the LAN has no notification trace")
-    return lan.watch
+from simulator.lan import KEY_OFFSET, KEY_SPAN, Lan, slices
 
 
 class HintBook:
@@ -30,10 +24,9 @@ class HintBook:
 
     def __init__(self, lan: Lan, last_scan: np.ndarray, single_changes: bool = False) -> None:
         self.lan = lan
-        self.watch = _watch(lan)
+        self.watch = w = lan.watch
         n = lan.host_of.size
-        self.notify = self.watch.notify[lan.host_of]
-        w = self.watch
+        self.notify = w.notify[lan.host_of]
         self.hint_key = (
             np.sort(lan.key(w.hint_part, w.hint_arrival)) if single_changes else np.empty(0)
         )
@@ -80,7 +73,7 @@ class HintPath:
     def __init__(self, lan: Lan, crawlers: int, book: HintBook, overflows: bool = True) -> None:
         self.lan = lan
         self.book = book
-        w = _watch(lan)
+        w = lan.watch
         self.single = _Queue(w.hint_part, w.hint_arrival, w.hint_change, whole=False)
         o_part = o_arrival = np.empty(0, dtype=int)
         if overflows and w.overflow_key.size:
@@ -88,10 +81,9 @@ class HintPath:
             # a scan started after it sees whatever the server lost count of.
             o_host = (w.overflow_key // KEY_SPAN).astype(int)
             o_t = w.overflow_key - o_host * KEY_SPAN - KEY_OFFSET
-            per_host = np.bincount(lan.host_of, minlength=lan.params.hosts)
-            first = np.r_[0, np.cumsum(per_host)[:-1]]  # partitions are numbered host by host
-            n = per_host[o_host]
-            o_part = slices(first[o_host], n)
+            first = np.searchsorted(lan.host_of, o_host)  # partitions numbered host by host
+            n = np.searchsorted(lan.host_of, o_host, side="right") - first
+            o_part = slices(first, n)
             o_arrival = np.repeat(o_t, n)
         self.overflow = _Queue(o_part, o_arrival, o_arrival, whole=True)
         self.free = [-np.inf] * crawlers  # when each hint crawler is free, a heap
@@ -103,65 +95,51 @@ class HintPath:
         `until`. A notification is served unless a scan started at or after its change covers
         it; `latest_start` (per partition, the latest scan start planned) is updated."""
         lan = self.lan
-        tag_s = lan.params.tag_s_per_file
         parts: list[int] = []
         starts: list[float] = []
         listing: list[float] = []
-        single, overflow = self.single, self.overflow
-        while True:
-            s_ok, o_ok = single.waiting(until), overflow.waiting(until)
-            if not (s_ok or o_ok):
+        while self.free[0] < until:
+            free, s_head, o_head = self.free[0], self.single.head(until), self.overflow.head(until)
+            if s_head is not None and (o_head is None or s_head[1] <= max(free, o_head[1])):
+                queue, (i, arrived, changed_at) = self.single, s_head
+            elif o_head is not None:
+                queue, (i, arrived, changed_at) = self.overflow, o_head
+            else:
                 break
-            free = self.free[0]
-            take_single = s_ok and (
-                not o_ok or single.arrival_now() <= max(free, overflow.arrival_now())
-            )
-            queue = single if take_single else overflow
-            i, arrived, changed_at = queue.now()
-            prev = float(latest_start[i])
-            if prev >= changed_at:
-                queue.next += 1
-                continue
-            start = max(arrived, free)
-            if start >= until:
-                break
-            if not lan.host_online(lan.host_of[i : i + 1], start)[0]:
-                queue.next += 1  # gone off: its reconnect brings an overflow hint
+            queue.next += 1
+            start, prev = max(arrived, free), float(latest_start[i])
+            # Skipped when covered by a scan started since the change, or when the host went
+            # off (its reconnect brings an overflow hint).
+            if prev >= changed_at or not lan.host_online(lan.host_of[i : i + 1], start)[0]:
                 continue
             new_media = lan.cum_media[lan.changes_upto(np.array([i, i]), np.array([start, prev]))]
             one = np.array([i])
             hinted_scan = self.book.hinted_scan(one, start) & (not queue.whole)
             list_s = float(lan.listing_cost(one, hinted_scan)[0])
-            cost = list_s + tag_s * float(new_media[0] - new_media[1])
+            cost = list_s + lan.params.tag_s_per_file * float(new_media[0] - new_media[1])
             heapq.heapreplace(self.free, start + cost)
             latest_start[i] = start
             parts.append(i)
             starts.append(start)
             listing.append(list_s)
-            queue.next += 1
         return np.array(parts, dtype=int), np.array(starts), np.array(listing)
 
 
 class _Queue:
-    """Notifications in order of arrival, served from `next` on."""
+    """Notifications (partition, arrival, change time) in order of arrival, from `next` on."""
 
     def __init__(self, part: np.ndarray, arrival: np.ndarray, change: np.ndarray, whole: bool):
         order = np.argsort(arrival, kind="stable")
-        self.part = part[order].tolist()
-        self.arrival = arrival[order].tolist()
-        self.change = change[order].tolist()
+        columns = (part[order].tolist(), arrival[order].tolist(), change[order].tolist())
+        self.items: list[tuple[int, float, float]] = list(zip(*columns, strict=True))
         self.whole = whole  # listed whole, never a hinted scan
         self.next = 0
 
-    def waiting(self, until: float) -> bool:
-        return self.next < len(self.part) and self.arrival[self.next] < until
-
-    def arrival_now(self) -> float:
-        return float(self.arrival[self.next])
-
-    def now(self) -> tuple[int, float, float]:
-        k = self.next
-        return int(self.part[k]), float(self.arrival[k]), float(self.change[k])
+    def head(self, until: float) -> tuple[int, float, float] | None:
+        """The next notification, if it arrives before `until`."""
+        if self.next < len(self.items) and self.items[self.next][1] < until:
+            return self.items[self.next]
+        return None
 
 
 def _next_after(keys: np.ndarray, owner: np.ndarray, t: np.ndarray) -> np.ndarray:

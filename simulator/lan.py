@@ -1,16 +1,14 @@
-"""The synthetic LAN of `sharecrawl simulate` and its event trace.
-
-Thesis scale by default (`SimParams`); listing speed differs between hosts tens of times (as
-the thesis saw), change rates are heavy tailed (`CHANGE_CLASSES`: about 1 % of partitions
-change on a given day), changes happen only while a host is on (desktops off at night, every
-host reboots now and then). One trace per seed, replayed for every policy; times are seconds
-from the start of the warm-up.
+"""The synthetic LAN of `sharecrawl simulate` and its event trace, at thesis scale by default
+(`SimParams`): listing speeds differ between hosts tens of times (as the thesis saw), change
+rates are heavy tailed (`CHANGE_CLASSES`: about 1 % of partitions change on a given day), and
+changes happen only while a host is on (desktops off at night, every host reboots now and then).
+One trace per seed, replayed for every policy; times are seconds from the start of the warm-up.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -69,8 +67,6 @@ class Lan:
     n_folders: np.ndarray
     n_files: np.ndarray
     rate: np.ndarray  # true changes per second while the host is on
-    kind: np.ndarray  # change class name per partition
-    media_per_change: np.ndarray
     change_part: np.ndarray  # per change, sorted by (partition, time)
     change_time: np.ndarray
     change_key: np.ndarray  # partition * KEY_SPAN + time, for searchsorted
@@ -80,9 +76,10 @@ class Lan:
     online_share: np.ndarray  # per host, over the simulated time
     end: float
     measure_from: float
-    watch: Watch | None = None  # the change notifications, set by build_lan
+    watch: Watch = field(init=False)  # the change notifications, set by build_lan
 
-    def key(self, part: np.ndarray, t: np.ndarray | float) -> np.ndarray:
+    @staticmethod
+    def key(part: np.ndarray, t: np.ndarray | float) -> np.ndarray:
         return part * KEY_SPAN + (np.asarray(t) + KEY_OFFSET)
 
     def changes_upto(self, part: np.ndarray, t: np.ndarray | float) -> np.ndarray:
@@ -91,6 +88,15 @@ class Lan:
 
     def host_online(self, host: np.ndarray, t: np.ndarray | float) -> np.ndarray:
         return overlapping(self.off_start_key, self.off_end_key, self.key(host, t)) == 0
+
+    def online_seconds(self, lo: float, hi: float) -> np.ndarray:
+        """Seconds each host was on between lo and hi."""
+        host = (self.off_start_key // KEY_SPAN).astype(np.intp)
+        base = host * KEY_SPAN + KEY_OFFSET
+        off_lo = np.maximum(self.off_start_key - base, lo)
+        off_hi = np.minimum(self.off_end_key - base, hi)
+        off = np.maximum(off_hi - off_lo, 0.0)
+        return (hi - lo) - np.bincount(host, weights=off, minlength=self.params.hosts)
 
     def listing_cost(self, part: np.ndarray, hinted_scan: np.ndarray | bool = False) -> np.ndarray:
         """Seconds to list partitions: whole, or for a hinted scan the folders around the
@@ -103,15 +109,9 @@ class Lan:
         return np.where(hinted_scan, whole * share, whole)
 
 
-def overlapping(
-    start_key: np.ndarray, end_key: np.ndarray, lo_key: np.ndarray, hi_key: np.ndarray | None = None
-) -> np.ndarray:
-    """How many of the disjoint intervals [start, end), keyed and sorted, meet [lo, hi]
-    (the point lo when hi is None)."""
-    hi = lo_key if hi_key is None else hi_key
-    return np.searchsorted(start_key, hi, side="right") - np.searchsorted(
-        end_key, lo_key, side="right"
-    )
+def overlapping(start_key: np.ndarray, end_key: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """How many of the disjoint intervals [start, end), keyed and sorted, hold `key`."""
+    return np.searchsorted(start_key, key, "right") - np.searchsorted(end_key, key, "right")
 
 
 def slices(start: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -146,7 +146,6 @@ def build_lan(params: SimParams) -> Lan:
 
     servers = rng.random(n_hosts) < params.server_share
     rate = np.zeros(n_parts)
-    kind = np.full(n_parts, "never", dtype=object)
     media_per_change = np.full(n_parts, 5.0)
     free = np.ones(n_parts, dtype=bool)
     for name, (share, (lo, hi), media) in CHANGE_CLASSES.items():
@@ -156,16 +155,19 @@ def build_lan(params: SimParams) -> Lan:
             pool = np.flatnonzero(free)
         picked = rng.choice(pool, size=min(count, pool.size), replace=False)
         rate[picked] = 1.0 / np.exp(rng.uniform(math.log(lo), math.log(hi), picked.size))
-        kind[picked] = name
         media_per_change[picked] = media
         free[picked] = False
 
-    off_start, off_end, online_share = _offline_intervals(rng, params, servers, end)
+    off_start, off_end = _offline_intervals(rng, params, servers, end)
 
     # Poisson changes over the whole time, kept only while the host is on (thinning).
     counts = rng.poisson(rate * (end + KEY_OFFSET / 3))
     part = np.repeat(np.arange(n_parts), counts)
     t = rng.uniform(-KEY_OFFSET / 3, end, part.size)
+    keep = overlapping(off_start, off_end, Lan.key(host_of[part], t)) == 0
+    order = np.lexsort((t[keep], part[keep]))
+    part, t = part[keep][order], t[keep][order]
+    media = rng.geometric(1.0 / media_per_change[part])
     lan = Lan(
         params=params,
         host_of=host_of,
@@ -173,67 +175,42 @@ def build_lan(params: SimParams) -> Lan:
         n_folders=folders,
         n_files=files,
         rate=rate,
-        kind=kind,
-        media_per_change=media_per_change,
         change_part=part,
         change_time=t,
-        change_key=np.empty(0),
-        cum_media=np.zeros(1),
+        change_key=Lan.key(part, t),
+        cum_media=np.concatenate(([0], np.cumsum(media))),
         off_start_key=off_start,
         off_end_key=off_end,
-        online_share=online_share,
+        online_share=np.empty(0),
         end=end,
         measure_from=warmup,
     )
-    keep = lan.host_online(host_of[part], t)
-    part, t = part[keep], t[keep]
-    order = np.lexsort((t, part))
-    part, t = part[order], t[order]
-    media = rng.geometric(1.0 / media_per_change[part])
-    lan.change_part, lan.change_time = part, t
-    lan.change_key = lan.key(part, t)
-    lan.cum_media = np.concatenate(([0], np.cumsum(media)))
+    lan.online_share = lan.online_seconds(0.0, end) / end
     lan.watch = _build_watch(lan, np.random.default_rng([params.seed, 2]))
     return lan
 
 
 def _offline_intervals(
     rng: np.random.Generator, params: SimParams, servers: np.ndarray, end: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Merged [start, end) offline intervals of every host as sorted keys, and online shares."""
-    starts: list[float] = []
-    ends: list[float] = []
-    share = np.ones(params.hosts)
-    first_day = -math.ceil(KEY_OFFSET / 3 / DAY)
-    days = range(first_day, math.ceil(end / DAY) + 1)
+) -> tuple[np.ndarray, np.ndarray]:
+    """Merged [start, end) offline intervals of every host as sorted keys."""
+    spans: list[tuple[int, float, float]] = []  # host, start, end
+    days = range(-math.ceil(KEY_OFFSET / 3 / DAY), math.ceil(end / DAY) + 1)
     lo_t = -KEY_OFFSET / 3
     for h in range(params.hosts):
-        spans: list[tuple[float, float]] = []
         if not servers[h]:
             # Desktops: on between about 7-10 h and 21-02 h; some days not switched on.
             for d in days:
                 on = d * DAY + rng.uniform(7, 10) * HOUR
                 off = d * DAY + rng.uniform(21, 26) * HOUR
-                spans.append((off, (d + 1) * DAY + rng.uniform(7, 10) * HOUR))
+                spans.append((h, off, (d + 1) * DAY + rng.uniform(7, 10) * HOUR))
                 if rng.random() < 0.1:
-                    spans.append((on, off))
+                    spans.append((h, on, off))
         n_reboots = rng.poisson(params.reboots_per_day * (end - lo_t) / DAY)
         for s in rng.uniform(lo_t, end, n_reboots):
-            spans.append((s, s + rng.uniform(2, 10) * MINUTE))
-        merged: list[list[float]] = []
-        for s, e in sorted(spans):
-            if merged and s <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], e)
-            else:
-                merged.append([s, e])
-        base = h * KEY_SPAN + KEY_OFFSET
-        offline = 0.0
-        for s, e in merged:
-            starts.append(base + max(s, -KEY_OFFSET))
-            ends.append(base + min(e, KEY_SPAN - KEY_OFFSET - 1))
-            offline += max(0.0, min(e, end) - max(s, 0.0))
-        share[h] = 1.0 - offline / end
-    return np.array(starts), np.array(ends), share
+            spans.append((h, s, s + rng.uniform(2, 10) * MINUTE))
+    host, s, e = np.array(spans, dtype=float).reshape(-1, 3).T
+    return _merge(Lan.key(host, s), Lan.key(host, np.minimum(e, KEY_SPAN - KEY_OFFSET - 1)))
 
 
 @dataclass
@@ -285,18 +262,15 @@ def _build_watch(lan: Lan, rng: np.random.Generator) -> Watch:
     start_key, end_key = _merge(lan.key(host[keep], s[keep]), lan.key(host[keep], e[keep]))
 
     # A change is notified when its host has notify, it is no overflow, and the watch is up.
-    c_key = lan.key(c_host, lan.change_time)
-    up = overlapping(start_key, end_key, c_key) == 0
-    hinted = watched & ~overflow & up
+    up = overlapping(start_key, end_key, lan.key(c_host, lan.change_time)) == 0
     arrival = lan.change_time + rng.uniform(*p.hint_delay_s, lan.change_part.size)
-    order = np.argsort(arrival[hinted], kind="stable")
-    hint_part = lan.change_part[hinted][order]
-    hint_arrival = arrival[hinted][order]
-    hint_change = lan.change_time[hinted][order]
+    hinted = np.flatnonzero(watched & ~overflow & up)
+    hinted = hinted[np.argsort(arrival[hinted], kind="stable")]  # in order of arrival
     # Every break ends with an overflow hint: when the watch is re-armed (an overflow's own
     # break ends at once), after the usual delay.
     overflow_key = np.sort(end_key + rng.uniform(*p.hint_delay_s, end_key.size))
-    return Watch(notify, start_key, end_key, hint_part, hint_arrival, hint_change, overflow_key)
+    part, arrival, change = lan.change_part[hinted], arrival[hinted], lan.change_time[hinted]
+    return Watch(notify, start_key, end_key, part, arrival, change, overflow_key)
 
 
 def _merge(start_key: np.ndarray, end_key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -306,7 +280,6 @@ def _merge(start_key: np.ndarray, end_key: np.ndarray) -> tuple[np.ndarray, np.n
     order = np.argsort(start_key, kind="stable")
     start_key, end_key = start_key[order], end_key[order]
     reach = np.maximum.accumulate(end_key)
-    new = np.r_[True, start_key[1:] > reach[:-1]]
-    first = np.flatnonzero(new)
+    first = np.flatnonzero(np.r_[True, start_key[1:] > reach[:-1]])
     last = np.r_[first[1:], start_key.size] - 1
     return start_key[first], reach[last]

@@ -1,24 +1,21 @@
-"""One policy's replay of the LAN's trace, round by round, with the real scheduling code.
-
-At each round start the policy chooses from a `PartitionTable` within the budget; the scans
-are queued on the crawlers (one host per crawler at a time), each sees the changes made
-before it started and reads the tags of the new media. Rounds run back to back, as `crawl
---rounds N` does, lasting as long as their scans and at least `min_round_s`. Scanned
-partitions' rates are re-estimated with the real estimator (`simulator.estimates`). Only
-HINTED_POLICIES are told of notifications and scan them on `hint_crawlers` (`simulator.hints`).
-Measured after the warm-up: time-averaged freshness, each change's staleness (change to the end
-of the scan that indexes it, or to the end), scans, empty scans, tag reads.
-"""
+"""One policy's replay of the LAN's trace with the real scheduling code: each round the policy
+chooses from a `PartitionTable` within the budget; scans queue on the crawlers (one host per
+crawler at a time), see the changes made before they start and read the new media's tags.
+Rounds run back to back (`crawl --rounds N`), as long as their scans, at least `min_round_s`.
+Rates are re-estimated by the real estimator (`simulator.estimates`); only HINTED_POLICIES are
+told of notifications, scanned on `hint_crawlers` (`simulator.hints`). Measured after the
+warm-up: freshness over time, each change's staleness (to the end of the scan that indexes it,
+or of the run), scans, empty scans, tag reads."""
 
 from __future__ import annotations
 
 import heapq
 import time
-from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
-from pipeline.scheduling.choice import Budget, PartitionState, PartitionTable
+from pipeline.scheduling.choice import Budget, PartitionState, PartitionTable, sum_before
 from pipeline.scheduling.policies import get_policy
 from pipeline.scheduling.rates import DEFAULT_PRIOR_RATE_PER_S
 from simulator.estimates import RateStats
@@ -28,40 +25,8 @@ from simulator.lan import DAY, HOUR, Lan, slices
 HINTED_POLICIES = ("sensors",)
 
 
-@dataclass
-class PolicyRun:
-    """What one policy's replay measured."""
-
-    freshness: float
-    freshness_changing: float
-    staleness: np.ndarray
-    scans: int
-    empty_scans: int
-    tag_reads: int
-    failed_scans: int
-    rounds: int
-    seconds: float
-    cpu_seconds: float
-
-    def summary(self) -> dict[str, float | int | None]:
-        st = self.staleness
-        has = st.size > 0
-        return {
-            "freshness": round(self.freshness, 6),
-            "freshness_changing": round(self.freshness_changing, 6),
-            "staleness_min_s": round(float(st.min()), 1) if has else None,
-            "staleness_mean_s": round(float(st.mean()), 1) if has else None,
-            "staleness_p95_s": round(float(np.percentile(st, 95)), 1) if has else None,
-            "staleness_max_s": round(float(st.max()), 1) if has else None,
-            "changes": int(st.size),
-            "scans": self.scans,
-            "empty_scans": self.empty_scans,
-            "tag_reads": self.tag_reads,
-            "failed_scans": self.failed_scans,
-            "rounds": self.rounds,
-            "seconds": round(self.seconds, 2),
-            "cpu_seconds": round(self.cpu_seconds, 2),
-        }
+# The staleness figures of the result, by the name in its keys.
+_STALENESS = {"min": np.min, "mean": np.mean, "p95": partial(np.percentile, q=95), "max": np.max}
 
 
 class _Run:
@@ -150,14 +115,14 @@ class _Run:
         return fresh, np.concatenate(self.staleness) if self.staleness else np.empty(0)
 
 
-def replay(lan: Lan, policy_name: str) -> PolicyRun:
-    """Run one policy over the LAN's trace, round by round, and measure it."""
+def replay(lan: Lan, policy_name: str) -> dict[str, float | int | None]:
+    """Run one policy over the LAN's trace, round by round: its entry of the result."""
     started, cpu_started = time.perf_counter(), time.process_time()
     p = lan.params
     policy = get_policy(policy_name)
     told = policy_name in HINTED_POLICIES
     # Crawlers are kept for notified changes only when some host notifies, and one is left.
-    notifying = lan.watch is not None and bool(lan.watch.notify.any())
+    notifying = bool(lan.watch.notify.any())
     hint_crawlers = min(p.hint_crawlers, p.crawlers - 1) if told and notifying else 0
     crawlers = p.crawlers - hint_crawlers
     budget = Budget(crawlers=crawlers, round_seconds=p.round_seconds)
@@ -207,31 +172,32 @@ def replay(lan: Lan, policy_name: str) -> PolicyRun:
             failed += int((~ok & (start >= lan.measure_from)).sum())
             round_end = max(round_end, float((start + cost).max()))
             chosen, start, listing = chosen[ok], start[ok], listing[ok]
-        if path is None:
-            if chosen.size:
-                run.apply(chosen, start, listing)
-        else:
+        if path is not None:
             latest_start[chosen] = np.maximum(latest_start[chosen], start)
             h_parts, h_start, h_listing = path.plan(round_end, latest_start)
-            _apply_in_order(
-                run, np.r_[chosen, h_parts], np.r_[start, h_start], np.r_[listing, h_listing]
-            )
+            chosen, start = np.r_[chosen, h_parts], np.r_[start, h_start]
+            listing = np.r_[listing, h_listing]
+        _apply_in_order(run, chosen, start, listing)
         t = round_end
 
-    fresh, staleness = run.finish()
+    fresh, st = run.finish()
     changing = lan.rate > 0
-    return PolicyRun(
-        freshness=float(fresh.mean()),
-        freshness_changing=float(fresh[changing].mean()) if changing.any() else 1.0,
-        staleness=staleness,
-        scans=run.scans,
-        empty_scans=run.empty,
-        tag_reads=run.tags,
-        failed_scans=failed,
-        rounds=rounds,
-        seconds=time.perf_counter() - started,
-        cpu_seconds=time.process_time() - cpu_started,
-    )
+    return {
+        "freshness": round(float(fresh.mean()), 6),
+        "freshness_changing": round(float(fresh[changing].mean()), 6) if changing.any() else 1.0,
+        **{
+            f"staleness_{k}_s": round(float(f(st)), 1) if st.size else None
+            for k, f in _STALENESS.items()
+        },
+        "changes": int(st.size),
+        "scans": run.scans,
+        "empty_scans": run.empty,
+        "tag_reads": run.tags,
+        "failed_scans": failed,
+        "rounds": rounds,
+        "seconds": round(time.perf_counter() - started, 2),
+        "cpu_seconds": round(time.process_time() - cpu_started, 2),
+    }
 
 
 def _apply_in_order(run: _Run, parts: np.ndarray, start: np.ndarray, listing: np.ndarray) -> None:
@@ -241,9 +207,7 @@ def _apply_in_order(run: _Run, parts: np.ndarray, start: np.ndarray, listing: np
         return
     order = np.lexsort((start, parts))
     parts, start, listing = parts[order], start[order], listing[order]
-    group_start = np.r_[0, np.flatnonzero(np.diff(parts)) + 1]
-    sizes = np.diff(np.r_[group_start, parts.size])
-    occurrence = np.arange(parts.size) - np.repeat(group_start, sizes)
+    occurrence = sum_before(parts, np.ones(parts.size))
     for k in range(int(occurrence.max()) + 1):
         layer = occurrence == k
         run.apply(parts[layer], start[layer], listing[layer])
@@ -258,25 +222,17 @@ def _queue(
     p = lan.params
     pending_media = lan.cum_media[lan.changes_upto(chosen, t)] - lan.cum_media[seen[chosen]]
     cost = listing + p.tag_s_per_file * pending_media
-    hosts = lan.host_of[chosen]
-    uniq, first_pos, inverse = np.unique(hosts, return_index=True, return_inverse=True)
-    host_order = np.argsort(first_pos, kind="stable")  # position of each host in the queue
-    rank = np.empty_like(host_order)
-    rank[host_order] = np.arange(uniq.size)
-    host_total = np.bincount(inverse, weights=cost, minlength=uniq.size)
+    _, first_pos, inverse = np.unique(lan.host_of[chosen], return_index=True, return_inverse=True)
+    host_total = np.bincount(inverse, weights=cost, minlength=first_pos.size)
     free = [t] * crawlers
-    host_start = np.empty(uniq.size)
-    for h in host_order.tolist():
+    host_start = np.empty(first_pos.size)
+    for h in np.argsort(first_pos).tolist():  # hosts in the order first named
         s = heapq.heappop(free)
         host_start[h] = s
         heapq.heappush(free, s + host_total[h])
     # Back to back within a host, in the policy's order.
-    by_host = np.lexsort((np.arange(chosen.size), rank[inverse]))
-    c_sorted = cost[by_host]
+    by_host = np.lexsort((np.arange(chosen.size), first_pos[inverse]))
     h_sorted = inverse[by_host]
-    cum = np.cumsum(c_sorted) - c_sorted
-    group_start = np.r_[0, np.flatnonzero(np.diff(h_sorted)) + 1]
-    offset = cum - np.repeat(cum[group_start], np.diff(np.r_[group_start, h_sorted.size]))
     start = np.empty(chosen.size)
-    start[by_host] = host_start[h_sorted] + offset
+    start[by_host] = host_start[h_sorted] + sum_before(h_sorted, cost[by_host])
     return start, cost

@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from functools import partial
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -17,7 +17,7 @@ from crawl_io.workers import run_calls
 from pipeline.scheduling.policies import POLICY_NAMES, get_policy
 from simulator.bound import freshness_bound
 from simulator.lan import DAY, HOUR, MINUTE, SimParams, build_lan
-from simulator.replay import PolicyRun, replay
+from simulator.replay import replay
 
 OPTIMUM = "optimum, true rates"  # what the result's "bound" is (simulator.bound)
 
@@ -49,9 +49,8 @@ def simulate(
         runs = [replay(lan, name) for name in names]
     else:
         runs = run_calls([partial(replay, lan, name) for name in names], min(workers, len(names)))
-    by_name = dict(zip(names, cast(list[PolicyRun], runs), strict=True))
+    by_name = dict(zip(names, runs, strict=True))
     changing_day = float(np.mean(1.0 - np.exp(-lan.rate * DAY * lan.online_share[lan.host_of])))
-    assert lan.watch is not None
     return {
         "params": {
             **asdict(params),
@@ -66,7 +65,7 @@ def simulate(
         },
         "bound": round(bound, 6),
         "bound_changing": round(bound_changing, 6),
-        "policies": {name: by_name[name].summary() for name in policies},
+        "policies": {name: by_name[name] for name in policies},
     }
 
 

@@ -170,16 +170,10 @@ def pack(
             return []
     cost = cands.cost[order]
     host = cands.host[order]
-    # Running cost per host in this order: cumulative sum within host groups.
+    # Running cost per host in this order.
     by_host = np.argsort(host, kind="stable")
-    c_sorted = cost[by_host]
-    cum = np.cumsum(c_sorted)
-    h_sorted = host[by_host]
-    group_start = np.r_[0, np.flatnonzero(np.diff(h_sorted)) + 1]
-    sizes = np.diff(np.r_[group_start, n])
-    before = cum - c_sorted - np.repeat((cum - c_sorted)[group_start], sizes)
     host_before = np.empty(n)
-    host_before[by_host] = before
+    host_before[by_host] = sum_before(host[by_host], cost[by_host])
     fits_host = (host_before + cost <= budget.round_seconds) | (
         (host_before == 0) & (cost > budget.round_seconds)
     )
@@ -191,6 +185,13 @@ def pack(
         keep[0] = True  # one partition bigger than the whole round still goes alone
     chosen = order[taken[keep]]
     return [cands.parts[i].partition_id for i in chosen.tolist()]
+
+
+def sum_before(groups: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The sum of the values before each one in its run of equal `groups` (grouped already)."""
+    cum = np.cumsum(values) - values
+    first = np.r_[0, np.flatnonzero(np.diff(groups)) + 1]
+    return cum - np.repeat(cum[first], np.diff(np.r_[first, groups.size]))
 
 
 class ScoringPolicy:
