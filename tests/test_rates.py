@@ -10,7 +10,6 @@ from pipeline.scheduling.rates import (
     estimate_rate,
     estimate_rates,
     intervals,
-    naive_rate,
 )
 
 HOUR = 3600.0
@@ -56,6 +55,12 @@ def test_irregular_scans_recover_rate(rate_per_h: float) -> None:
         for _ in range(20)
     ]
     assert np.mean(estimates) == pytest.approx(rate_per_h, rel=0.1)
+
+
+def naive_rate(history: list[tuple[float, bool]], now: float) -> float:
+    """Detected changes divided by observed time."""
+    dt, changed = intervals(history, now)
+    return float(changed.sum() / dt.sum()) if dt.size else 0.0
 
 
 def test_changes_outpacing_scans_naive_biased_low_mle_not() -> None:

@@ -8,7 +8,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Protocol
 
 import numpy as np
 
@@ -36,27 +35,11 @@ class Budget:
     round_seconds: float  # length of a round; one host never busier than this
 
 
-class Policy(Protocol):
-    name: str
-
-    def choose(self, parts: Sequence[PartitionState], now: float, budget: Budget) -> list[str]:
-        """partition_ids to scan this round, in order, within the budget."""
-        ...
-
-
 # Priority classes, lowest first.
 _UNTAGGED, _HINTED, _NEW, _DUE, _SCORED = 0, 1, 2, 3, 4
 
 
-def _column(rows: list[PartitionState], name: str, dtype: type = float) -> np.ndarray:
-    """One attribute of every partition as an array (None becomes nan)."""
-    try:
-        return np.fromiter(map(attrgetter(name), rows), dtype=dtype, count=len(rows))
-    except TypeError:  # a None somewhere: the slower path converts it to nan
-        return np.array([getattr(p, name) for p in rows], dtype=dtype)
-
-
-# PartitionTable's columns besides host, read from the rows by `PartitionTable.of`.
+# PartitionTable's columns besides host, read from the rows by `PartitionTable.of` (None: nan).
 _NUMBERS = ("cost_s", "last_scan", "rate_per_h", "untagged")
 _FLAGS = ("hinted", "watched", "online", "due")
 
@@ -84,8 +67,8 @@ class PartitionTable(Sequence[PartitionState]):
         return cls(
             rows,
             host=np.fromiter(hosts, dtype=np.int64, count=len(rows)),
-            **{name: _column(rows, name) for name in _NUMBERS},
-            **{name: _column(rows, name, bool) for name in _FLAGS},
+            **{name: np.array(list(map(attrgetter(name), rows)), float) for name in _NUMBERS},
+            **{name: np.array(list(map(attrgetter(name), rows)), bool) for name in _FLAGS},
         )
 
     def __len__(self) -> int:
@@ -207,6 +190,7 @@ class ScoringPolicy:
         raise NotImplementedError
 
     def choose(self, parts: Sequence[PartitionState], now: float, budget: Budget) -> list[str]:
+        """partition_ids to scan this round, in order, within the budget."""
         cands = Candidates.of(parts, now)
         if not cands.parts:
             return []

@@ -24,11 +24,7 @@ class Histories:
     offsets: np.ndarray  # int64, len(ids) + 1
     t_us: np.ndarray  # int64 microseconds since the epoch
     changed: np.ndarray  # bool
-    complete: np.ndarray | None = None  # bool; None: no event is
-
-    def __post_init__(self) -> None:
-        if self.complete is None:
-            self.complete = np.zeros(self.t_us.size, dtype=bool)
+    complete: np.ndarray  # bool
 
     @classmethod
     def of(cls, partitions: pa.Table) -> Histories:
@@ -37,7 +33,7 @@ class Histories:
         events = column.flatten()
         t_us = pc.cast(events.field("t"), pa.int64()).to_numpy(zero_copy_only=False)
         changed = events.field("changed").to_numpy(zero_copy_only=False).astype(bool)
-        complete = None
+        complete = np.zeros(t_us.size, dtype=bool)
         if events.type.get_field_index("complete") >= 0:  # older tables: every event incomplete
             field = pc.fill_null(events.field("complete"), False)
             complete = field.to_numpy(zero_copy_only=False).astype(bool)

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from pipeline.scheduling.choice import Budget, Candidates, ScoringPolicy
 
 
+@dataclass
 class OptimalPolicy(ScoringPolicy):
     """Revisit rates maximising expected freshness per unit of scan cost under the budget (Cho &
     Garcia-Molina's optimal refresh; Azar et al. 2018; Kolobov et al. 2019), at most one scan per
@@ -19,22 +21,17 @@ class OptimalPolicy(ScoringPolicy):
     name = "optimal"
     summary = "revisit rates that maximise expected freshness for the budget (Cho & Garcia-Molina)"
 
-    def __init__(
-        self,
-        utilisation: float = 1.0,
-        min_interval_s: float = 60.0,
-        due_only: bool = True,
-        fill_s: float = 60.0,
-    ) -> None:
-        if not 0 < utilisation <= 1 or min_interval_s <= 0 or fill_s < 0:
+    utilisation: float = 1.0
+    min_interval_s: float = 60.0
+    due_only: bool = True
+    fill_s: float = 60.0
+    _log_m: float | None = field(default=None, init=False, repr=False)  # where bisection starts
+
+    def __post_init__(self) -> None:
+        if not 0 < self.utilisation <= 1 or self.min_interval_s <= 0 or self.fill_s < 0:
             raise ValueError(
                 "optimal policy: need 0 < utilisation <= 1, min_interval_s > 0, fill_s >= 0"
             )
-        self.utilisation = utilisation
-        self.min_interval_s = min_interval_s
-        self.due_only = due_only
-        self.fill_s = fill_s
-        self._log_m: float | None = None  # last multiplier: where the next bisection starts
 
     def score(self, cands: Candidates, now: float, budget: Budget) -> np.ndarray:
         return self.deficits(cands, budget)

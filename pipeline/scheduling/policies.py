@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter
 
 import numpy as np
 
-from pipeline.scheduling.choice import Budget, Candidates, PartitionState, Policy, ScoringPolicy
+from pipeline.scheduling.choice import Budget, Candidates, PartitionState, ScoringPolicy
 from pipeline.scheduling.optimal import OptimalPolicy
 from pipeline.scheduling.signals import DEFAULT_SAFETY_S
 
@@ -38,6 +39,7 @@ def prob_changed(rate_per_s: np.ndarray, age_s: np.ndarray) -> np.ndarray:
     return -np.expm1(-rate_per_s * np.where(np.isfinite(age_s), age_s, 1e300))
 
 
+@dataclass
 class LossPolicy(ScoringPolicy):
     """Thesis §3.5.2: the highest expected loss of scanning now. A scan of an unchanged partition
     costs `s`; staleness since t' costs d + e^x - x - 1, x = (t - t')/T (threshold T). The
@@ -47,19 +49,14 @@ class LossPolicy(ScoringPolicy):
     name = "loss"
     summary = "highest expected loss of staying stale first (thesis §3.5.2)"
 
-    def __init__(
-        self,
-        threshold_s: float = 1800.0,
-        unchanged_loss: float = 0.0,
-        changed_loss: float = 1.0,
-        per_cost: bool = False,
-    ) -> None:
-        if threshold_s <= 0:
+    threshold_s: float = 1800.0
+    unchanged_loss: float = 0.0
+    changed_loss: float = 1.0
+    per_cost: bool = False
+
+    def __post_init__(self) -> None:
+        if self.threshold_s <= 0:
             raise ValueError("loss policy: threshold_s must be positive")
-        self.threshold_s = threshold_s
-        self.unchanged_loss = unchanged_loss
-        self.changed_loss = changed_loss
-        self.per_cost = per_cost
 
     def score(self, cands: Candidates, now: float, budget: Budget) -> np.ndarray:
         loss = expected_loss(
@@ -90,6 +87,7 @@ def expected_loss(
     return s * (1.0 - p) + d * p + np.maximum(growth, 0.0)
 
 
+@dataclass
 class AdaptivePolicy(ScoringPolicy):
     """Nutch's AdaptiveFetchSchedule: the interval shrinks by (1 - dec) after a change and grows by
     (1 + inc) otherwise, within [min, max], starting at an hour (the cron period); replayed from
@@ -98,34 +96,28 @@ class AdaptivePolicy(ScoringPolicy):
     name = "adaptive"
     summary = "Nutch's adaptive interval: shorter after a change, longer after none"
 
-    def __init__(
-        self,
-        initial_s: float = 3600.0,
-        inc_rate: float = 0.4,
-        dec_rate: float = 0.2,
-        min_s: float = 60.0,
-        max_s: float = 365 * 86400.0,
-        due_only: bool = True,
-    ) -> None:
-        if not (0 < min_s <= initial_s <= max_s) or not (0 <= dec_rate < 1) or inc_rate < 0:
+    initial_s: float = 3600.0
+    inc_rate: float = 0.4
+    dec_rate: float = 0.2
+    min_s: float = 60.0
+    max_s: float = 365 * 86400.0
+    due_only: bool = True
+    # partition_id -> (time of the last history entry replayed, the interval then)
+    _memo: dict[str, tuple[float, float]] = field(default_factory=dict, init=False, repr=False)
+    # partition_id -> last scan and interval at the previous call, to skip unchanged ones.
+    _last: dict[str, float] = field(default_factory=dict, init=False, repr=False)
+    _intervals: dict[str, float] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        ordered = 0 < self.min_s <= self.initial_s <= self.max_s
+        if not ordered or not (0 <= self.dec_rate < 1) or self.inc_rate < 0:
             raise ValueError("adaptive policy: need 0 < min_s <= initial_s <= max_s, 0 <= dec < 1")
-        self.initial_s, self.inc_rate, self.dec_rate = initial_s, inc_rate, dec_rate
-        self.min_s, self.max_s = min_s, max_s
-        self.due_only = due_only
-        # partition_id -> (time of the last history entry replayed, history length, interval)
-        self._memo: dict[str, tuple[float, int, float]] = {}
-        # partition_id -> last scan and interval at the previous call, to skip unchanged ones.
-        self._last: dict[str, float] = {}
-        self._intervals: dict[str, float] = {}
 
     def interval(self, p: PartitionState) -> float:
         hist = p.history
         if not hist:
             return self.initial_s
-        last_t = hist[-1][0]
         memo = self._memo.get(p.partition_id)
-        if memo is not None and memo[0] == last_t and memo[1] == len(hist):
-            return memo[2]
         start, interval = 1, self.initial_s  # the first scan found the partition, not a change
         if memo is not None:
             # Resume after the entry replayed last time when the history only grew at its end.
@@ -133,12 +125,12 @@ class AdaptivePolicy(ScoringPolicy):
             while j >= 0 and hist[j][0] > memo[0]:
                 j -= 1
             if j >= 0 and hist[j][0] == memo[0]:
-                start, interval = j + 1, memo[2]
+                start, interval = j + 1, memo[1]
         grow, shrink = 1.0 + self.inc_rate, 1.0 - self.dec_rate
         for _, changed in hist[start:]:
             interval *= shrink if changed else grow
             interval = min(max(interval, self.min_s), self.max_s)
-        self._memo[p.partition_id] = (last_t, len(hist), interval)
+        self._memo[p.partition_id] = (hist[-1][0], interval)
         return interval
 
     def score(self, cands: Candidates, now: float, budget: Budget) -> np.ndarray:
@@ -155,6 +147,7 @@ class AdaptivePolicy(ScoringPolicy):
         return cands.age_s / intervals
 
 
+@dataclass
 class SensorsPolicy(OptimalPolicy):
     """Zemskov, Mathematical Structures and Modeling vol. 10, 2002 (crawlers told of changes
     beat polling ones): a watched partition with no hint did not change and is skipped until
@@ -163,18 +156,17 @@ class SensorsPolicy(OptimalPolicy):
     name = "sensors"
     summary = "optimal, but watched shares are scanned only when they notify (or daily)"
 
-    def __init__(self, safety_s: float = DEFAULT_SAFETY_S, **optimal_settings: float) -> None:
-        if not safety_s > 0:
+    safety_s: float = DEFAULT_SAFETY_S
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.safety_s > 0:
             raise ValueError("sensors policy: need safety_s > 0")
-        super().__init__(**optimal_settings)
-        self.safety_s = safety_s
 
     def score(self, cands: Candidates, now: float, budget: Budget) -> np.ndarray:
+        # Watched ones take no share of the schedule (weight 0), and score 0 until their
+        # safety interval has passed: not even spare time goes to them.
         watched = cands.watched
-        if not watched.any():
-            return self.deficits(cands, budget)
-        # watched ones take no share of the schedule (weight 0), and score 0 until their
-        # safety interval has passed: not even spare time goes to them
         deficits = self.deficits(cands, budget, weight=np.where(watched, 0.0, 1.0))
         safety = cands.age_s / self.safety_s
         return np.where(watched, np.where(safety >= 1.0, safety, 0.0), deficits)
@@ -193,7 +185,7 @@ POLICY_NAMES: tuple[str, ...] = tuple(_POLICIES)
 POLICY_HELP: dict[str, str] = {name: cls.summary for name, cls in _POLICIES.items()}
 
 
-def get_policy(name: str, **settings: float) -> Policy:
+def get_policy(name: str, **settings: float) -> ScoringPolicy:
     """A fresh policy by name; settings are its constructor's keyword arguments."""
     try:
         cls = _POLICIES[name]

@@ -1,5 +1,5 @@
 """Change rates from scans at irregular intervals (thesis §3.5), which tell only whether a
-partition changed (so `naive_rate` saturates at one a scan): maximum likelihood for a Poisson
+partition changed (so counting changes saturates at one a scan): maximum likelihood for a Poisson
 process (Cho & Garcia-Molina, "Estimating frequency of change", 2003),
     log L(l) = sum_changed log(1 - exp(-l dt_i)) - l * sum_unchanged dt_j,
 solved by Newton's method in u = log(l) with a log-normal prior. Notified changes are complete
@@ -39,14 +39,6 @@ def intervals(
     changed = changed[1:]
     keep = (times[1:] >= now - window_s) & (times[1:] <= now) & (dt > 0)
     return dt[keep], changed[keep]
-
-
-def naive_rate(
-    history: Sequence[tuple[float, bool]], now: float, window_s: float = DEFAULT_WINDOW_S
-) -> float:
-    """Detected changes divided by observed time: biased low when changes outpace scans."""
-    dt, changed = intervals(history, now, window_s)
-    return float(changed.sum() / dt.sum()) if dt.size else 0.0
 
 
 def estimate_rate(
@@ -94,9 +86,6 @@ def estimate_rates(
     unchanged_s = np.asarray(unchanged_s, dtype=float)
     notified = np.zeros(n) if notified_changes is None else np.asarray(notified_changes, float)
     watched = np.zeros(n) if watched_s is None else np.asarray(watched_s, dtype=float)
-    changed_dt = np.asarray(changed_dt, dtype=float)
-    changed_weight = np.asarray(changed_weight, dtype=float)
-    changed_group = np.asarray(changed_group, dtype=np.intp)
     mu = np.log(np.broadcast_to(np.asarray(prior_rate_per_s, dtype=float), (n,)))
     lo, hi = math.log(_MIN_RATE_PER_S), math.log(_MAX_RATE_PER_S)
 
