@@ -61,12 +61,10 @@ class Histories:
         owner = np.repeat(np.arange(len(ids)), lengths)
         first = np.cumsum(lengths) - lengths  # where each id's events go in the result
         take = np.repeat(starts - first, lengths) + np.arange(int(lengths.sum()))
-        t_us, changed = self.t_us[take], self.changed[take]
-        complete = self.complete[take]
         if since_us is not None:
-            keep = t_us >= since_us
-            owner, t_us, changed = owner[keep], t_us[keep], changed[keep]
-            complete = complete[keep]
+            keep = self.t_us[take] >= since_us
+            owner, take = owner[keep], take[keep]
+        t_us, changed, complete = self.t_us[take], self.changed[take], self.complete[take]
         new = new or {}
         added = [(j, *new[pid][:3], False)[:4] for j, pid in enumerate(ids) if pid in new]
         if added:

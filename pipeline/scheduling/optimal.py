@@ -33,13 +33,10 @@ class OptimalPolicy(ScoringPolicy):
                 "optimal policy: need 0 < utilisation <= 1, min_interval_s > 0, fill_s >= 0"
             )
 
-    def score(self, cands: Candidates, now: float, budget: Budget) -> np.ndarray:
-        return self.deficits(cands, budget)
-
-    def deficits(
-        self, cands: Candidates, budget: Budget, weight: np.ndarray | None = None
+    def score(
+        self, cands: Candidates, now: float, budget: Budget, weight: np.ndarray | None = None
     ) -> np.ndarray:
-        """Intervals 1/f elapsed since each partition's last scan; `weight` as in
+        """Deficits: intervals 1/f elapsed since each partition's last scan; `weight` as in
         `optimal_frequencies` (0 leaves a partition out of the allocation)."""
         freq, self._log_m = optimal_frequencies(
             cands.rate_per_s,

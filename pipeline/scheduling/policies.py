@@ -167,7 +167,7 @@ class SensorsPolicy(OptimalPolicy):
         # Watched ones take no share of the schedule (weight 0), and score 0 until their
         # safety interval has passed: not even spare time goes to them.
         watched = cands.watched
-        deficits = self.deficits(cands, budget, weight=np.where(watched, 0.0, 1.0))
+        deficits = super().score(cands, now, budget, weight=np.where(watched, 0.0, 1.0))
         safety = cands.age_s / self.safety_s
         return np.where(watched, np.where(safety >= 1.0, safety, 0.0), deficits)
 

@@ -31,8 +31,6 @@ def intervals(
     """(dt, changed) of the scans inside the window that have a previous scan to compare with."""
     times = np.array([t for t, _ in history], dtype=float)
     changed = np.array([c for _, c in history], dtype=bool)
-    if times.size < 2:
-        return np.empty(0), np.empty(0, dtype=bool)
     order = np.argsort(times, kind="stable")  # history is oldest first; be safe anyway
     times, changed = times[order], changed[order]
     dt = np.diff(times)

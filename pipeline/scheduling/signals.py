@@ -77,13 +77,8 @@ def _plan(
     if overflow:
         return ScanPlan("overflow", False)
     if signal is not None and signal.paths:
-        partial = (
-            unbroken
-            and not whole_scans
-            and signal.as_of is not None
-            and len(signal.paths) <= MAX_HINTED_PATHS
-        )
-        if partial:
+        few = signal.as_of is not None and len(signal.paths) <= MAX_HINTED_PATHS
+        if unbroken and not whole_scans and few:
             return ScanPlan("hint", complete, sorted(signal.paths), signal.as_of)
         return ScanPlan("hint", complete)
     return ScanPlan("retry" if row.get("status") in FAILED else "scheduled", complete)
