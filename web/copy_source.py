@@ -257,9 +257,9 @@ class SmbReader:
 
 def keep_freed_buffers() -> None:
     """Have glibc's malloc keep freed buffers of a few MiB for reuse instead of handing them
-    back to the kernel: smbprotocol allocates several per SMB READ, and fresh pages from the
-    kernel cost more than the copies into them (bench/stream.py: the server's CPU time for a
-    200 MB download fell from about 0.45 s to 0.3 s). mallopt(3); elsewhere, nothing."""
+    back to the kernel: smbprotocol allocates several per SMB READ, and fresh pages cost more
+    than the copies into them (docs/web.md, "Streaming a copy"). mallopt(3); elsewhere,
+    nothing."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):  # not glibc
