@@ -26,6 +26,8 @@ from queries.index_store import IndexFile
 from queries.search_results import COPY_ID_SQL
 
 ID = re.compile(r"[0-9a-f]{16}")
+UNREACHABLE = "The copy's host cannot be reached now."
+MOVED = "The file is no longer where the index saw it."
 for _name in ("smbprotocol", "smbclient"):  # a line per SMB message otherwise, at INFO
     logging.getLogger(_name).setLevel(logging.WARNING)
 
@@ -79,14 +81,11 @@ class Reader(Protocol):
 
 
 def _ids(file: IndexFile) -> tuple[np.ndarray, np.ndarray]:
-    con = file.cursor()
-    try:
+    with file.cursor() as con:
         found = con.execute(
             f"SELECT ('0x' || {COPY_ID_SQL})::UBIGINT AS id, rowid AS r FROM copies "
             "WHERE online ORDER BY id"
         ).fetchnumpy()
-    finally:
-        con.close()
     return np.asarray(found["id"], np.uint64), np.asarray(found["r"], np.int64)
 
 
@@ -100,15 +99,12 @@ def find(file: IndexFile, copy_id: str) -> Copy:
     at = int(np.searchsorted(ids, want))
     if at >= len(ids) or ids[at] != want:
         raise gone
-    con = file.cursor()
-    try:
+    with file.cursor() as con:
         row = con.execute(
             "SELECT c.host, c.share, c.path, c.size, epoch_us(c.mtime), h.url "
             "FROM copies c JOIN hosts h USING (host) WHERE c.rowid = ? AND h.online",
             [int(rows[at])],
         ).fetchone()
-    finally:
-        con.close()
     if row is None or not row[5]:
         raise gone
     try:
@@ -128,7 +124,7 @@ class FileReader:
         try:
             folder = os.open(copy.host.hostname, os.O_RDONLY | os.O_DIRECTORY)
         except OSError:
-            raise NotStreamable("The copy's host cannot be reached now.") from None
+            raise NotStreamable(UNREACHABLE) from None
         try:
             for part in parts[:-1]:
                 inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
@@ -137,13 +133,13 @@ class FileReader:
             flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
             self.fd = os.open(parts[-1], flags, dir_fd=folder)
         except OSError:
-            raise Changed("The file is no longer where the index saw it.") from None
+            raise Changed(MOVED) from None
         finally:
             os.close(folder)
         st = os.fstat(self.fd)
         if not stat.S_ISREG(st.st_mode):
             self.close()
-            raise Changed("The file is no longer where the index saw it.")
+            raise Changed(MOVED)
         self.size, self.mtime_us = st.st_size, st.st_mtime_ns // 1000
 
     def read(self, offset: int, length: int, ahead: int = 0) -> bytes:
@@ -182,7 +178,7 @@ class SmbReader:
                 smbclient.register_session(host.hostname, **session)
         except Exception:  # refused, timed out, logon failure: the host is not there for us
             pool.forget(host)
-            raise NotStreamable("The copy's host cannot be reached now.") from None
+            raise NotStreamable(UNREACHABLE) from None
         try:
             with pool.deadline(host):
                 st = smbclient.stat(unc, **session)
@@ -190,10 +186,10 @@ class SmbReader:
                 shared = {"buffering": 0, "share_access": "rwd"}
                 self.file = smbclient.open_file(unc, mode="rb", **shared, **session)
         except SMBOSError:
-            raise Changed("The file is no longer where the index saw it.") from None
+            raise Changed(MOVED) from None
         except Exception:
             pool.forget(host)
-            raise NotStreamable("The copy's host cannot be reached now.") from None
+            raise NotStreamable(UNREACHABLE) from None
         self.size, self.mtime_us = st.st_size, st.st_mtime_ns // 1000
         self.pending: deque[tuple[int, int, Callable, Any]] = deque()  # from, to, answer
 

@@ -163,11 +163,8 @@ def withhold_links(live: LiveIndex, streams: Streams, status: int, data: dict) -
     if settings.enabled:
 
         def load(file: IndexFile) -> frozenset[str]:
-            con = file.cursor()
-            try:
+            with file.cursor() as con:
                 rows = con.execute("SELECT host, url FROM hosts").fetchall()
-            finally:
-                con.close()
             return frozenset(h for h, url in rows if _withheld(streams, url))
 
         with live.acquire() as file:
