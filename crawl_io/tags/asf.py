@@ -5,6 +5,7 @@ stream makes a video, and a field's first stored value wins."""
 
 from __future__ import annotations
 
+import struct
 import uuid
 from collections.abc import Iterator
 from typing import IO, Any
@@ -41,32 +42,28 @@ def read_asf(row: dict[str, Any], fileobj: IO[bytes], size: int) -> None:
     body = fileobj.read(max(0, min(header_size, size, HEADER_MAX) - 30))
     values: list[tuple[str, Any]] = []
     video = False
-    audio: bytes | None = None
+    audio: tuple[int, ...] | None = None
     duration = None
     for guid, data in objects(body):
         if guid == FILE_PROPERTIES and len(data) >= 64:
-            play = int.from_bytes(data[40:48], "little")
-            preroll = int.from_bytes(data[56:64], "little")
+            play, _send_duration, preroll = struct.unpack_from("<3Q", data, 40)
             duration = max(0.0, play / 1e7 - preroll / 1000)  # 100-ns units, preroll in ms
         elif guid == STREAM_PROPERTIES and len(data) >= 66:
             if data[:16] == VIDEO_STREAM:
                 video = True
             elif data[:16] == AUDIO_STREAM and audio is None:
-                audio = data[54:66]  # WAVEFORMATEX: tag, channels, rate, bytes per second
-        else:
-            values += _values(guid, data)
+                # WAVEFORMATEX: format tag, channels, rate, bytes per second
+                audio = struct.unpack_from("<HHII", data, 54)
+        elif guid in DESCRIPTIONS:
+            values += DESCRIPTIONS[guid](data)
     fill_from_pairs(row, ASF_KEYS, values)
     if audio is not None or video:
         row["kind"] = "video" if video else "audio"
         row["format"] = "wmv" if video else "wma"
     set_stream(row, duration=duration)
     if audio is not None:
-        set_stream(
-            row,
-            channels=int.from_bytes(audio[2:4], "little"),
-            samplerate=int.from_bytes(audio[4:8], "little"),
-            bitrate_bps=int.from_bytes(audio[8:12], "little") * 8,
-        )
+        _tag, channels, rate, byte_rate = audio
+        set_stream(row, channels=channels, samplerate=rate, bitrate_bps=byte_rate * 8)
     if duration:
         set_stream(row, bitrate_bps=size * 8 / duration)  # no audio stream states one
     if header_size > size:
@@ -86,19 +83,6 @@ def objects(data: bytes, position: int = 0, nested: bool = False) -> Iterator[tu
         else:
             yield guid, payload
         position += size
-
-
-def _values(guid: bytes, data: bytes) -> list[tuple[str, Any]]:
-    try:
-        if guid == CONTENT_DESCRIPTION:
-            return _content_description(data)
-        if guid == EXTENDED_CONTENT_DESCRIPTION:
-            return _extended_content_description(data)
-        if guid in (METADATA, METADATA_LIBRARY):
-            return _metadata(data)
-    except IndexError:
-        pass  # a cut or damaged object: what it gave before stays
-    return []
 
 
 def _content_description(data: bytes) -> list[tuple[str, Any]]:
@@ -153,3 +137,12 @@ def _value(value_type: int, raw: bytes) -> Any:
 
 def _utf16(raw: bytes) -> str:
     return raw[: len(raw) & ~1].decode("utf-16-le", "replace").rstrip("\x00")
+
+
+# The objects that hold tags, and their parsers.
+DESCRIPTIONS = {
+    CONTENT_DESCRIPTION: _content_description,
+    EXTENDED_CONTENT_DESCRIPTION: _extended_content_description,
+    METADATA: _metadata,
+    METADATA_LIBRARY: _metadata,
+}

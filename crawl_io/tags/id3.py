@@ -15,16 +15,11 @@ from crawl_io.sources import SourceError
 from crawl_io.tags.fields import ID3_KEYS, fill_fields, fill_from_tags
 
 ID3_MAX = 16 << 20  # a tag's bytes read at most (RangeFile stops there too)
-V22_IDS = {
-    "TT2": "TIT2",
-    "TP1": "TPE1",
-    "TAL": "TALB",
-    "TP2": "TPE2",
-    "TRK": "TRCK",
-    "TPA": "TPOS",
-    "TYE": "TDRC",
-    "TOR": "TORY",
-}
+# ID3v2.2's three-letter ids of the frames we read, as their v2.3/v2.4 ids
+V22_IDS = dict(
+    pair.split("=")
+    for pair in "TT2=TIT2 TP1=TPE1 TAL=TALB TP2=TPE2 TRK=TRCK TPA=TPOS TYE=TDRC TOR=TORY".split()
+)
 WANTED = frozenset(key for keys in ID3_KEYS.values() for key in keys) - {"TCON"}
 ENCODINGS = {0: "latin-1", 1: "utf-16", 2: "utf-16-be", 3: "utf-8"}
 

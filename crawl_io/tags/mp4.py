@@ -35,7 +35,7 @@ def read_mp4(row: dict[str, Any], fileobj: IO[bytes], size: int) -> None:
         source = io.BytesIO(_salvage(fileobj, size, e))
         audio = MP4(source)
         cut = e
-    moov = _find(source, 0, _size(source), b"moov")
+    moov = _find(source, 0, source.seek(0, io.SEEK_END), b"moov")
     handlers = _handlers(source, moov) if moov else []
     if any(h in VIDEO_HANDLERS for h in handlers):
         row["kind"] = "video"
@@ -76,7 +76,7 @@ def atoms(fileobj: IO[bytes], start: int, end: int) -> Iterator[tuple[bytes, int
 def _find(fileobj: IO[bytes], start: int, end: int, kind: bytes) -> tuple[int, int, int] | None:
     for found, offset, header_length, size in atoms(fileobj, start, end):
         if found == kind:
-            return offset, header_length, min(size, end - offset)
+            return offset, header_length, size
     return None
 
 
@@ -109,17 +109,9 @@ def _movie_length(fileobj: IO[bytes], moov: tuple[int, int, int]) -> float | Non
     return duration / scale if scale else None
 
 
-def _size(fileobj: IO[bytes]) -> int:
-    return fileobj.seek(0, io.SEEK_END)
-
-
 def _salvage(fileobj: IO[bytes], size: int, error: Exception) -> bytes:
     """ftyp and a moov atom rebuilt from the part of it that the file holds."""
-    moov = None
-    for kind, offset, header_length, atom_size in atoms(fileobj, 0, size):
-        if kind == b"moov":
-            moov = (offset, header_length, atom_size)
-            break
+    moov = _find(fileobj, 0, size, b"moov")
     if moov is None or moov[0] + moov[2] <= size:
         raise error  # not a cut moov: nothing to salvage
     offset, header_length, _ = moov
@@ -137,17 +129,7 @@ def _clip(data: bytes) -> bytes:
     """The atoms in `data` that are whole, and its cut containers shortened to their whole
     children."""
     out = bytearray()
-    position = 0
-    while position + 8 <= len(data):
-        size, kind, header_length = (
-            int.from_bytes(data[position : position + 4], "big"),
-            data[position + 4 : position + 8],
-            8,
-        )
-        if size == 1:
-            size, header_length = int.from_bytes(data[position + 8 : position + 16], "big"), 16
-        if size < header_length:
-            break
+    for kind, position, header_length, size in atoms(io.BytesIO(data), 0, len(data)):
         if position + size <= len(data):
             out += data[position : position + size]
         elif kind in CONTAINERS:
@@ -155,7 +137,6 @@ def _clip(data: bytes) -> bytes:
             # meta carries version and flags before its children (but not in QuickTime files)
             prefix = body[:4] if kind == b"meta" and body[8:12] == b"hdlr" else b""
             out += _atom(kind, prefix + _clip(body[len(prefix) :]))
-        position += size
     return bytes(out)
 
 

@@ -86,7 +86,7 @@ def read_ogg(row: dict[str, Any], fileobj: IO[bytes], size: int) -> None:
     if not streams:
         raise NotThisFormat("no Ogg stream found")
     main = next((s for s in streams.values() if s.codec in AUDIO_FORMATS), None)
-    if main is not None and _needs_more(main) and size > len(head):
+    if main is not None and len(main.packets) < 2 and size > len(head):
         fileobj.seek(0)  # comments longer than the first block: read once more, further
         streams = _header_packets(fileobj.read(min(size, HEAD_MAX)))
         main = next(s for s in streams.values() if s.codec in AUDIO_FORMATS)
@@ -141,10 +141,6 @@ def _codec(first_packet: bytes) -> str:
         if first_packet.startswith(magic):
             return codec
     return "other"  # Skeleton, Kate subtitles and the like
-
-
-def _needs_more(stream: Stream) -> bool:
-    return len(stream.packets) < 2
 
 
 def _last_granules(fileobj: IO[bytes], size: int, streams: dict[int, Stream]) -> bool:

@@ -6,6 +6,8 @@ fill its gaps."""
 
 from __future__ import annotations
 
+import io
+import struct
 from collections.abc import Iterator
 from typing import IO, Any, Literal
 
@@ -67,13 +69,9 @@ def read_wav(row: dict[str, Any], fileobj: IO[bytes], size: int) -> None:
     fill_from_pairs(row, RIFF_INFO_KEYS, info)
     if len(fmt) < 16:
         raise NotThisFormat("no format chunk in the wav file")
-    format_tag = int.from_bytes(fmt[0:2], "little")
+    format_tag, channels, rate, byte_rate, block_align = struct.unpack_from("<HHIIH", fmt)
     if format_tag == EXTENSIBLE and len(fmt) >= 26:
         format_tag = int.from_bytes(fmt[24:26], "little")
-    channels = int.from_bytes(fmt[2:4], "little")
-    rate = int.from_bytes(fmt[4:8], "little")
-    byte_rate = int.from_bytes(fmt[8:12], "little")
-    block_align = int.from_bytes(fmt[12:14], "little")
     duration = None
     if rate and len(fact) == 4 and format_tag not in PCM_FORMATS:
         duration = int.from_bytes(fact, "little") / rate  # samples per channel
@@ -92,16 +90,12 @@ def read_wav(row: dict[str, Any], fileobj: IO[bytes], size: int) -> None:
 
 def _info_items(data: bytes) -> list[tuple[str, str]]:
     items = []
-    offset = 0
-    while offset + 8 <= len(data):
-        item_id = data[offset : offset + 4].decode("latin-1")
-        length = int.from_bytes(data[offset + 4 : offset + 8], "little")
-        if offset + 8 + length > len(data):
+    for item_id, offset, length in chunks(io.BytesIO(data), 0, len(data), "little"):
+        if offset + length > len(data):
             break  # an item cut short is not read as a shorter value
-        raw = data[offset + 8 : offset + 8 + length].split(b"\0", 1)[0]
+        raw = data[offset : offset + length].split(b"\0", 1)[0]
         if raw:
-            items.append((item_id, _text(raw)))
-        offset += 8 + length + (length & 1)
+            items.append((item_id.decode("latin-1"), _text(raw)))
     return items
 
 
@@ -127,9 +121,7 @@ def read_aiff(row: dict[str, Any], fileobj: IO[bytes], size: int) -> None:
     fill_from_pairs(row, AIFF_TEXT_KEYS, texts)
     if len(comm) < 18:
         raise NotThisFormat("no COMM chunk in the AIFF file")
-    channels = int.from_bytes(comm[0:2], "big")
-    frames = int.from_bytes(comm[2:6], "big")
-    bits = int.from_bytes(comm[6:8], "big")
+    channels, frames, bits = struct.unpack_from(">HIH", comm)
     rate = extended_float(comm[8:18])
     compression = comm[18:22] if compressed else b"NONE"
     duration = frames / rate if rate else None

@@ -8,10 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mutagen import FileType
 from mutagen.aiff import AIFF
 from mutagen.asf import ASF
 from mutagen.flac import FLAC
-from mutagen.id3 import ID3, Frames
+from mutagen.id3 import Frames
+from mutagen.mp3 import MP3
 from mutagen.mp4 import MP4
 from mutagen.oggopus import OggOpus
 from mutagen.oggvorbis import OggVorbis
@@ -33,6 +35,7 @@ TEMPLATES = {
     "mp4": "clip.mp4",  # H.264 + AAC video
 }
 WRITABLE_TAGS = ("artist", "title", "album", "albumartist", "track", "disc", "year", "genre")
+VORBIS_NAMES = {"track": "tracknumber", "disc": "discnumber", "year": "date"}
 
 
 def template_path(template_format: str) -> Path:
@@ -54,66 +57,50 @@ def write_tagged(template_format: str, dest: Path, tags: dict[str, Any]) -> None
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source, dest)
-    values = {k: v for k, v in tags.items() if v is not None and v != ""}
-    suffix = source.suffix
-    if suffix == ".mp3":
-        _write_id3(dest, values, None)
-    elif suffix in (".aiff", ".wav"):
-        _write_id3(dest, values, AIFF if suffix == ".aiff" else WAVE)
-    elif suffix in (".flac", ".ogg", ".opus"):
-        _write_vorbis(dest, values, {".flac": FLAC, ".ogg": OggVorbis, ".opus": OggOpus}[suffix])
-    elif suffix in (".m4a", ".mp4"):
-        _write_mp4(dest, values)
-    elif suffix == ".wma":
-        _write_asf(dest, values)
-
-
-def _write_id3(dest: Path, values: dict[str, Any], container: Callable[..., Any] | None) -> None:
-    if container is None:
-        tags = ID3()
-    else:
-        audio = container(dest)
-        if audio.tags is None:
-            audio.add_tags()
-        tags = audio.tags
-    for field, value in values.items():
-        if field in ID3_KEYS:
-            tags.add(Frames[ID3_KEYS[field][0]](encoding=3, text=[str(value)]))
-    if container is None:
-        tags.save(dest)
-    else:
-        audio.save()
-
-
-def _write_vorbis(dest: Path, values: dict[str, Any], container: Callable[..., Any]) -> None:
+    container, item = WRITERS[source.suffix]
     audio = container(dest)
     if audio.tags is None:
         audio.add_tags()
-    names = {"track": "tracknumber", "disc": "discnumber", "year": "date"}
-    for field, value in values.items():
-        if field in WRITABLE_TAGS:
-            audio[names.get(field, field)] = [str(value)]
+    for field, value in tags.items():
+        if value is not None and value != "" and (key_value := item(field, value)):
+            audio[key_value[0]] = key_value[1]
     audio.save()
 
 
-def _write_mp4(dest: Path, values: dict[str, Any]) -> None:
-    audio = MP4(dest)
-    if audio.tags is None:
-        audio.add_tags()
-    for field, value in values.items():
-        key = MP4_KEYS[field][0]
-        if field in ("track", "disc"):
-            audio[key] = [(int(value), 0)]
-        elif field in ("season", "episode"):
-            audio[key] = [int(value)]
-        else:
-            audio[key] = [str(value)]
-    audio.save()
+def _id3_item(field: str, value: Any) -> tuple[str, Any] | None:
+    if field not in ID3_KEYS:
+        return None
+    key = ID3_KEYS[field][0]
+    return key, Frames[key](encoding=3, text=[str(value)])
 
 
-def _write_asf(dest: Path, values: dict[str, Any]) -> None:
-    audio = ASF(dest)
-    for field, value in values.items():
-        if field in ASF_KEYS:
-            audio[ASF_KEYS[field][0]] = [str(value)]
-    audio.save()
+def _vorbis_item(field: str, value: Any) -> tuple[str, Any] | None:
+    if field not in WRITABLE_TAGS:
+        return None
+    return VORBIS_NAMES.get(field, field), [str(value)]
+
+
+def _mp4_item(field: str, value: Any) -> tuple[str, Any]:
+    key = MP4_KEYS[field][0]
+    if field in ("track", "disc"):
+        return key, [(int(value), 0)]
+    return key, [int(value) if field in ("season", "episode") else str(value)]
+
+
+def _asf_item(field: str, value: Any) -> tuple[str, Any] | None:
+    return (ASF_KEYS[field][0], [str(value)]) if field in ASF_KEYS else None
+
+
+Item = Callable[[str, Any], tuple[str, Any] | None]
+# Each template's mutagen class by suffix, and how it stores a column: (key, value) or None.
+WRITERS: dict[str, tuple[type[FileType], Item]] = {
+    ".mp3": (MP3, _id3_item),
+    ".wav": (WAVE, _id3_item),
+    ".aiff": (AIFF, _id3_item),
+    ".flac": (FLAC, _vorbis_item),
+    ".ogg": (OggVorbis, _vorbis_item),
+    ".opus": (OggOpus, _vorbis_item),
+    ".m4a": (MP4, _mp4_item),
+    ".mp4": (MP4, _mp4_item),
+    ".wma": (ASF, _asf_item),
+}
