@@ -9,24 +9,6 @@ from dataclasses import dataclass
 HOSTS = ("vasya-pc", "dorm5-srv", "lab-nas", "katya-laptop")
 
 
-# The copies of one song the demo searches for ("madonna music"), as (host, share, path,
-# template): different hosts, formats and qualities, and names that do not mention it.
-MADONNA_MUSIC_COPIES = (
-    ("vasya-pc", "incoming", "song_01.mp3", "mp3"),
-    ("dorm5-srv", "music", "misc/song_01.mp3", "mp3-320"),
-    ("katya-laptop", "music", "unsorted/song_01.flac", "flac"),
-)
-MADONNA_MUSIC_TAGS = {
-    "artist": "Madonna",
-    "title": "Music",
-    "album": "Music",
-    "albumartist": "Madonna",
-    "track": 1,
-    "year": 2000,
-    "genre": "Pop",
-}
-
-
 @dataclass(frozen=True)
 class Album:
     artist: str
@@ -106,6 +88,16 @@ def album_tags(album: Album, number: int) -> dict:
     }
 
 
+# The copies of one song the demo searches for ("madonna music"), as (host, share, path,
+# template): different hosts, formats and qualities, and names that do not mention it.
+MADONNA_MUSIC_COPIES = (
+    ("vasya-pc", "incoming", "song_01.mp3", "mp3"),
+    ("dorm5-srv", "music", "misc/song_01.mp3", "mp3-320"),
+    ("katya-laptop", "music", "unsorted/song_01.flac", "flac"),
+)
+MADONNA_MUSIC_TAGS = album_tags(CURATED_BY_ARTIST["Madonna"], 1)
+
+
 def fictional_albums(rng: random.Random, count: int) -> list[Album]:
     albums = []
     bands = rng.sample([f"{a} {b}" for a in WORDS_A for b in WORDS_B], count)
@@ -128,16 +120,23 @@ def _safe(name: str) -> str:
 
 
 # How each host names its albums: a realistic mix of descriptive and generic names.
+ALBUM_PATHS = {
+    "artist/album/NN - title": "{artist}/{album}/{number:02d} - {song}.{ext}",
+    "artist - album (year)/trackNN": "{artist} - {album} ({year})/track{number:02d}.{ext}",
+    "artist/year - album/NN": "{artist}/{year} - {album}/{number:02d}.{ext}",
+    "artist/album/NN title": "{artist}/{album}/{number:02d} {song}.{ext}",
+}
+
+
 def album_path(style: str, album: Album, number: int, ext: str) -> str:
-    artist, title = _safe(album.artist), _safe(album.title)
-    song = _safe(album.tracks[number - 1])
-    if style == "artist/album/NN - title":
-        return f"{artist}/{title}/{number:02d} - {song}.{ext}"
-    if style == "artist - album (year)/trackNN":
-        return f"{artist} - {title} ({album.year})/track{number:02d}.{ext}"
-    if style == "artist/year - album/NN":
-        return f"{artist}/{album.year} - {title}/{number:02d}.{ext}"
-    return f"{artist}/{title}/{number:02d} {song}.{ext}"  # 'artist/album/NN title'
+    return ALBUM_PATHS[style].format(
+        artist=_safe(album.artist),
+        album=_safe(album.title),
+        song=_safe(album.tracks[number - 1]),
+        year=album.year,
+        number=number,
+        ext=ext,
+    )
 
 
 # host | share | naming style | template formats to draw from | curated artists placed there

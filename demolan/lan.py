@@ -111,18 +111,13 @@ def build_lan(root: Path, seed: int = 0) -> Path:
         writer.other(host, share, path, data)
     # The same album folder on two hosts, byte for byte (identical subtrees).
     nevermind = hosts_dir / "vasya-pc" / "music" / "Nirvana"
-    shutil.copytree(nevermind, hosts_dir / "lab-nas" / "media" / "Nirvana", copy_function=_copy)
+    shutil.copytree(nevermind, hosts_dir / "lab-nas" / "media" / "Nirvana")  # copy2 keeps mtimes
     _stamp_folders(hosts_dir, BUILD_TIME - 86_400)
     hosts_file = root / "hosts.txt"
     lines = ["# the demo LAN: one folder per host, its subfolders are its shares"]
     lines += [(hosts_dir / host).resolve().as_uri() for host in HOSTS]
     hosts_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return hosts_file
-
-
-def _copy(src: str, dst: str) -> str:
-    shutil.copy2(src, dst)  # keeps the mtime: the copy is identical
-    return dst
 
 
 def _extension(fmt: str) -> str:

@@ -159,11 +159,8 @@ def measure(fileobj: IO[bytes], start: int, end: int, *, exact_start: bool) -> S
 def _vbr_header(frame: bytes, first: Frame) -> tuple[int, int]:
     """(frames, bytes) from a Xing/Info or VBRI header in the first frame; zeros if none."""
     if first.layer == 3:
-        side_info = (
-            (32 if first.mode != MONO else 17)
-            if first.version == 1.0
-            else (17 if first.mode != MONO else 9)
-        )
+        stereo = first.mode != MONO
+        side_info = (32 if stereo else 17) if first.version == 1.0 else (17 if stereo else 9)
         xing = frame[4 + side_info : 4 + side_info + 16]
         if xing[:4] in (b"Xing", b"Info"):
             flags = int.from_bytes(xing[4:8], "big")

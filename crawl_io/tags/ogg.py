@@ -5,6 +5,7 @@ stream's last granule position gives its length, the longest stream the file's."
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -166,8 +167,7 @@ def _duration(stream: Stream) -> float | None:
     if granule < 0:
         return None
     if stream.codec == "theora" and len(first) >= 42:
-        numerator = int.from_bytes(first[22:26], "big")
-        denominator = int.from_bytes(first[26:30], "big")
+        numerator, denominator = struct.unpack_from(">II", first, 22)
         shift = (int.from_bytes(first[40:42], "big") >> 5) & 0x1F
         frames = (granule >> shift) + (granule & ((1 << shift) - 1))
         return frames * denominator / numerator if numerator else None
@@ -182,9 +182,8 @@ def _audio_params(stream: Stream) -> tuple[int, int, int]:
     """(sample rate, channels, nominal bitrate in bits/s or 0) from the first packet."""
     first = stream.first
     if stream.codec == "vorbis" and len(first) >= 28:
-        rate = int.from_bytes(first[12:16], "little")
-        nominal = int.from_bytes(first[20:24], "little", signed=True)
-        return rate, first[11], max(0, nominal)
+        channels, rate, _maximum, nominal = struct.unpack_from("<BIii", first, 11)
+        return rate, channels, max(0, nominal)
     if stream.codec == "opus" and len(first) >= 10:
         return 48000, first[9], 0  # Opus always decodes at 48 kHz (RFC 7845 §5.1)
     if stream.codec == "flac" and len(first) >= 30:
@@ -192,8 +191,8 @@ def _audio_params(stream: Stream) -> tuple[int, int, int]:
         return info >> 44, ((info >> 41) & 7) + 1, 0
     if stream.codec == "speex" and len(first) >= 56:
         rate = int.from_bytes(first[36:40], "little")
-        bitrate = int.from_bytes(first[52:56], "little", signed=True)
-        return rate, int.from_bytes(first[48:52], "little"), max(0, bitrate)
+        channels, bitrate = struct.unpack_from("<Ii", first, 48)
+        return rate, channels, max(0, bitrate)
     return 0, 0, 0
 
 
