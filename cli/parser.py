@@ -120,15 +120,14 @@ def policy_help() -> str:
 
 def query_help() -> str:
     """`search --help`'s query syntax, with the fields the query language defines."""
-    from queries.querylang import KINDS, NUMERIC_FIELDS, TEXT_FIELDS, field_names
+    from queries.querylang import COPY_FIELDS, KINDS, NUMERIC_FIELDS, TEXT_FIELDS
 
-    others = [f for f in field_names() if f not in {*TEXT_FIELDS, *NUMERIC_FIELDS, "kind"}]
     return f"""query syntax (as in beets): every part must match.
   madonna music                  words, found in tags and in file and folder names
   artist:madonna title:"frozen"  words in one field: {", ".join(TEXT_FIELDS)}
   year:1999 year:1995..2005      a number, or a range (year:2000..): {", ".join(NUMERIC_FIELDS)}
   kind:video                     {" or ".join(KINDS)}
-  also: {", ".join(others)}
+  also: {", ".join(COPY_FIELDS)}
 A field name the index does not know (foo:bar) is searched as plain words, with a warning."""
 
 

@@ -61,9 +61,6 @@ class Query:
         """Per query word: (terms it may match, mask of fields it may match in)."""
         return []
 
-    def is_empty(self) -> bool:
-        return False
-
     def select(self, works: WorkColumns, rows: np.ndarray) -> np.ndarray | None:
         """Which of works `rows` pass this piece: a boolean mask, or None (all)."""
         return None
@@ -81,9 +78,6 @@ class TextQuery(Query):
         if not found and self.mask != ALL_FIELDS:
             return [((), self.mask)]  # a field demanded with nothing findable: no match
         return found
-
-    def is_empty(self) -> bool:
-        return not text.query_words(self.value)
 
 
 @dataclass(frozen=True)
@@ -182,10 +176,8 @@ class CopyQuery(Query):
     @classmethod
     def parse(cls, field: str, value: str) -> CopyQuery:
         if not value:
-            raise QueryError(
-                f"{field}: needs a value, e.g. {field}:"
-                + ("flac" if field == "format" else "lab-2")
-            )
+            example = "flac" if field == "format" else "lab-2"
+            raise QueryError(f"{field}: needs a value, e.g. {field}:{example}")
         return cls(field, value.casefold())
 
     def select(self, works: WorkColumns, rows: np.ndarray) -> np.ndarray | None:
@@ -203,12 +195,8 @@ class AndQuery(Query):
         return [word for part in self.parts for word in part.words()]
 
     def select(self, works: WorkColumns, rows: np.ndarray) -> np.ndarray | None:
-        keep = None
-        for part in self.parts:
-            part_keep = part.select(works, rows)
-            if part_keep is not None:
-                keep = part_keep if keep is None else keep & part_keep
-        return keep
+        masks = [m for part in self.parts if (m := part.select(works, rows)) is not None]
+        return np.logical_and.reduce(masks) if masks else None
 
     def has_filters(self) -> bool:
         return any(part.is_filter for part in self.parts)
@@ -255,16 +243,9 @@ def parse_query(query: str) -> AndQuery:
     for match in _PART_RE.finditer(query):
         if not match.group():  # whitespace: the pattern matches any other character
             continue
-        value = match.group("quoted")
-        if value is None:
-            value = match.group("bare") or ""
-        name = match.group("field")
+        name, quoted, bare = match.group("field", "quoted", "bare")
+        value = bare if quoted is None else quoted
         if name is not None and name.casefold() not in FIELD_NAMES:
             unknown.append(name)
         parts.append(parse_part(name, value))
     return AndQuery(parts, tuple(dict.fromkeys(unknown)))
-
-
-def field_names() -> list[str]:
-    """Every field name a query may use, in the order help lists them."""
-    return list(FIELD_NAMES)

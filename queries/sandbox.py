@@ -128,8 +128,8 @@ def _closing(tokens: list[Token], i: int) -> int:
 
 
 def _explain_format(options: list[Token]) -> str:
-    """The format EXPLAIN's option list names; it may name that alone."""
-    words = [_unquoted(text).lower() for _, text, _ in options]
+    """The format EXPLAIN's option list names (quoted or not: "Format" 'json'), and that alone."""
+    words = [text.strip("\"'").lower() for _, text, _ in options]
     if len(words) != 2 or words[0] != "format" or words[1] not in EXPLAIN_FORMATS:
         shown = " ".join(text for _, text, _ in options)
         raise SQLRefused(
@@ -137,14 +137,6 @@ def _explain_format(options: list[Token]) -> str:
             f" (ANALYZE runs its statement): {ALLOWED_USE}"
         )
     return words[1]
-
-
-def _unquoted(text: str) -> str:
-    """An identifier or string token's text ("Format", 'json') without its quotes."""
-    for q in "\"'":
-        if len(text) >= 2 and text[0] == text[-1] == q:
-            return text[1:-1].replace(q + q, q)
-    return text
 
 
 def _tokens(query: str) -> list[Token]:
@@ -161,14 +153,12 @@ def _tokens(query: str) -> list[Token]:
 def _check_read(query: str) -> tuple[frozenset[str], frozenset[str]]:
     """The tables a SELECT names and the table functions it calls; SQLRefused should its parse
     tree write, read files or call what it must not."""
-    con = cursor()
     try:
-        serialized = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [query]).fetchone()
-        tree = json.loads(serialized[0] if serialized else "{}")
+        with cursor() as con:
+            serialized = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [query]).fetchone()
     except duckdb.Error as e:  # out of memory, say: a failure, not a traceback
         raise SQLError(first_line(e)) from None
-    finally:
-        con.close()
+    tree = json.loads(serialized[0] if serialized else "{}")
     if tree.get("error") or "statements" not in tree:
         raise SQLRefused(f"{tree.get('error_message', 'not a plain query')}: {ALLOWED_USE}")
     tables, functions = set(), set()

@@ -31,6 +31,8 @@ _COMPOUND_RE = re.compile(rf"{_LETTERS}+(?:[-\u2010\u2011'\u2019]{_LETTERS}+)+")
 # 'b.o.s.e', 'r.e.m.': single letters joined by dots (not 'the.matrix', a dotted file name)
 _INITIALS_RE = re.compile(rf"(?<!{_LETTERS}){_LETTERS}(?:\.{_LETTERS})+(?!{_LETTERS})")
 _JOINERS_RE = re.compile(r"[-\u2010\u2011'\u2019.]")
+# A query's words, initials taken as one ('b.o.s.e' before 'b', 'o', 's', 'e')
+_QUERY_WORD_RE = re.compile(f"{_INITIALS_RE.pattern}|{_WORD_RE.pattern}")
 _CYRILLIC_RE = re.compile(r"[\u0400-\u04ff]")
 
 # Names that say nothing about the work ('track01.mp3', 'Запись 3.wav'): an untagged file
@@ -128,18 +130,10 @@ def query_words(text: str) -> list[tuple[str, ...]]:
     joined forms it is part of (the typed compound, and its pairing with a neighbour: 'spider
     man' -> 'spiderman')."""
     folded = unicodedata.normalize("NFC", text.casefold())
-    initials = {m.start(): m for m in _INITIALS_RE.finditer(folded)}
-    items: list[tuple[str, int, int]] = []  # (word, start, end) in the folded text
-    covered = -1
-    for match in _WORD_RE.finditer(folded):
-        if match.start() < covered:
-            continue  # a letter of initials already taken as one word
-        run = initials.get(match.start())
-        if run is not None:
-            items.append((_JOINERS_RE.sub("", run.group()), run.start(), run.end()))
-            covered = run.end()
-        else:
-            items.append((match.group(), match.start(), match.end()))
+    items = [  # (word, start, end) in the folded text
+        (_JOINERS_RE.sub("", m.group()), m.start(), m.end())
+        for m in _QUERY_WORD_RE.finditer(folded)
+    ]
     joined: list[list[str]] = [[] for _ in items]
     for match in _COMPOUND_RE.finditer(folded):
         whole = _JOINERS_RE.sub("", match.group())

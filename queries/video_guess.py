@@ -5,7 +5,6 @@ is slow per name, so many names go to a child process (`python -m queries.video_
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -43,17 +42,13 @@ def start_guessing(names: list[str]) -> Callable[[], list[Guess]]:
     if len(names) < GUESS_IN_BACKGROUND:
         return lambda: guess_all(names)
     # A plain child process, not multiprocessing: spawn would re-import the caller's
-    # __main__, and fork is unsafe with DuckDB's threads running.
-    project = str(Path(__file__).resolve().parents[1])
-    env = os.environ | {
-        "PYTHONPATH": os.pathsep.join(p for p in (project, os.environ.get("PYTHONPATH")) if p)
-    }
+    # __main__, and fork is unsafe with DuckDB's threads running. `-m` finds the project in cwd.
     try:
         child = subprocess.Popen(
             [sys.executable, "-m", "queries.video_guess"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env=env,
+            cwd=Path(__file__).resolve().parents[1],
             text=True,
         )
         assert child.stdin is not None

@@ -21,13 +21,7 @@ from crawl_io.crawldb.hints import HINTS, HintsStore
 from crawl_io.crawldb.host_parts import table_parts
 from crawl_io.schema import TABLES
 from jobs.subtree_hash import duplicate_folders_sql
-from queries.part_damage import (
-    absent,
-    damages,
-    page_damages,
-    reason,
-    vouched_by_manifest,
-)
+from queries.part_damage import absent, damages, page_damages, reason, vouched_by_manifest
 from queries.sandbox import (
     NO_LIMITS,
     Limits,
@@ -184,10 +178,8 @@ class CrawlViews:
         self.con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {source}")
 
     def _report(self, part: Path, why: str) -> None:
-        try:
-            shown = part.relative_to(self.crawl.root.resolve())
-        except ValueError:
-            shown = part
+        root = self.crawl.root.resolve()
+        shown = part.relative_to(root) if part.is_relative_to(root) else part
         self.warn(
             f"{shown}: {why}; left out of the views (`sharecrawl check` lists every "
             "problem, the next round re-reads what it held)"
@@ -199,16 +191,12 @@ class CrawlViews:
             return
         try:
             self.con.execute(f"ATTACH {quote(str(index.resolve()))} AS search_index (READ_ONLY)")
-            tables = {
-                r[0]
-                for r in self.con.execute(
-                    "SELECT table_name FROM duckdb_tables() WHERE database_name = 'search_index'"
-                ).fetchall()
-            }
-            for name in sorted(INDEX_VIEWS):
-                if name in tables:
-                    self.con.execute(f"SELECT * FROM search_index.{name} LIMIT 0")
-                    self.con.execute(f"CREATE VIEW {name} AS SELECT * FROM search_index.{name}")
+            found = self.con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = 'search_index'"
+            ).fetchall()
+            for name in sorted(INDEX_VIEWS & {table for (table,) in found}):
+                self.con.execute(f"SELECT * FROM search_index.{name} LIMIT 0")
+                self.con.execute(f"CREATE VIEW {name} AS SELECT * FROM search_index.{name}")
         except duckdb.Error as e:
             self.warn(
                 f"{index}: damaged search index ({reason(e)}); works "
