@@ -9,6 +9,7 @@ import os
 import random
 import shutil
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import mutagen
@@ -40,16 +41,15 @@ def _clock(start: int) -> Iterator[int]:
     return itertools.count(start + 61, 61)
 
 
+@dataclass(frozen=True)
 class _Writer:
-    def __init__(self, hosts_dir: Path, clock: Iterator[int]) -> None:
-        self.hosts_dir, self.clock = hosts_dir, clock
-        self.n_media = 0
+    hosts_dir: Path
+    clock: Iterator[int]
 
     def media(self, host: str, share: str, path: str, fmt: str, tags: dict) -> Path:
         dest = self.hosts_dir / host / share / path
         write_tagged(fmt, dest, tags)
         _stamp(dest, self.clock)
-        self.n_media += 1
         return dest
 
     def other(self, host: str, share: str, path: str, data: bytes) -> Path:
