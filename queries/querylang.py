@@ -1,8 +1,6 @@
-"""The search query language as small composable pieces (in the style of beets' dbcore): parts
-joined by AND, e.g. `madonna artist:madonna title:"frozen" year:2000..2005 season:6 s01e02
-kind:video host:lab-2 format:flac`. Text pieces give words for the postings, filter pieces a
-condition over the works' in-memory columns. An unknown field is searched as text and noted
-in `unknown`. The query text never reaches SQL."""
+"""The search query language as composable pieces joined by AND (after beets' dbcore): text
+pieces give words for the postings, filter pieces a condition over the works' in-memory
+columns; an unknown field is searched as text. The query text never reaches SQL."""
 
 from __future__ import annotations
 

@@ -47,14 +47,11 @@ def write_result(path: Path, fmt: str, result: pa.Table | str) -> None:
     """Write `result` (JSON text for json, else an Arrow table) to `path` atomically."""
 
     def write(tmp: Path) -> None:
-        if fmt == "json":
-            assert isinstance(result, str)
+        if isinstance(result, str):
             tmp.write_text(result + "\n", encoding="utf-8")
         elif fmt == "parquet":
-            assert isinstance(result, pa.Table)
             pq.write_table(result, tmp, compression="zstd")
-        else:  # DuckDB's CSV writer spells lists and structs; pyarrow's refuses them
-            assert isinstance(result, pa.Table)
+        else:  # CSV by DuckDB's writer: it spells lists and structs; pyarrow's refuses them
             try:
                 with duckdb.connect() as con:
                     con.from_arrow(result).write_csv(str(tmp), header=True)

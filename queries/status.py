@@ -25,11 +25,6 @@ SWEEP_COUNTS = pa.schema(
 MOVES = pa.schema([("host", pa.string()), ("moved_from", pa.string()), HOSTS.field("address")])
 
 
-def host_status(row: dict) -> str:
-    """A hosts row's status (versions written before the column: from `online`)."""
-    return row.get("status") or (HOST_OK if row["online"] else "offline")
-
-
 def config_failure(statuses: list[str]) -> bool:
     """Did every host that answered fail for a configuration reason (a password, a share)?"""
     reachable = [s for s in statuses if s not in UNREACHABLE_STATUSES]
@@ -77,7 +72,8 @@ def round_report(crawl: CrawlDir) -> dict:
     changes = sum(partitions["n_changes"].to_pylist())
     scanned = sum(counts.get(s, 0) for s in ("unchanged", "changed", "new", "gone"))
     host_rows = hosts.select(["host", "online", "status", "last_error"]).to_pylist()
-    statuses = [host_status(h) for h in host_rows]
+    # versions written before the status column: from `online`
+    statuses = [h["status"] or (HOST_OK if h["online"] else "offline") for h in host_rows]
     not_crawled = [
         {"host": h["host"], "name": names[h["host"]], "status": status, "error": h["last_error"]}
         for h, status in zip(host_rows, statuses, strict=True)
@@ -134,8 +130,7 @@ def format_report(report: dict) -> str:
     p = report["partitions"]
     kinds = ", ".join(f"{p[k]} {k}" for k in ("unchanged", "changed", "new", "gone") if p[k])
     lines = [
-        f"round {report['round']}: {p['scanned']} of {plural(p['total'], 'partition')} "
-        f"scanned"
+        f"round {report['round']}: {p['scanned']} of {plural(p['total'], 'partition')} scanned"
         + (f" ({kinds})" if kinds else "")
         + (f"; {p['unreachable']} on hosts lost during the round" if p["unreachable"] else "")
     ]

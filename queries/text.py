@@ -1,10 +1,6 @@
-"""Text normalisation for search (docs/DESIGN.md, Search): one function decides what text means
-to the index, for builder and queries alike. Casefold, NFC, words (letters and digit runs
-apart: 'track01' -> 'track' + '01'); Cyrillic transliterated ('Мумий Тролль' -> 'mumiy
-troll'); accents stripped and letters like 'ø', 'æ' folded; compounds indexed whole and by
-parts ('Spider-Man' -> 'spider', 'man', 'spiderman'; 'B.O.S.E.' -> 'bose'); a Snowball stem
-per word (Russian before transliteration, else English); and a loose spelling folding common
-transliteration variants ('kh'/'h', 'j'/'y', '-iy'/'-ii'/'-ij')."""
+"""What text means to the search index, for builder and queries alike (docs/DESIGN.md, Search):
+casefolded NFC words ('track01' -> 'track', '01'), Cyrillic transliterated, accents and 'ø'-like
+letters folded, compounds whole and by parts, Snowball stems and loose spellings."""
 
 from __future__ import annotations
 
@@ -67,8 +63,7 @@ def words(text: str | None) -> list[str]:
 def compounds(text: str | None) -> list[str]:
     """The joined forms of `text`'s compounds, casefolded, in order: 'Spider-Man' ->
     ['spiderman'], 'B.O.S.E.' -> ['bose']. Their parts are words of their own (words)."""
-    # Every compound holds a joiner, and neither casefolding nor NFC makes one: most names
-    # have none, and this test is several times cheaper than the two searches it spares.
+    # Every compound holds a joiner, most names none: several times cheaper than two searches
     if not text or not _JOINERS_RE.search(text):
         return []
     folded = unicodedata.normalize("NFC", text.casefold())
