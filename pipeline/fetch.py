@@ -1,7 +1,6 @@
 """Fetch: the round's fetch list in shards (`FetchShard`, pipeline.shards), one under the local
 scheduler and `fetch_shards` under a central one, each holding `crawlers` units of the Luigi
-resource `smb_connections`. Output: fetchlog.parquet, written after every host's parts; a host
-whose parts are there (a killed round) is not fetched again."""
+resource `smb_connections`. Output: fetchlog.parquet, written after every host's parts."""
 
 from __future__ import annotations
 
@@ -88,6 +87,12 @@ class FetchShard(luigi.Task):
             out.write(f"{len(hosts)} hosts, worker {socket.gethostname()} pid {os.getpid()}\n")
 
 
+def shard_tasks(crawl_dir: str, round_: int, shards: int) -> list[FetchShard]:
+    return [
+        FetchShard(crawl_dir=crawl_dir, round=round_, shard=i, shards=shards) for i in range(shards)
+    ]
+
+
 class Fetch(luigi.Task):
     """The round's fetch: its shards, then the fetch log of every host."""
 
@@ -95,11 +100,7 @@ class Fetch(luigi.Task):
     round = luigi.IntParameter()
 
     def requires(self) -> list[FetchShard]:
-        shards = round_shards(sharecrawl())
-        return [
-            FetchShard(crawl_dir=self.crawl_dir, round=self.round, shard=i, shards=shards)
-            for i in range(shards)
-        ]
+        return shard_tasks(self.crawl_dir, self.round, round_shards(sharecrawl()))
 
     def output(self) -> luigi.LocalTarget:
         seg = CrawlDir(self.crawl_dir).segment_dir(self.round)

@@ -9,7 +9,7 @@ import socket
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
@@ -42,16 +42,14 @@ from jobs.membership import PartitionKey, Ranges, share_root
 from jobs.subtree_hash import walk_hash
 from jobs.walk import WalkStats, listing_table, walk_partition
 
-_progress: Callable[[tuple], None] | None = None  # sends a worker's progress events
+
+def _progress(event: tuple) -> None:
+    """Sends a worker's progress event: none unless a fetch worker sets one (set_progress)."""
 
 
 def set_progress(send: Callable[[tuple], None]) -> None:
     global _progress
     _progress = send
-
-
-class FetchLost(SourceError):
-    """The host's fetch ended without a result: its worker process died, or failed."""
 
 
 @dataclass
@@ -70,22 +68,7 @@ class HostJob:
 @dataclass
 class HostResult:
     host: str
-    partitions: int = 0
-    statuses: dict[str, int] = field(default_factory=dict)
-    entries: int = 0
-    tags_read: int = 0
-    error: str | None = None
-
-    def summary(self) -> str:
-        """'3 partitions (2 changed, 1 unchanged), 106 entries, 1 tag read', and why it
-        stopped (without the host's name again)."""
-        counts = ", ".join(f"{n} {status}" for status, n in sorted(self.statuses.items()))
-        scanned = f"{plural(self.partitions, 'partition')} ({counts})"
-        if not self.partitions:
-            scanned = "no partitions"
-        why = "; " + readable_text(self.error.removeprefix(f"{self.host}: ")) if self.error else ""
-        tags = plural(self.tags_read, "tag")
-        return f"{scanned}, {plural(self.entries, 'entry', 'entries')}, {tags} read{why}"
+    summary: str  # '3 partitions (2 changed, 1 unchanged), 106 entries, 1 tag read; why it stopped'
 
 
 class _HostFetch:
@@ -131,16 +114,16 @@ class _HostFetch:
         started = time.time()
         stats = WalkStats()
         plan = self.plans.get(key.id, {})
+        hinted = plan.get("hinted_paths")
         counted = started  # a hinted scan counts from when its hints were read (later ones wait)
-        if plan.get("hinted_paths") and plan.get("hints_as_of") is not None:
+        if hinted and plan.get("hints_as_of") is not None:
             counted = min(started, plan["hints_as_of"].timestamp())
         log = self._log_row(key.id, key.share, datetime.fromtimestamp(counted, UTC))
         entries: list[tuple[str, Entry]] | None = None
         try:
-            if plan.get("hinted_paths"):  # around its hinted paths when it can (jobs.hinted_walk)
+            if hinted:  # around its hinted paths when it can (jobs.hinted_walk)
                 try:
                     stored = self.stored_entries(key.id)
-                    hinted = plan["hinted_paths"]
                     entries = hinted_walk(source, key, ranges, stored, stored_hash, hinted, stats)
                 except WholeScan:
                     stats.folders_listed = 0  # what it listed is listed again
@@ -182,9 +165,8 @@ class _HostFetch:
             log["listing_s"] = log["duration_s"]
         log["n_folders"] = stats.folders_listed
         self.log.append(log)
-        if _progress is not None:
-            counts = {"entries": log["n_entries"], "tags": log["n_tags_read"]}
-            _progress((self.host.host, "partition", counts))
+        counts = {"entries": log["n_entries"], "tags": log["n_tags_read"]}
+        _progress((self.host.host, "partition", counts))
 
     def _read_new_tags(
         self, source: Source, key: PartitionKey, entries: list[tuple[str, Entry]], log: dict
@@ -239,14 +221,19 @@ class _HostFetch:
             opened = CheckedSource(open_source(every, timeout_s=job.timeout_s), job.shares)
             source = filtered(opened, rules, host.host)
             self.clamped = opened.changed
-            due = self._discover(source, known, due)
+            # a new share gets a root partition, scanned at once (a due partition of a
+            # vanished share finds its root gone when scanned)
+            roots = {k.share for k in known.values() if k.is_share_root}
+            shares = job.shares or source.shares()
+            new = [share_root(host.host, s) for s in shares if s not in roots]
+            known.update((key.id, key) for key in new)
+            due = new + due
         except SourceError as e:
             if source is not None:
                 source.close()
             self._failed(e, None, *due)
             return self._write(str(e))
-        if _progress is not None:  # the discover rows became the shares found
-            _progress((host.host, "due", {"partitions": len(due)}))
+        _progress((host.host, "due", {"partitions": len(due)}))  # discover rows became shares
         try:
             ranges_by_share: dict[str, Ranges] = {}
             missing: set[str] = set()  # shares named in the hosts file that are not there
@@ -269,17 +256,6 @@ class _HostFetch:
         finally:
             source.close()
         return self._write(error)
-
-    def _discover(
-        self, source: Source, known: dict[str, PartitionKey], due: list[PartitionKey]
-    ) -> list[PartitionKey]:
-        """Shares of the host now; a new one gets a root partition, scanned at once. (A due
-        partition of a vanished share finds its root gone when scanned.)"""
-        shares = self.job.shares or source.shares()
-        roots = {k.share for k in known.values() if k.is_share_root}
-        new = [share_root(self.host.host, s) for s in shares if s not in roots]
-        known.update((key.id, key) for key in new)
-        return new + due
 
     def _failed(self, error: SourceError, *keys: PartitionKey | None) -> None:
         """Log `keys` not scanned; None: the host's row (it did not open, or a share is missing)."""
@@ -315,22 +291,19 @@ class _HostFetch:
             else:
                 write_parquet(table, seg / folder / name)
         write_parquet(pa.Table.from_pylist(self.log, FETCHLOG), seg / "fetchlog" / name)
-        return HostResult(
-            self.host.host,
-            len(self.log),
-            dict(Counter(row["status"] for row in self.log)),
-            sum(r["n_entries"] for r in self.log),
-            sum(r["n_tags_read"] for r in self.log),
-            error,
-        )
+        log = self.log  # and the host's line in the progress: what it did, why it stopped
+        statuses = Counter(r["status"] for r in log)
+        counts = ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()))
+        scanned = f"{plural(len(log), 'partition')} ({counts})" if log else "no partitions"
+        entries = plural(sum(r["n_entries"] for r in log), "entry", "entries")
+        tags = plural(sum(r["n_tags_read"] for r in log), "tag")
+        why = "; " + readable_text(error.removeprefix(f"{self.host.host}: ")) if error else ""
+        return HostResult(self.host.host, f"{scanned}, {entries}, {tags} read{why}")
 
 
 def _status(error: SourceError) -> str:
-    if isinstance(error, SourceTimeout):
-        return "timeout"
-    if isinstance(error, HostUnreachable):
-        return "unreachable"
-    return "error"
+    """A fetchlog status: "timeout" or "unreachable" for a lost host, else "error"."""
+    return error.reason if isinstance(error, HostUnreachable | SourceTimeout) else "error"
 
 
 def fetch_host(job: HostJob) -> HostResult:
@@ -346,5 +319,5 @@ def host_lost(job: HostJob, why: str) -> HostResult:
     its fetchlog part says so for the host and each due partition, whose stored rows stay,
     and any part the worker left goes. Its next round fetches it again."""
     fetch = _HostFetch(job)
-    fetch._failed(FetchLost(why), None, *fetch.due_keys())
+    fetch._failed(SourceError(why), None, *fetch.due_keys())
     return fetch._write(why)

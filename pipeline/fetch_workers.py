@@ -1,8 +1,6 @@
-"""Fetch workers: processes of the crawl's fork server (crawl_io.workers) that fetch hosts
-(pipeline.fetch_host) one after another, `crawlers` at once, each with a pipe of its own: a
-worker that dies takes only the host it was fetching (recorded as lost, fetched again next
-round), where a pool lost every host in flight and a shared queue's lock could be held for
-ever by a worker killed mid-write."""
+"""Fetch workers (crawl_io.workers' processes) fetch hosts one after another, `crawlers` at once,
+each over a pipe of its own: one that dies takes only its host (a pool lost every host in flight,
+and a worker killed mid-write could hold a shared queue's lock for ever)."""
 
 from __future__ import annotations
 
@@ -62,7 +60,7 @@ def fetch_hosts(jobs: list[HostJob], crawlers: int) -> None:
                 for conn in wait_ready(list(workers), timeout=0.25):
                     result = _receive(workers[conn], progress)
                     if result is not None:
-                        progress.event(result.host, "done", summary=result.summary())
+                        progress.event(result.host, "done", summary=result.summary)
                         _carry_on(context, workers, workers[conn], waiting)
         except BaseException:  # a host not recorded: its worker must not write on
             stop_processes([w.process for w in workers.values()])

@@ -1,7 +1,6 @@
 """Progress of a fetch over all hosts: partitions, entries, tags, rate and ETA; a rich bar when
 stderr is a terminal, else log lines (one per finished host, one overall every `every_s`) so
-cron mails and CI logs stay readable. A host's due count is a guess until its worker says how
-many partitions it will scan (a 'due' event: its `discover` row became the shares found)."""
+cron mails and CI logs stay readable."""
 
 from __future__ import annotations
 
@@ -57,8 +56,8 @@ class FetchProgress:
             self._bar.stop()
 
     def event(self, host: str, kind: str, **counts: int | str) -> None:
-        """kind: 'partition' (one scanned: entries, tags), 'due' (the partitions the host's
-        worker now knows it will scan: partitions) or 'done' (summary)."""
+        """kind: 'partition' (one scanned: entries, tags), 'due' (partitions: how many the
+        host's worker will scan; until then its count is a guess) or 'done' (summary)."""
         h = self.hosts[host]
         before = h.partitions
         if kind == "due":

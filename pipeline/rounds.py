@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import luigi
 from luigi.execution_summary import LuigiRunResult
+from luigi.rpc import RemoteScheduler, RPCError
 
 from crawl_io.crawldb.crawldir import CrawlDir
 from crawl_io.crawldb.disk_full import disk_full_line, is_disk_full
@@ -21,7 +22,7 @@ from crawl_io.crawldb.tempfiles import remove_stale_temp_files
 from crawl_io.processes import stopping
 from crawl_io.workers import worker_context
 from jobs.runner import remove_job_temp_dirs
-from pipeline.fetch import FetchShard
+from pipeline.fetch import shard_tasks
 from pipeline.index import Index
 from pipeline.settings import (
     SMB_CONNECTIONS,
@@ -52,14 +53,10 @@ def _note_failure(task: luigi.Task, error: BaseException) -> None:
     _failures.append(error)
 
 
-class _NoDiskFullTraceback(logging.Filter):
-    """A full disk is said by the round's one line, not Luigi's traceback of the task."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and is_disk_full(record.exc_info[1]))
-
-
-logging.getLogger("luigi-interface").addFilter(_NoDiskFullTraceback())
+# a full disk is said by the round's one line, not Luigi's traceback of the task
+logging.getLogger("luigi-interface").addFilter(
+    lambda record: not (record.exc_info and is_disk_full(record.exc_info[1]))
+)
 
 
 def _build(tasks: list[luigi.Task], **where: object) -> LuigiRunResult:
@@ -87,12 +84,9 @@ def run_round(crawl_dir: str, round_: int) -> None:
     where: dict[str, object] = {"scheduler_url": url} if url else {"local_scheduler": True}
     task = Index(crawl_dir=crawl_dir, round=round_)
     result = _build([task], **where)
-    # under a central scheduler, Luigi reports the shards that other workers ran as left
-    # pending: the round is done when its tasks are
-    if result.status not in (
-        luigi.LuigiStatusCode.SUCCESS,
-        luigi.LuigiStatusCode.SUCCESS_WITH_RETRY,
-    ) and not (url and result.status == luigi.LuigiStatusCode.NOT_RUN and task.complete()):
+    # the round is done when its Index is (under a central scheduler, Luigi reports the
+    # shards that other workers ran as left pending)
+    if not task.complete():
         raise round_failed(f"round {round_}", crawl_dir, result.summary_text)
 
 
@@ -100,8 +94,6 @@ def share_connection_cap(url: str) -> None:
     """Agree with the central scheduler on the SMB connection cap: tell it ours when it has
     none (luigid's default for an unknown resource is 1), else take its own, so that no shard
     asks for more than the cap (it would never run)."""
-    from luigi.rpc import RemoteScheduler
-
     scheduler = RemoteScheduler(url)
     caps = {r["name"]: r["num_total"] for r in scheduler.resource_list() or []}
     if SMB_CONNECTIONS in caps:
@@ -134,13 +126,7 @@ def join_round(crawl_dir: str, wait_s: float = 60.0, poll_s: float = 0.2) -> int
         time.sleep(poll_s)
     share_connection_cap(url)
     shards = driver_shards(url, str(crawl.root), round_)
-    result = _build(
-        [
-            FetchShard(crawl_dir=str(crawl.root), round=round_, shard=i, shards=shards)
-            for i in range(shards)
-        ],
-        scheduler_url=url,
-    )
+    result = _build(shard_tasks(str(crawl.root), round_, shards), scheduler_url=url)
     if result.status in FAILED:
         raise round_failed(f"fetch shards of round {round_}", crawl_dir, result.summary_text)
     return round_
@@ -149,8 +135,6 @@ def join_round(crawl_dir: str, wait_s: float = 60.0, poll_s: float = 0.2) -> int
 def driver_shards(url: str, crawl_dir: str, round_: int) -> int:
     """How many shards the driver split the round into, as the central scheduler knows them
     (shards of another count would have two processes fetch one host); else our setting."""
-    from luigi.rpc import RemoteScheduler
-
     tasks = RemoteScheduler(url).task_list("", "", search="FetchShard") or {}
     found = {
         int(t["params"]["shards"])
@@ -176,7 +160,6 @@ def main(argv: list[str] | None = None) -> int:
         "--wait-s", type=float, default=60.0, help="how long to wait for a round to reach its fetch"
     )
     args = parser.parse_args(argv)
-    from luigi.rpc import RPCError
 
     try:
         round_ = join_round(args.join, args.wait_s)

@@ -1,12 +1,9 @@
-"""Update: fold a fetched segment into crawldb version N-1 and publish version N: the listing
-jobs (hashes, which must equal the fetchers', and splits), each touched host's groups of parts
-rewritten (pipeline.host_rewrite), the rest linked, partitions, hosts and prefix statistics
-updated, then pipeline.publish. A damaged part's partitions get no hash (listed again as new,
-their history kept); a damaged state table stops the round (CrawlDamaged)."""
+"""Update (docs/DESIGN.md): fold a fetched segment into crawldb version N-1 and publish version N.
+A damaged part's partitions get no hash (listed again as new, their history kept); a damaged
+state table stops the round (CrawlDamaged)."""
 
 from __future__ import annotations
 
-import logging
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,8 +39,6 @@ REPLACED = ("changed", "new")
 LOST = ("unreachable", "timeout")
 EWMA = 0.3  # weight of this round's measurement in a host's cost estimates
 
-logger = logging.getLogger("sharecrawl")  # `log` is the round's fetchlog in this module
-
 
 def listing_parts(seg: Path) -> list[Path]:
     """The round's non-empty listing parts, the listing jobs' input."""
@@ -58,7 +53,7 @@ def updated_partitions(
     rows = old.drop_columns(["history"]).to_pylist()
     parts = {p["partition_id"]: p for p in rows if p["host"] in listed_hosts}
     removed = {p["partition_id"] for p in rows} - set(parts)
-    scans: dict[str, tuple[int, bool]] = {}  # partition_id -> this round's history event
+    scans: dict[str, tuple[int, bool, bool]] = {}  # partition_id -> this round's history event
     for row in log:
         pid, status, t = row["partition_id"], row["status"], row["started"]
         if pid is None:
@@ -198,9 +193,8 @@ class Update(luigi.Task):
         partitions, removed, histories = updated_partitions(
             old_partitions, log, listing.summaries, listed, now
         )
-        touched = {r["host"] for r in log if r["partition_id"] in replaced | removed}
         reshaped = repartition.apply(listing.plan, partitions, datetime.fromtimestamp(now, UTC))
-        touched |= reshaped
+        touched = {r["host"] for r in log if r["partition_id"] in replaced | removed} | reshaped
         rules = load_rules(seg / "rules.txt")
         rules_changed = rules.digest != load_rules(crawl.segment_dir(prev) / "rules.txt").digest
         if rules_changed:
@@ -219,12 +213,11 @@ class Update(luigi.Task):
             if host not in touched:
                 build.link_host(host)  # a group that does not link is found lost below
                 continue
-            mine = log_table.filter(pc.equal(log_table["host"], host))
             change = HostChange(
                 host=host,
                 listing=read_parquet(seg / "listing" / host_file(host), LISTING),
                 fetched=read_parquet(seg / "media" / host_file(host), MEDIA),
-                log=mine,
+                log=log_table.filter(pc.equal(log_table["host"], host)),
                 drop=replaced | removed,
                 partitions=by_host.get(host, []),
                 reshaped=host in reshaped,
@@ -246,10 +239,9 @@ class Update(luigi.Task):
                 p["hash"] = None
         # hosts with a damaged part: their statistics are computed again, all rows as new
         lost_hosts = {h for h, _ in stored.damaged_groups()} if stored is not None else set()
-        host_rows = {h["host"]: h for h in hosts}
+        pace = {h["host"]: h["list_s_per_folder"] for h in hosts}
         for p in partitions:  # the scheduler's cost: listing every folder, at the host's pace
-            pace = host_rows[p["host"]]["list_s_per_folder"]
-            p["est_scan_s"] = listing_seconds(p["n_folders"], pace)
+            p["est_scan_s"] = listing_seconds(p["n_folders"], pace[p["host"]])
         build.write_table("hosts", pa.Table.from_pylist(hosts, HOSTS))
         if stored is not None:
             build.write_media_changes(media_changes)
@@ -258,10 +250,10 @@ class Update(luigi.Task):
         column = histories.updated([p["partition_id"] for p in partitions]).column()
         table = table.set_column(table.schema.get_field_index("history"), "history", column)
         build.write_table("partitions", table)
-        redo_stats = touched | lost_hosts  # a host whose rows were lost keeps no stale stats
-        # derived from the files parts: a damaged part's host is computed again in full
         old_stats = read_old_stats(crawl, prev)
-        redo_stats |= old_stats.damaged
+        # a host whose rows were lost keeps no stale stats; one whose stats part is damaged
+        # has them computed again in full
+        redo_stats = touched | lost_hosts | old_stats.damaged
         stats = round_prefix_stats(
             round_=self.round,
             version_dir=out,
