@@ -12,8 +12,8 @@ import selectors
 import signal
 import threading
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 
 import pyarrow as pa
 
@@ -103,7 +103,9 @@ class Watcher:
         for host in self.hosts:
             if self._needs_connect(host) and host.next_try <= now:
                 host.connecting = True
-                self._connector.submit(host, self._connect_job(host))
+                timeouts = (options.timeout_s, options.liveness_timeout_s)
+                job = partial(open_watches, host, self.rules.rules, *timeouts)
+                self._connector.submit(host, job)
             elif host.session is not None:
                 try:
                     host.session.keepalive(options.keepalive_s)
@@ -119,10 +121,6 @@ class Watcher:
             self._next_beat = now + options.heartbeat_s
         if self.rounds is not None and not self._buffer:  # its hints are written first
             self.rounds.tick()
-
-    def _connect_job(self, host: HostWatch) -> Callable[[], Connected]:
-        rules, options = self.rules.rules, self.options
-        return lambda: open_watches(host, rules, options.timeout_s, options.liveness_timeout_s)
 
     def _collect(self) -> None:
         for host, result in self._connector.results():
