@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 from bench.progress import step
 from crawl_io.crawldb.atomic import write_parquet
 from crawl_io.crawldb.crawldir import CrawlDir, host_file
+from crawl_io.crawldb.host_parts import partitions_metadata
 from crawl_io.crawldb.stored_hosts import StoredHost
 from crawl_io.crawldb.version_manifest import write_manifest as write_version_manifest
 from crawl_io.schema import FETCHLOG, HOSTS, LISTING, MEDIA, PARTITIONS, TS
@@ -270,14 +271,20 @@ def write_version(
     t: datetime,
     tag_s: dict[str, float] | None = None,
 ) -> None:
-    """Publish a version as the previous release wrote it: one part per host of files,
-    media and folders, hosts (costs: LIST_S, and TAG_S unless `tag_s` says), partitions, no
-    prefix statistics, a manifest."""
+    """Publish a version with one part per host (group 0) of files, media and folders, hosts
+    (costs: LIST_S, and TAG_S unless `tag_s` says), partitions, no prefix statistics, a
+    manifest."""
     vdir = crawl.version_dir(version)
     for host, (files, media) in tables.items():
-        write_parquet(files, vdir / "files" / host_file(host))
-        write_parquet(media, vdir / "media" / host_file(host))
-        write_parquet(folder_summaries(files), vdir / "folders" / host_file(host))
+        # each part's footer names its partitions, as Publish writes it
+        ids = {p["partition_id"] for p in partitions if p["host"] == host}
+        for name, table in (("files", files), ("media", media)):
+            write_parquet(table, vdir / name / host_file(host), metadata=partitions_metadata(ids))
+        write_parquet(
+            folder_summaries(files),
+            vdir / "folders" / host_file(host),
+            metadata=partitions_metadata(ids),
+        )
     hosts = [
         {
             "host": h,
