@@ -280,6 +280,14 @@ def timed_passes(index_path: Path, queries: list[str], passes: int) -> list[list
     return runs
 
 
+def make_current(workdir: Path, version: Path) -> None:
+    """Make `version` the live one for the CLI and `serve`: the format file, a manifest, CURRENT."""
+    CrawlDir(workdir).make()
+    if read_manifest(version) is None:
+        write_manifest(version, {})
+    (workdir / "crawldb" / "CURRENT").write_text(f"{version.name}\n")
+
+
 def cold_cli(workdir: Path, queries: list[str]) -> list[float]:
     """Wall seconds of `sharecrawl search --json` in a fresh process per query, as a user
     at a terminal runs it (interpreter start, imports, loading the index arrays)."""
@@ -322,10 +330,7 @@ def main() -> None:
                 version = write_version(workdir, args.rows)
             elapsed = time.perf_counter() - started
             print(f"data: {args.rows:,} media rows written in {elapsed:.1f} s")
-        CrawlDir(workdir).make()  # the format file and a manifest, for the CLI
-        if read_manifest(version) is None:
-            write_manifest(version, {})
-        (workdir / "crawldb" / "CURRENT").write_text(f"{version.name}\n")
+        make_current(workdir, version)
 
         index_path = workdir / "index" / "search.duckdb"
         started = time.perf_counter()

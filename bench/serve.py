@@ -39,7 +39,13 @@ from urllib.parse import urlencode, urlsplit
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout
 
-from bench.search import load_average, mixed_queries, percentile, write_version  # noqa: E402
+from bench.search import (  # noqa: E402
+    load_average,
+    make_current,
+    mixed_queries,
+    percentile,
+    write_version,
+)
 from queries.index import build_index  # noqa: E402
 from queries.search import search  # noqa: E402
 
@@ -197,7 +203,7 @@ def main() -> None:
                 version = write_version(workdir, args.rows)
             build_index(version, index)
             print(f"data and index of {args.rows:,} media: {time.perf_counter() - started:.0f} s")
-        (workdir / "crawldb" / "CURRENT").write_text(f"{version.name}\n")
+        make_current(workdir, version)
         queries = mixed_queries(version, random.Random(11))
 
         started = time.perf_counter()
