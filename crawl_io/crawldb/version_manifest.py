@@ -109,6 +109,9 @@ def _write(vdir: Path, parts: Manifest, dropped: Manifest) -> None:
     write_atomic(vdir / MANIFEST_NAME, text, durable=True)
 
 
+CHECKSUM_MISMATCH = "checksum mismatch (its bytes changed since it was written)"
+
+
 def _os_problem(error: OSError) -> str:
     if isinstance(error, FileNotFoundError):
         return "missing"
@@ -130,8 +133,11 @@ def size_problem(path: Path, entry: PartEntry | None) -> str | None:
 
 
 def checksum_problem(path: Path, entry: PartEntry) -> str | None:
-    """Size, then SHA-256 against the manifest (reads the whole file)."""
-    return read_checked(path, entry)[1]
+    """Size (a stat), then SHA-256 against the manifest (streams the whole file: a part can
+    be far larger than what read_checked should hold in memory)."""
+    if problem := size_problem(path, entry):
+        return problem
+    return None if file_sha256(path) == entry.sha256 else CHECKSUM_MISMATCH
 
 
 def read_checked(path: Path, entry: PartEntry | None) -> tuple[bytes | None, str | None]:
@@ -143,7 +149,7 @@ def read_checked(path: Path, entry: PartEntry | None) -> tuple[bytes | None, str
         return None, _os_problem(e)
     problem = _size_problem(len(data), entry)
     if problem is None and entry is not None and hashlib.sha256(data).hexdigest() != entry.sha256:
-        problem = "checksum mismatch (its bytes changed since it was written)"
+        problem = CHECKSUM_MISMATCH
     return (None, problem) if problem is not None else (data, None)
 
 
