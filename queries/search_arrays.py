@@ -103,19 +103,21 @@ class SearchArrays:
             found = {t: p.term_ids[t] for t in terms if t in p.term_ids}
             slices = {t: slice(int(p.starts[i]), int(p.starts[i + 1])) for t, i in found.items()}
             return {t: (p.rows[w], p.impacts[w], p.fields[w]) for t, w in slices.items()}
+        wanted = sorted(terms)
         with self.file.cursor() as cursor:  # the terms travel as a parameter list
-            hits = fetch_arrays(
+            hits = fetch_arrays(  # a posting's term as its place in `wanted`, not a string
                 cursor,
-                "SELECT t.term, t.df::DOUBLE AS df, p.work_id, p.weight, p.fields FROM terms t "
-                "JOIN postings p USING (term_id) WHERE t.term = ANY(?)",
-                [sorted(terms)],
+                "SELECT t.i, t.df::DOUBLE AS df, p.work_id, p.weight, p.fields FROM ("
+                "SELECT term_id, df, list_position($1, term) - 1 AS i FROM terms "
+                "WHERE term = ANY($1)) t JOIN postings p USING (term_id)",
+                [wanted],
             )
-        term_of, fields, rows = hits["term"], hits["fields"], self.rows_of(hits["work_id"])
+        term_of, fields, rows = hits["i"], hits["fields"], self.rows_of(hits["work_id"])
         impacts = (hits["weight"] * idf(hits["df"], len(self.work_ids))).astype(np.float32)
         result = {}
-        for term in set(term_of.tolist()):
-            mine = term_of == term
-            result[term] = (rows[mine], impacts[mine], fields[mine])
+        for i in np.unique(term_of):
+            mine = term_of == i
+            result[wanted[i]] = (rows[mine], impacts[mine], fields[mine])
         return result
 
     def near_terms(self, surface: str) -> list[str]:
