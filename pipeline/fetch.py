@@ -44,8 +44,17 @@ def fetch_pending(crawl_dir: str, round_: int, hosts: set[str] | None, crawlers:
     for row in pq.read_table(seg / "fetchlist.parquet").to_pylist():
         host = row["host"]
         if host not in jobs:
-            args = (round_, round_ - 1, host, row["url"], shares[host], [], known[host])
-            jobs[host] = HostJob(str(crawl.root), *args, timeout_s)
+            jobs[host] = HostJob(
+                crawl_dir=str(crawl.root),
+                round=round_,
+                version=round_ - 1,
+                host=host,
+                url=row["url"],
+                shares=shares[host],
+                due=[],
+                known=known[host],
+                timeout_s=timeout_s,
+            )
         jobs[host].due.append(row)
     todo = [
         job

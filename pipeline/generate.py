@@ -40,13 +40,15 @@ def partition_states(
     states = []
     histories = Histories.of(partitions).events()
     for p, history in zip(rows, histories, strict=True):
-        if p["host"] not in online:
+        host = p["host"]
+        if host not in online:
             continue  # retired host
         last = p["last_scan"].timestamp() if p["last_scan"] else None
         cost = scheduled_seconds(p["est_scan_s"], default_cost_s)
-        state = PartitionState(p["partition_id"], p["host"], cost, last, history, p["rate_per_h"])
-        state.online = online[p["host"]]
-        states.append(state)
+        rate = p["rate_per_h"]
+        states.append(
+            PartitionState(p["partition_id"], host, cost, last, history, rate, online=online[host])
+        )
     return states
 
 

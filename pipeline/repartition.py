@@ -10,10 +10,10 @@ import pyarrow as pa
 
 from crawl_io.schema import PARTITIONS
 from jobs.membership import PartitionKey, assign_partition_ids, partition_key
-from jobs.subtree_hash import EMPTY_MD5, summarize
+from jobs.subtree_hash import EMPTY_MD5, PARTITION_COUNTS, summarize
 
 NEW_FIELDS = ("partition_id", "host", "share", "root", "lo", "hi", "parent_id", "est_scan_s")
-EMPTY = {"hash": EMPTY_MD5, "n_folders": 0, "n_files": 0, "n_media": 0, "bytes": 0}
+EMPTY = {"hash": EMPTY_MD5, **dict.fromkeys(PARTITION_COUNTS, 0)}
 
 
 def apply(plan_: dict[str, list], partitions: list[dict], scanned_at: datetime) -> set[str]:
