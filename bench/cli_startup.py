@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 HOLD = """
 import sys, time
-from crawl_io.crawldb.lock import CrawlLock
+from sharecrawl.crawl_io.crawldb.lock import CrawlLock
 lock = CrawlLock(sys.argv[1]).acquire()
 print("held", flush=True)
 time.sleep(3600)
@@ -64,7 +64,7 @@ def main() -> int:
             refused = [
                 sys.executable,
                 "-m",
-                "cli.main",
+                "sharecrawl.cli.main",
                 "crawl",
                 "--hosts-file",
                 str(hosts),

@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from crawl_io.discover import SWEEP_CONCURRENCY, SWEEP_RATE, sweep
-from crawl_io.sources import parse_range_url
+from sharecrawl.crawl_io.discover import SWEEP_CONCURRENCY, SWEEP_RATE, sweep
+from sharecrawl.crawl_io.sources import parse_range_url
 
 TIMEOUT_S = 2.0  # luigi.cfg liveness_timeout_s
 LISTENERS = [f"127.0.{i * 13}.{i * 11 + 2}" for i in range(20)]

@@ -47,10 +47,10 @@ from bench.incremental import (
     write_version,
 )
 from bench.progress import step
-from crawl_io.crawldb.crawldir import CrawlDir
-from jobs.subtree_hash import summarize
-from pipeline import settings as config
-from queries.views import query, rows
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.jobs.subtree_hash import summarize
+from sharecrawl.pipeline import settings as config
+from sharecrawl.queries.views import query, rows
 
 NAS = "nas"
 RANGE_FOLDERS = 10  # folders per range partition: about 1 000 rows
@@ -101,7 +101,7 @@ def build(crawl: CrawlDir, files: int, small_hosts: int, t: datetime) -> list:
 def change_round(crawl: CrawlDir, round_: int, key, t: datetime) -> tuple[float, int, int]:
     """One mp3 added to partition `key` of the NAS, Update run: (seconds, bytes written, the
     NAS's bytes in the new version)."""
-    from pipeline.update import Update
+    from sharecrawl.pipeline.update import Update
 
     listing = changed_listing(crawl, round_ - 1, key, t, name=f"added{round_}.mp3")
     log = [log_row(round_, key, "changed", summarize(listing)[key.id], t)]

@@ -32,19 +32,19 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench.progress import step
-from crawl_io.crawldb.atomic import write_parquet
-from crawl_io.crawldb.crawldir import CrawlDir, host_file
-from crawl_io.crawldb.host_parts import partitions_metadata
-from crawl_io.crawldb.stored_hosts import StoredHost
-from crawl_io.crawldb.version_manifest import write_manifest as write_version_manifest
-from crawl_io.schema import FETCHLOG, HOSTS, LISTING, MEDIA, PARTITIONS, TS
-from demolan.templates import write_tagged
-from jobs.membership import PartitionKey, share_root
-from jobs.subtree_hash import folder_summaries, summarize
-from pipeline import settings as config
-from pipeline.inject import INJECT
-from pipeline.rounds import run_round
-from queries.status import round_report
+from sharecrawl.crawl_io.crawldb.atomic import write_parquet
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir, host_file
+from sharecrawl.crawl_io.crawldb.host_parts import partitions_metadata
+from sharecrawl.crawl_io.crawldb.stored_hosts import StoredHost
+from sharecrawl.crawl_io.crawldb.version_manifest import write_manifest as write_version_manifest
+from sharecrawl.crawl_io.schema import FETCHLOG, HOSTS, LISTING, MEDIA, PARTITIONS, TS
+from sharecrawl.demolan.templates import write_tagged
+from sharecrawl.jobs.membership import PartitionKey, share_root
+from sharecrawl.jobs.subtree_hash import folder_summaries, summarize
+from sharecrawl.pipeline import settings as config
+from sharecrawl.pipeline.inject import INJECT
+from sharecrawl.pipeline.rounds import run_round
+from sharecrawl.queries.status import round_report
 
 SHARES_PER_HOST = 10
 FOLDERS_PER_SHARE = 50
@@ -375,7 +375,7 @@ def synthetic_crawldb(crawl: CrawlDir, hosts: int, files_per_host: int) -> None:
 
 
 def publish_time(root: Path, hosts: int, files_per_host: int) -> float:
-    from pipeline.update import Update
+    from sharecrawl.pipeline.update import Update
 
     crawl = CrawlDir(root)
     synthetic_crawldb(crawl, hosts, files_per_host)

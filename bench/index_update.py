@@ -49,16 +49,16 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from bench.progress import step  # noqa: E402
 from bench.search import load_average, mixed_queries, percentile, write_version  # noqa: E402
-from crawl_io import schema  # noqa: E402
-from crawl_io.crawldb.host_parts import changed_parts  # noqa: E402
-from crawl_io.crawldb.media_changes import (  # noqa: E402
+from sharecrawl.crawl_io import schema  # noqa: E402
+from sharecrawl.crawl_io.crawldb.host_parts import changed_parts  # noqa: E402
+from sharecrawl.crawl_io.crawldb.media_changes import (  # noqa: E402
     FILE_NAME,
     INDEXED_COLUMNS,
     ChangesRecord,
     host_changes,
 )
-from queries.index import build_index, update_index  # noqa: E402
-from queries.search import search  # noqa: E402
+from sharecrawl.queries.index import build_index, update_index  # noqa: E402
+from sharecrawl.queries.search import search  # noqa: E402
 
 MEDIA_COLUMNS = ", ".join(schema.MEDIA.names)
 

@@ -40,15 +40,15 @@ import pyarrow.compute as pc
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.progress import track
-from crawl_io.crawldb.crawldir import write_parquet
-from crawl_io.mediatypes import MEDIA_NAME
-from crawl_io.schema import LISTING
-from crawl_io.workers import server_pid, worker_context
-from jobs.membership import PartitionKey, share_root
-from jobs.mr_listing import SplitState, run_listing_jobs
-from jobs.runner import JobRunner
-from jobs.scan_cost import HostCost, Limits
-from jobs.subtree_hash import in_partition_order
+from sharecrawl.crawl_io.crawldb.crawldir import write_parquet
+from sharecrawl.crawl_io.mediatypes import MEDIA_NAME
+from sharecrawl.crawl_io.schema import LISTING
+from sharecrawl.crawl_io.workers import server_pid, worker_context
+from sharecrawl.jobs.membership import PartitionKey, share_root
+from sharecrawl.jobs.mr_listing import SplitState, run_listing_jobs
+from sharecrawl.jobs.runner import JobRunner
+from sharecrawl.jobs.scan_cost import HostCost, Limits
+from sharecrawl.jobs.subtree_hash import in_partition_order
 
 GOAL = 2.0
 ALBUMS, TRACKS, ARTISTS_PER_PARTITION = 10, 10, 100  # a track folder row per album

@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from crawl_io.liveness import check_hosts
-from crawl_io.sources import HostURL, parse_host_url
+from sharecrawl.crawl_io.liveness import check_hosts
+from sharecrawl.crawl_io.sources import HostURL, parse_host_url
 
 TIMEOUT_S = 2.0  # luigi.cfg liveness_timeout_s
 

@@ -48,10 +48,10 @@ from bench.incremental import (
     write_fetched_host,
 )
 from bench.progress import step
-from crawl_io.crawldb.crawldir import CrawlDir
-from jobs.membership import PartitionKey
-from jobs.subtree_hash import summarize
-from pipeline import settings as config
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.jobs.membership import PartitionKey
+from sharecrawl.jobs.subtree_hash import summarize
+from sharecrawl.pipeline import settings as config
 
 FOLDERS_PER_SHARE = 50  # 5 000 files a share: one partition within the limits
 GOAL_S = 60.0
@@ -131,27 +131,33 @@ class Stages:
 
 @contextmanager
 def measured(stages: Stages) -> Iterator[None]:
-    import jobs.mr_prefix_stats
-    import pipeline.host_rewrite
-    import pipeline.update
-    import queries.index
-    from pipeline import publish
+    import sharecrawl.jobs.mr_prefix_stats
+    import sharecrawl.pipeline.host_rewrite
+    import sharecrawl.pipeline.update
+    import sharecrawl.queries.index
+    from sharecrawl.pipeline import publish
 
-    stages.wrap(pipeline.update, "run_listing_jobs", "listing jobs (hashes, split plan)")
-    stages.wrap(pipeline.update, "round_prefix_stats", "prefix statistics")
-    stages.wrap(jobs.mr_prefix_stats, "run_job", "  of which the prefix-stats job")
-    stages.wrap(pipeline.update, "read_old_stats", "reading the stored prefix statistics")
-    stages.wrap(pipeline.update, "write_stats", "writing or linking prefix_stats parts")
-    stages.wrap(pipeline.update, "rewrite_host", "rewriting touched hosts' groups")
-    stages.wrap(pipeline.host_rewrite, "folder_summaries", "  of which folder hashes")
-    stages.wrap(pipeline.host_rewrite, "updated_folder_summaries", "  of which folder updates")
-    stages.wrap(pipeline.host_rewrite, "merged_media", "  of which media rows and their changes")
+    stages.wrap(sharecrawl.pipeline.update, "run_listing_jobs", "listing jobs (hashes, split plan)")
+    stages.wrap(sharecrawl.pipeline.update, "round_prefix_stats", "prefix statistics")
+    stages.wrap(sharecrawl.jobs.mr_prefix_stats, "run_job", "  of which the prefix-stats job")
+    stages.wrap(
+        sharecrawl.pipeline.update, "read_old_stats", "reading the stored prefix statistics"
+    )
+    stages.wrap(sharecrawl.pipeline.update, "write_stats", "writing or linking prefix_stats parts")
+    stages.wrap(sharecrawl.pipeline.update, "rewrite_host", "rewriting touched hosts' groups")
+    stages.wrap(sharecrawl.pipeline.host_rewrite, "folder_summaries", "  of which folder hashes")
+    stages.wrap(
+        sharecrawl.pipeline.host_rewrite, "updated_folder_summaries", "  of which folder updates"
+    )
+    stages.wrap(
+        sharecrawl.pipeline.host_rewrite, "merged_media", "  of which media rows and their changes"
+    )
     stages.wrap(publish.VersionBuild, "write_media_changes", "writing the record of media changes")
     stages.wrap(publish.VersionBuild, "link_host", "linking untouched hosts")
     stages.wrap(publish.VersionBuild, "publish", "manifest, rules, rename, CURRENT")
-    stages.wrap(pipeline.update, "updated_partitions", "partitions' history and rates")
-    stages.wrap(queries.index, "build_index", "Index: building the search index")
-    stages.wrap(queries.index, "update_index", "Index: updating the search index")
+    stages.wrap(sharecrawl.pipeline.update, "updated_partitions", "partitions' history and rates")
+    stages.wrap(sharecrawl.queries.index, "build_index", "Index: building the search index")
+    stages.wrap(sharecrawl.queries.index, "update_index", "Index: updating the search index")
     try:
         yield
     finally:
@@ -204,8 +210,8 @@ def changed_round(crawl: CrawlDir, round_: int, changed: float, t: datetime) -> 
 
 
 def run_round(crawl: CrawlDir, round_: int) -> tuple[float, int, dict[str, float]]:
-    from pipeline.index import Index
-    from pipeline.update import Update
+    from sharecrawl.pipeline.index import Index
+    from sharecrawl.pipeline.update import Update
 
     stages = Stages()
     with TreeRSS() as rss, measured(stages):

@@ -36,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.progress import track
-from crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
 from tests.luigid import running_luigid
 from tests.smbd import (
     _make_media,
@@ -116,7 +116,15 @@ def crawl(
     env = {**env, "LUIGI_CONFIG_PATH": str(config)}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "pipeline.rounds", "--join", str(crawl_dir), "--wait-s", "300"],
+            [
+                sys.executable,
+                "-m",
+                "sharecrawl.pipeline.rounds",
+                "--join",
+                str(crawl_dir),
+                "--wait-s",
+                "300",
+            ],
             cwd=REPO,
             env=env,
             stdout=subprocess.DEVNULL,
@@ -131,7 +139,7 @@ def crawl(
         [
             sys.executable,
             "-m",
-            "cli.main",
+            "sharecrawl.cli.main",
             "crawl",
             "--crawl-dir",
             str(crawl_dir),

@@ -36,11 +36,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.progress import step, track
-from crawl_io import schema
-from crawl_io.crawldb.crawldir import CrawlDir
-from crawl_io.crawldb.version_manifest import read_manifest, write_manifest
-from queries.index import build_index
-from queries.search import search
+from sharecrawl.crawl_io import schema
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.crawl_io.crawldb.version_manifest import read_manifest, write_manifest
+from sharecrawl.queries.index import build_index
+from sharecrawl.queries.search import search
 
 N_HOSTS = 300
 SYLLABLES = "ka ri mo la ne to su vi da ro mi zu be lo ta ni ko re sa po gu fe the an".split()
@@ -292,7 +292,7 @@ def cold_cli(workdir: Path, queries: list[str]) -> list[float]:
     """Wall seconds of `sharecrawl search --json` in a fresh process per query, as a user
     at a terminal runs it (interpreter start, imports, loading the index arrays)."""
     script = Path(sys.executable).with_name("sharecrawl")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "cli.main"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "sharecrawl.cli.main"]
     walls = []
     for query in queries:
         started = time.perf_counter()

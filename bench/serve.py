@@ -46,8 +46,8 @@ from bench.search import (  # noqa: E402
     percentile,
     write_version,
 )
-from queries.index import build_index  # noqa: E402
-from queries.search import search  # noqa: E402
+from sharecrawl.queries.index import build_index  # noqa: E402
+from sharecrawl.queries.search import search  # noqa: E402
 
 
 def start_server(workdir: Path, workers: int) -> tuple[subprocess.Popen, str]:
@@ -55,7 +55,7 @@ def start_server(workdir: Path, workers: int) -> tuple[subprocess.Popen, str]:
         [
             sys.executable,
             "-m",
-            "cli.main",
+            "sharecrawl.cli.main",
             "serve",
             "--crawl-dir",
             str(workdir),

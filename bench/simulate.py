@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from simulator.simulate import print_table, simulate
+from sharecrawl.simulator.simulate import print_table, simulate
 
 TIME_BUDGET_S = 300.0
 

@@ -28,9 +28,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.progress import track
-from crawl_io.rangefile import RangeFile
-from crawl_io.smb import SMBSource
-from crawl_io.sources import Credentials, parse_host_url
+from sharecrawl.crawl_io.rangefile import RangeFile
+from sharecrawl.crawl_io.smb import SMBSource
+from sharecrawl.crawl_io.sources import Credentials, parse_host_url
 from tests.smbd import (
     SmbServer,
     chmod_tree,
@@ -133,7 +133,7 @@ def make_media_files(folder: Path) -> list[Path]:
     """5 tagged files per format from the repository's templates (tags written by mutagen),
     their audio repeated to realistic sizes (0.5-5 MB) with tags where encoders put them: at
     the head (ID3v2, FLAC and Vorbis headers) and an MP4 `moov` atom after the audio."""
-    from demolan.templates import template_path, write_tagged
+    from sharecrawl.demolan.templates import template_path, write_tagged
 
     made = []
     for fmt in MEDIA_FORMATS:
@@ -223,7 +223,7 @@ PADDERS = {"mp3": _pad_mp3, "flac": _pad_flac, "ogg": _pad_ogg, "m4a": _pad_m4a}
 
 def tag_costs(url: str, share_root: Path, files: list[Path]) -> None:
     """Print READ requests and bytes per media file when tags are read through RangeFile."""
-    from crawl_io.tags import read_tags
+    from sharecrawl.crawl_io.tags import read_tags
 
     costs: dict[str, list[tuple[int, int, int]]] = {f: [] for f in MEDIA_FORMATS}
     with SMBSource(parse_host_url(url), Credentials(None), timeout_s=30) as source:

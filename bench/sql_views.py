@@ -39,10 +39,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.progress import step, track
-from crawl_io.crawldb.crawldir import PER_HOST_TABLES, CrawlDir, host_file
-from crawl_io.crawldb.version_manifest import MANIFEST_NAME, write_manifest
-from crawl_io.schema import TABLES
-from queries.views import CrawlViews, query, rows
+from sharecrawl.crawl_io.crawldb.crawldir import PER_HOST_TABLES, CrawlDir, host_file
+from sharecrawl.crawl_io.crawldb.version_manifest import MANIFEST_NAME, write_manifest
+from sharecrawl.crawl_io.schema import TABLES
+from sharecrawl.queries.views import CrawlViews, query, rows
 
 
 def synthetic(schema: pa.Schema, host: str, n: int) -> pa.Table:

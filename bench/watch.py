@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from crawl_io.crawldb.hints import HintsStore
+from sharecrawl.crawl_io.crawldb.hints import HintsStore
 from tests.smbd import (
     SmbServer,
     chmod_tree,

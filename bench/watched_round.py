@@ -32,13 +32,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.progress import step
-from crawl_io.crawldb.crawldir import CrawlDir
-from crawl_io.smb import SMBSource
-from crawl_io.sources import Credentials, parse_host_url
-from pipeline import settings as config
-from pipeline.rounds import run_round
-from queries.search import search
-from queries.status import round_report
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.crawl_io.smb import SMBSource
+from sharecrawl.crawl_io.sources import Credentials, parse_host_url
+from sharecrawl.pipeline import settings as config
+from sharecrawl.pipeline.rounds import run_round
+from sharecrawl.queries.search import search
+from sharecrawl.queries.status import round_report
 from tests.media import make_media
 from tests.smbd import chmod_tree, make_base_dir, remove_tree, smbd_skip_reason, start_smbd
 from tests.watchtools import SmbWriter, WatchProcess, wait_for

@@ -8,10 +8,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from cli.inputs import NUMERIC_SETTINGS, UsageError, check_count, checked_flags, setting
-from cli.inputs import check_readable_file as check_file
-from crawl_io.crawldb.lock import CrawlLock, CrawlLocked
-from crawl_io.sources import check_credentials, read_hosts_file
+from sharecrawl.cli.inputs import NUMERIC_SETTINGS, UsageError, check_count, checked_flags, setting
+from sharecrawl.cli.inputs import check_readable_file as check_file
+from sharecrawl.crawl_io.crawldb.lock import CrawlLock, CrawlLocked
+from sharecrawl.crawl_io.sources import check_credentials, read_hosts_file
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
@@ -35,9 +35,9 @@ def cmd_crawl(args: argparse.Namespace) -> int:
 
 
 def _crawl(args: argparse.Namespace) -> int:
-    from cli.inputs import load_settings
-    from crawl_io.crawldb.crawldir import CrawlDir
-    from pipeline.scheduling.policies import get_policy
+    from sharecrawl.cli.inputs import load_settings
+    from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+    from sharecrawl.pipeline.scheduling.policies import get_policy
 
     _override(
         args,
@@ -58,9 +58,9 @@ def _crawl(args: argparse.Namespace) -> int:
     crawl.check(create=True)
     crawl.root.mkdir(parents=True, exist_ok=True)
     with CrawlLock(crawl.root).acquire():  # before anything else is written
-        from crawl_io.crawldb.integrity import verify_round_start
-        from pipeline.rounds import run_rounds
-        from queries.status import config_failure_line, format_report, round_report
+        from sharecrawl.crawl_io.crawldb.integrity import verify_round_start
+        from sharecrawl.pipeline.rounds import run_rounds
+        from sharecrawl.queries.status import config_failure_line, format_report, round_report
 
         verify_round_start(crawl)  # damaged state tables: refuse, never start history over
         crawl.make()  # the crawldb and its FORMAT
@@ -80,7 +80,7 @@ def _crawl(args: argparse.Namespace) -> int:
 
 def _override(args: argparse.Namespace, **more: object) -> None:
     """The settings the flags of `crawl` (and `crawl --join`) override."""
-    from pipeline import settings as config
+    from sharecrawl.pipeline import settings as config
 
     config.override(
         hosts_file=args.hosts_file,
@@ -96,8 +96,8 @@ def _override(args: argparse.Namespace, **more: object) -> None:
 
 def _join(args: argparse.Namespace) -> int:
     """`crawl --join`: fetch shards of the round a crawl on a central scheduler runs."""
-    from pipeline import settings as config
-    from pipeline.rounds import main as join_main
+    from sharecrawl.pipeline import settings as config
+    from sharecrawl.pipeline.rounds import main as join_main
 
     _override(args)
     if not config.scheduler_url():
@@ -111,6 +111,6 @@ def _join(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from demolan.demo import run_demo
+    from sharecrawl.demolan.demo import run_demo
 
     return run_demo(Path(args.workdir))

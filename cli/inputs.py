@@ -8,12 +8,12 @@ import os
 import stat
 from typing import TYPE_CHECKING, Any
 
-from crawl_io.sources import ConfigError, short_repr
+from sharecrawl.crawl_io.sources import ConfigError, short_repr
 
 if TYPE_CHECKING:
     from argparse import Namespace
 
-    from pipeline.settings import sharecrawl
+    from sharecrawl.pipeline.settings import sharecrawl
 
 DAY_S = 86400.0
 
@@ -87,7 +87,7 @@ def setting(name: str) -> str | None:
 
     import luigi
 
-    from pipeline import settings  # noqa: F401  (puts the repository's luigi.cfg first)
+    from sharecrawl.pipeline import settings  # noqa: F401  (puts the repository's luigi.cfg first)
 
     try:
         return luigi.configuration.get_config().get("sharecrawl", name)
@@ -125,8 +125,8 @@ def load_settings(flags: dict[str, str] | None = None) -> sharecrawl:
 
     import luigi
 
-    from crawl_io.crawldb.retention import MIN_KEEP
-    from pipeline.settings import sharecrawl
+    from sharecrawl.crawl_io.crawldb.retention import MIN_KEEP
+    from sharecrawl.pipeline.settings import sharecrawl
 
     flags = flags or {}
     config = luigi.configuration.get_config()

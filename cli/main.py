@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from crawl_io.processes import SIGNALS, stop_on_signals
+from sharecrawl.crawl_io.processes import SIGNALS, stop_on_signals
 
 if TYPE_CHECKING:
     import argparse
@@ -21,7 +21,7 @@ def command(name: str) -> Callable[[argparse.Namespace], int]:
     """The function that runs subcommand `name`, its module imported now."""
     reads = ("search", "sql", "status", "check")
     module = "crawl" if name in ("crawl", "demo") else "read" if name in reads else "services"
-    return getattr(importlib.import_module(f"cli.{module}"), f"cmd_{name}")
+    return getattr(importlib.import_module(f"sharecrawl.cli.{module}"), f"cmd_{name}")
 
 
 def _logging() -> None:
@@ -42,19 +42,22 @@ def error_status(error: BaseException) -> int | None:
         return found is not None and isinstance(error, getattr(found, name))
 
     status = None
-    if raised("crawl_io.sources", "ConfigError"):  # bad input, and cli.inputs.UsageError
+    if raised("sharecrawl.crawl_io.sources", "ConfigError"):  # bad input, and cli.inputs.UsageError
         status = 2
-    elif raised("crawl_io.crawldb.lock", "LockError"):
-        status = 75 if raised("crawl_io.crawldb.lock", "CrawlLocked") else 1
-    elif raised("crawl_io.crawldb.crawldir", "CrawlDamaged"):
+    elif raised("sharecrawl.crawl_io.crawldb.lock", "LockError"):
+        status = 75 if raised("sharecrawl.crawl_io.crawldb.lock", "CrawlLocked") else 1
+    elif raised("sharecrawl.crawl_io.crawldb.crawldir", "CrawlDamaged"):
         status = 1
-    elif raised("pipeline.rounds", "RoundFailed"):  # its message says what failed
+    elif raised("sharecrawl.pipeline.rounds", "RoundFailed"):  # its message says what failed
         print(f"sharecrawl: {error}", file=sys.stderr)
         return 1
     if status is not None:
         print(f"sharecrawl: error: {error}", file=sys.stderr)
         return status
-    from crawl_io.crawldb.disk_full import disk_full_line, is_disk_full  # small: no heavy import
+    from sharecrawl.crawl_io.crawldb.disk_full import (  # small: no heavy import
+        disk_full_line,
+        is_disk_full,
+    )
 
     if is_disk_full(error):  # a write before or after the rounds (the lock's record)
         print(f"sharecrawl: error: {disk_full_line(error)}", file=sys.stderr)
@@ -66,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # the process's own command (not a test's call): signals stop it
         stop_on_signals()
     try:
-        from cli.parser import parser
+        from sharecrawl.cli.parser import parser
 
         args = parser().parse_args(argv)
         _logging()

@@ -94,7 +94,7 @@ def _wrap(paragraph: str, width: int) -> list[str]:
 
 def from_config(name: str) -> str:
     """The value of [sharecrawl] `name` that a command would use now, and where it is from."""
-    from cli.inputs import setting
+    from sharecrawl.cli.inputs import setting
 
     value = setting(name)
     value = "unset" if value is None else value or "none"
@@ -102,7 +102,7 @@ def from_config(name: str) -> str:
 
 
 def from_simulator(name: str) -> str:
-    from simulator.lan import SimParams
+    from sharecrawl.simulator.lan import SimParams
 
     return f"{getattr(SimParams, name):g}"
 
@@ -113,14 +113,14 @@ def choices_help(entries: dict[str, str]) -> str:
 
 
 def policy_help() -> str:
-    from pipeline.scheduling.policies import POLICY_HELP
+    from sharecrawl.pipeline.scheduling.policies import POLICY_HELP
 
     return choices_help(POLICY_HELP)
 
 
 def query_help() -> str:
     """`search --help`'s query syntax, with the fields the query language defines."""
-    from queries.querylang import COPY_FIELDS, KINDS, NUMERIC_FIELDS, TEXT_FIELDS
+    from sharecrawl.queries.querylang import COPY_FIELDS, KINDS, NUMERIC_FIELDS, TEXT_FIELDS
 
     return f"""query syntax (as in beets): every part must match.
   madonna music                  words, found in tags and in file and folder names

@@ -11,15 +11,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cli.inputs import DAY_S, UsageError, check_count, number_setting, setting
+from sharecrawl.cli.inputs import DAY_S, UsageError, check_count, number_setting, setting
 
 if TYPE_CHECKING:
-    from crawl_io.crawldb.crawldir import CrawlDir
-    from queries.sandbox import Limits
+    from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+    from sharecrawl.queries.sandbox import Limits
 
 
 def crawl_dir(args: argparse.Namespace) -> CrawlDir:
-    from crawl_io.crawldb.crawldir import CrawlDir
+    from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
 
     return CrawlDir(args.crawl_dir or setting("crawl_dir") or ".")
 
@@ -45,9 +45,9 @@ def warn(line: str) -> None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from queries.querylang import parse_query
-    from queries.search import IndexUnreadable, QueryError, format_results, search
-    from queries.search_results import episodes_gathered
+    from sharecrawl.queries.querylang import parse_query
+    from sharecrawl.queries.search import IndexUnreadable, QueryError, format_results, search
+    from sharecrawl.queries.search_results import episodes_gathered
 
     check_count("--limit", args.limit)
     crawl = existing_crawl(args)
@@ -88,7 +88,7 @@ def size_setting(flag: str, given: str | None, name: str) -> str | None:
 
 def sql_limits(args: argparse.Namespace) -> Limits:
     """The flags, else [sharecrawl] sql_* in luigi.cfg (memory: a quarter of the RAM if unset)."""
-    from queries.sandbox import Limits
+    from sharecrawl.queries.sandbox import Limits
 
     limits = (0, False, 365 * DAY_S)
     timeout = number_setting("sql_timeout_s", "0", float, limits, "--timeout", args.timeout)
@@ -99,9 +99,9 @@ def sql_limits(args: argparse.Namespace) -> Limits:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    from crawl_io.readable import plural, readable_text
-    from queries.results import json_text, output_format, write_result
-    from queries.views import SQLError, SQLRefused, arrow, query, rows
+    from sharecrawl.crawl_io.readable import plural, readable_text
+    from sharecrawl.queries.results import json_text, output_format, write_result
+    from sharecrawl.queries.views import SQLError, SQLRefused, arrow, query, rows
 
     limits = sql_limits(args)
     crawl = existing_crawl(args)
@@ -141,7 +141,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from queries.status import format_report, round_report
+    from sharecrawl.queries.status import format_report, round_report
 
     crawl = existing_crawl(args)
     report = round_report(crawl)
@@ -150,8 +150,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from crawl_io.crawldb.integrity import check_crawl, repair_crawl
-    from crawl_io.crawldb.lock import CrawlLock
+    from sharecrawl.crawl_io.crawldb.integrity import check_crawl, repair_crawl
+    from sharecrawl.crawl_io.crawldb.lock import CrawlLock
 
     crawl = crawl_dir(args)
     crawl.check(create=False)
@@ -163,7 +163,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         repair = repair_crawl(crawl)
         print("\n".join(repair.lines))
         if repair.ok and repair.rebuild_index:
-            from queries.index import build_index
+            from sharecrawl.queries.index import build_index
 
             build_index(crawl.version_dir(repair.live), crawl.index)
             print(f"{crawl.index}: rebuilt from v{repair.live:06d}")

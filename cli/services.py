@@ -10,15 +10,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cli.inputs import DAY_S, SIMULATE_LIMITS, UsageError, checked_flags, number_setting
+from sharecrawl.cli.inputs import DAY_S, SIMULATE_LIMITS, UsageError, checked_flags, number_setting
 
 if TYPE_CHECKING:
-    from web.copy_source import StreamSettings
+    from sharecrawl.web.copy_source import StreamSettings
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from cli.read import crawl_dir
-    from web.server import ListenError, serve
+    from sharecrawl.cli.read import crawl_dir
+    from sharecrawl.web.server import ListenError, serve
 
     crawl = crawl_dir(args)
     # only checks: a folder that is not a crawl dir is refused; a missing or empty one is
@@ -32,7 +32,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _stream_settings(args: argparse.Namespace) -> StreamSettings:
-    from web.copy_source import StreamSettings
+    from sharecrawl.web.copy_source import StreamSettings
 
     whole = (1, False, math.inf)
     return StreamSettings(
@@ -45,12 +45,12 @@ def _stream_settings(args: argparse.Namespace) -> StreamSettings:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    from crawl_io.crawldb.crawldir import CrawlDir
-    from crawl_io.sources import read_hosts_lines
-    from pipeline import settings as config
-    from sensors.hosts import range_found
-    from sensors.options import WatchOptions
-    from sensors.watch import run_watch
+    from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+    from sharecrawl.crawl_io.sources import read_hosts_lines
+    from sharecrawl.pipeline import settings as config
+    from sharecrawl.sensors.hosts import range_found
+    from sharecrawl.sensors.options import WatchOptions
+    from sharecrawl.sensors.watch import run_watch
 
     wait = (0, True, 1e9)  # seconds, or days
     checked_flags(args, dict.fromkeys(("seconds", "max_backoff", "keep_days", "settle"), wait))
@@ -92,10 +92,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     given = checked_flags(args, SIMULATE_LIMITS)
-    from crawl_io.workers import WorkerDied
-    from pipeline.scheduling.policies import POLICY_NAMES
-    from simulator.lan import SimParams
-    from simulator.simulate import print_table, simulate
+    from sharecrawl.crawl_io.workers import WorkerDied
+    from sharecrawl.pipeline.scheduling.policies import POLICY_NAMES
+    from sharecrawl.simulator.lan import SimParams
+    from sharecrawl.simulator.simulate import print_table, simulate
 
     crawlers = given.get("crawlers", SimParams.crawlers)
     if args.hint_crawlers is not None and args.hint_crawlers > crawlers:

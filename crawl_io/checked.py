@@ -9,7 +9,7 @@ from collections.abc import Collection
 from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 
-from crawl_io.sources import (
+from sharecrawl.crawl_io.sources import (
     Entry,
     HostUnreachable,
     HostURL,

@@ -8,7 +8,14 @@ import errno
 import os
 import stat
 
-from crawl_io.sources import AccessDenied, Entry, HostUnreachable, HostURL, NotFound, SourceError
+from sharecrawl.crawl_io.sources import (
+    AccessDenied,
+    Entry,
+    HostUnreachable,
+    HostURL,
+    NotFound,
+    SourceError,
+)
 
 
 def _source_error(e: OSError, what: str) -> SourceError:

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from crawl_io.sources import HOST_OK, HostURL, is_ip_address
+from sharecrawl.crawl_io.sources import HOST_OK, HostURL, is_ip_address
 
 Resolver = Callable[..., list[tuple[Any, ...]]]  # socket.getaddrinfo's signature
 RESOLVER_THREADS = 1024  # lookups at once; each mostly waits on the network

@@ -23,7 +23,7 @@ from smbprotocol.connection import Request, SMB2Echo
 from smbprotocol.open import Open
 from smbprotocol.session import SMB2Logoff
 
-from crawl_io.smb import (
+from sharecrawl.crawl_io.smb import (
     DENIED_STATUSES,
     FILE_DIRECTORY_FILE,
     STATUS_SUCCESS,
@@ -32,8 +32,8 @@ from crawl_io.smb import (
     answered,
     file_id_of,
 )
-from crawl_io.smb_names import FROM_SFM
-from crawl_io.sources import Credentials, HostUnreachable, HostURL, SourceError
+from sharecrawl.crawl_io.smb_names import FROM_SFM
+from sharecrawl.crawl_io.sources import Credentials, HostUnreachable, HostURL, SourceError
 
 WATCH_TREE = 0x1
 # FILE_NOTIFY_CHANGE_FILE_NAME | DIR_NAME | SIZE | LAST_WRITE (MS-SMB2 2.2.35)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 from collections import OrderedDict
 
-from crawl_io.sources import Source, SourceError
+from sharecrawl.crawl_io.sources import Source, SourceError
 
 BLOCK = 32 * 1024  # aligned blocks away from the tail
 TAIL = 16 * 1024  # a read reaching into the last TAIL bytes fetches through to the end

@@ -32,8 +32,8 @@ from smbprotocol.open import Open, SMB2CreateRequest
 from smbprotocol.session import Session, SMB2Logoff
 from smbprotocol.tree import TreeConnect
 
-from crawl_io.smb_names import MAX_DIR_ENTRY, append_query_entries, smb_name
-from crawl_io.sources import (
+from sharecrawl.crawl_io.smb_names import MAX_DIR_ENTRY, append_query_entries, smb_name
+from sharecrawl.crawl_io.sources import (
     AccessDenied,
     AuthFailed,
     ConnectionRefused,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 
-from crawl_io.sources import Entry
+from sharecrawl.crawl_io.sources import Entry
 
 FILE_ATTRIBUTE_DIRECTORY = 0x10
 FILE_ATTRIBUTE_REPARSE_POINT = 0x400

@@ -24,16 +24,16 @@ from multiprocessing.context import BaseContext
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
-from crawl_io.processes import children, exit_with_parent
+from sharecrawl.crawl_io.processes import children, exit_with_parent
 
 # What the fork server imports once.
 PRELOADED = [
-    "pipeline.fetch_workers",
-    "crawl_io.tags",
-    "crawl_io.smb",
+    "sharecrawl.pipeline.fetch_workers",
+    "sharecrawl.crawl_io.tags",
+    "sharecrawl.crawl_io.smb",
     "mrjob.inline",  # the local runner's (jobs.runner)
-    "jobs.mr_listing",
-    "jobs.mr_prefix_stats",
+    "sharecrawl.jobs.mr_listing",
+    "sharecrawl.jobs.mr_prefix_stats",
 ]
 
 

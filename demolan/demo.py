@@ -10,13 +10,13 @@ import sys
 import time
 from pathlib import Path
 
-from crawl_io.crawldb.crawldir import CrawlDir
-from crawl_io.crawldb.lock import LOCK_NAME, CrawlLock
-from crawl_io.sources import ConfigError
-from demolan.lan import build_lan, change_lan
-from pipeline import settings as config
-from pipeline.rounds import run_round
-from queries.status import format_report, round_report
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.crawl_io.crawldb.lock import LOCK_NAME, CrawlLock
+from sharecrawl.crawl_io.sources import ConfigError
+from sharecrawl.demolan.lan import build_lan, change_lan
+from sharecrawl.pipeline import settings as config
+from sharecrawl.pipeline.rounds import run_round
+from sharecrawl.queries.status import format_report, round_report
 
 SEARCHES = (
     ("madonna music", {}),
@@ -59,7 +59,7 @@ def command_name() -> str:
 
 
 def run_demo(workdir: Path) -> int:
-    from queries.search import format_results, search
+    from sharecrawl.queries.search import format_results, search
 
     started = time.time()
     crawl = CrawlDir(workdir / "crawl")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import mutagen
 
-from crawl_io.tags import read_tags
-from demolan.catalog import (
+from sharecrawl.crawl_io.tags import read_tags
+from sharecrawl.demolan.catalog import (
     CURATED_BY_ARTIST,
     FICTIONAL_PER_HOST,
     GENERIC_PER_HOST,
@@ -29,7 +29,7 @@ from demolan.catalog import (
     album_tags,
     fictional_albums,
 )
-from demolan.templates import write_tagged
+from sharecrawl.demolan.templates import write_tagged
 
 OFFLINE_AT_STEP_3 = "katya-laptop"  # its folder moves to root/offline/ before round 3
 BUILD_TIME = 1_700_000_000  # 2023-11-14 UTC: the built files' mtimes count up from here

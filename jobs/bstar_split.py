@@ -13,9 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.membership import PartitionKey, Ranges, parent_path, parent_paths
-from jobs.scan_cost import HostCost, Limits, listing_seconds
-from jobs.subtree_hash import canonical_sort_key, media_mask
+from sharecrawl.jobs.membership import PartitionKey, Ranges, parent_path, parent_paths
+from sharecrawl.jobs.scan_cost import HostCost, Limits, listing_seconds
+from sharecrawl.jobs.subtree_hash import canonical_sort_key, media_mask
 
 FILL = 0.75  # a range is closed before the limit only once it holds this share of it
 MERGE_BELOW = 0.5  # thesis §3.3: merge a partition under half the limits ...

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from crawl_io.schema import FOLDERS
-from jobs.subtree_hash import FolderSeed, folder_keys, folder_summaries
+from sharecrawl.crawl_io.schema import FOLDERS
+from sharecrawl.jobs.subtree_hash import FolderSeed, folder_keys, folder_summaries
 
 SUMMARY = ("hash", "content_hash", "n_files", "bytes")  # a folder row's, after its key
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from crawl_io.crawldb.hints import WATCHING, HintsSnapshot, HintsStore, timestamp_us
-from jobs.membership import PartitionKey, Ranges, share_root
+from sharecrawl.crawl_io.crawldb.hints import WATCHING, HintsSnapshot, HintsStore, timestamp_us
+from sharecrawl.jobs.membership import PartitionKey, Ranges, share_root
 
 
 @dataclass

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from crawl_io.sources import AccessDenied, Entry, NotFound, Source
-from jobs.membership import PartitionKey, Ranges, parent_path, share_root
-from jobs.subtree_hash import canonical_key, walk_hash
-from jobs.walk import WalkStats
+from sharecrawl.crawl_io.sources import AccessDenied, Entry, NotFound, Source
+from sharecrawl.jobs.membership import PartitionKey, Ranges, parent_path, share_root
+from sharecrawl.jobs.subtree_hash import canonical_key, walk_hash
+from sharecrawl.jobs.walk import WalkStats
 
 
 class WholeScan(Exception):

@@ -15,11 +15,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from mrjob.protocol import JSONProtocol, RawValueProtocol
 
-from crawl_io.crawldb.atomic import write_atomic
-from jobs.repartition_plan import plan_repartition
-from jobs.runner import JobRunner, ManifestJob, local_tasks, read_part, run_job, write_manifest
-from jobs.scan_cost import HostCost, Limits
-from jobs.subtree_hash import COLUMNS, listing_columns, read_listing, summarize
+from sharecrawl.crawl_io.crawldb.atomic import write_atomic
+from sharecrawl.jobs.repartition_plan import plan_repartition
+from sharecrawl.jobs.runner import (
+    JobRunner,
+    ManifestJob,
+    local_tasks,
+    read_part,
+    run_job,
+    write_manifest,
+)
+from sharecrawl.jobs.scan_cost import HostCost, Limits
+from sharecrawl.jobs.subtree_hash import COLUMNS, listing_columns, read_listing, summarize
 
 JOBS = ("hash", "split")
 STATE_COLUMNS = "partition_id host share root lo hi parent_id n_folders n_media mem_bytes".split()

@@ -12,10 +12,10 @@ import pyarrow as pa
 from mrjob.parse import is_uri
 from mrjob.protocol import JSONProtocol, RawValueProtocol
 
-from crawl_io.crawldb.atomic import write_atomic
-from crawl_io.crawldb.host_parts import VersionParts
-from crawl_io.schema import PREFIX_STATS
-from jobs.prefix_stats import (
+from sharecrawl.crawl_io.crawldb.atomic import write_atomic
+from sharecrawl.crawl_io.crawldb.host_parts import VersionParts
+from sharecrawl.crawl_io.schema import PREFIX_STATS
+from sharecrawl.jobs.prefix_stats import (
     COUNTS,
     KEY,
     carried_over,
@@ -26,7 +26,14 @@ from jobs.prefix_stats import (
     stats_table,
     sum_counts,
 )
-from jobs.runner import JobRunner, ManifestJob, manifest_path, read_part, run_job, runner_of
+from sharecrawl.jobs.runner import (
+    JobRunner,
+    ManifestJob,
+    manifest_path,
+    read_part,
+    run_job,
+    runner_of,
+)
 
 PART_KEYS = ("new", "old", "media")  # the manifest's paths
 

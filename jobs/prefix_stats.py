@@ -8,9 +8,9 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
-from crawl_io.duck import cursor
-from crawl_io.mediatypes import MEDIA_NAME
-from crawl_io.schema import FILES, MEDIA, PREFIX_STATS
+from sharecrawl.crawl_io.duck import cursor
+from sharecrawl.crawl_io.mediatypes import MEDIA_NAME
+from sharecrawl.crawl_io.schema import FILES, MEDIA, PREFIX_STATS
 
 KEY = ("host", "share", "prefix")
 COUNTS = tuple(f.name for f in PREFIX_STATS if f.name not in (*KEY, "depth"))

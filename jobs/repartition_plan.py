@@ -12,10 +12,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.bstar_split import MEDIA, MERGE_BELOW, SPLIT_ABOVE, NewRange, split_ranges
-from jobs.membership import PartitionKey, Ranges, descendants, partition_key, share_root
-from jobs.scan_cost import HostCost, Limits, listing_cost, stored_cost
-from jobs.subtree_hash import media_mask
+from sharecrawl.jobs.bstar_split import MEDIA, MERGE_BELOW, SPLIT_ABOVE, NewRange, split_ranges
+from sharecrawl.jobs.membership import PartitionKey, Ranges, descendants, partition_key, share_root
+from sharecrawl.jobs.scan_cost import HostCost, Limits, listing_cost, stored_cost
+from sharecrawl.jobs.subtree_hash import media_mask
 
 
 def _rows_by_partition(listings: pa.Table) -> dict[str, pa.Table]:

@@ -28,9 +28,9 @@ from mrjob.job import MRJob
 from mrjob.parse import is_uri
 from mrjob.step import StepFailedException
 
-from crawl_io.crawldb.atomic import write_atomic
-from crawl_io.processes import alive
-from crawl_io.workers import WorkerDied, ended, run_calls
+from sharecrawl.crawl_io.crawldb.atomic import write_atomic
+from sharecrawl.crawl_io.processes import alive
+from sharecrawl.crawl_io.workers import WorkerDied, ended, run_calls
 
 # a job's folders are named after its process: the next crawl removes those of a killed one
 JOB_TMP_PREFIX = "sharecrawl-mrjob-"
@@ -147,12 +147,14 @@ def local_tasks() -> int:
 
 def packages_zip(folder: Path) -> Path:
     """The packages a cluster's tasks import, zipped for --py-files."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[1]  # the package's folder: a checkout, or installed
+    name = __name__.split(".")[0]  # its import name, whatever the folder is called
     out = folder / "sharecrawl-packages.zip"
     with zipfile.ZipFile(out, "w") as zf:
+        zf.write(root / "__init__.py", f"{name}/__init__.py")
         for package in PACKAGES:
             for path in sorted((root / package).rglob("*.py")):
-                zf.write(path, path.relative_to(root).as_posix())
+                zf.write(path, f"{name}/{path.relative_to(root).as_posix()}")
     return out
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.subtree_hash import media_mask
+from sharecrawl.jobs.subtree_hash import media_mask
 
 DEFAULT_MEDIA_PATH_BYTES = 100  # memory per media file when a partition's paths are unknown
 

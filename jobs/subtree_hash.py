@@ -13,10 +13,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from crawl_io.mediatypes import MEDIA_NAME
-from crawl_io.schema import FOLDERS
-from crawl_io.sources import Entry
-from jobs.membership import parent_paths
+from sharecrawl.crawl_io.mediatypes import MEDIA_NAME
+from sharecrawl.crawl_io.schema import FOLDERS
+from sharecrawl.crawl_io.sources import Entry
+from sharecrawl.jobs.membership import parent_paths
 
 COLUMNS = ["host", "share", "partition_id", "path", "name", "is_dir", "size", "mtime"]
 FolderSeed = dict[str, tuple[str, str, int, int]]  # key -> hash, content_hash, n_files, bytes

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from crawl_io.schema import LISTING
-from crawl_io.sources import AccessDenied, Entry, NotFound, Source
-from jobs.membership import PartitionKey, Ranges
+from sharecrawl.crawl_io.schema import LISTING
+from sharecrawl.crawl_io.sources import AccessDenied, Entry, NotFound, Source
+from sharecrawl.jobs.membership import PartitionKey, Ranges
 
 
 @dataclass

@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 
-from crawl_io.discover import Identity, probe_all, sweep
-from crawl_io.sources import HOST_OK, AddressRange
+from sharecrawl.crawl_io.discover import Identity, probe_all, sweep
+from sharecrawl.crawl_io.sources import HOST_OK, AddressRange
 
 IDENTITY_COLUMNS = (
     "address",

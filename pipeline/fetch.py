@@ -12,20 +12,20 @@ from pathlib import Path
 import luigi
 import pyarrow.parquet as pq
 
-from crawl_io.crawldb.crawldir import CrawlDir, read_parquet, write_parquet
-from crawl_io.crawldb.tempfiles import remove_stale_temp_files
-from crawl_io.schema import FETCHLOG
-from pipeline.fetch_host import HostJob, host_done
-from pipeline.fetch_workers import fetch_hosts
-from pipeline.generate import Generate
-from pipeline.settings import (
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir, read_parquet, write_parquet
+from sharecrawl.crawl_io.crawldb.tempfiles import remove_stale_temp_files
+from sharecrawl.crawl_io.schema import FETCHLOG
+from sharecrawl.pipeline.fetch_host import HostJob, host_done
+from sharecrawl.pipeline.fetch_workers import fetch_hosts
+from sharecrawl.pipeline.generate import Generate
+from sharecrawl.pipeline.settings import (
     SMB_CONNECTIONS,
     round_shards,
     shard_connections,
     sharecrawl,
     smb_connections,
 )
-from pipeline.shards import shard_hosts
+from sharecrawl.pipeline.shards import shard_hosts
 
 KNOWN = ["partition_id", "share", "root", "lo", "hi", "hash"]
 

@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from crawl_io.checked import CheckedSource, ShareNotFound, mtime_datetime
-from crawl_io.connect import open_source
-from crawl_io.crawldb.crawldir import CrawlDir, host_file, write_parquet
-from crawl_io.crawldb.stored_hosts import StoredHost
-from crawl_io.mediatypes import media_kind
-from crawl_io.rangefile import RangeFile
-from crawl_io.readable import plural, readable_text
-from crawl_io.schema import FETCHLOG, MEDIA
-from crawl_io.sources import (
+from sharecrawl.crawl_io.checked import CheckedSource, ShareNotFound, mtime_datetime
+from sharecrawl.crawl_io.connect import open_source
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir, host_file, write_parquet
+from sharecrawl.crawl_io.crawldb.stored_hosts import StoredHost
+from sharecrawl.crawl_io.mediatypes import media_kind
+from sharecrawl.crawl_io.rangefile import RangeFile
+from sharecrawl.crawl_io.readable import plural, readable_text
+from sharecrawl.crawl_io.schema import FETCHLOG, MEDIA
+from sharecrawl.crawl_io.sources import (
     AccessDenied,
     ConfigError,
     Entry,
@@ -36,11 +36,11 @@ from crawl_io.sources import (
     SourceTimeout,
     parse_host_url,
 )
-from jobs.crawl_rules import filtered, load_rules
-from jobs.hinted_walk import WholeScan, hinted_walk
-from jobs.membership import PartitionKey, Ranges, share_root
-from jobs.subtree_hash import walk_hash
-from jobs.walk import WalkStats, listing_table, walk_partition
+from sharecrawl.jobs.crawl_rules import filtered, load_rules
+from sharecrawl.jobs.hinted_walk import WholeScan, hinted_walk
+from sharecrawl.jobs.membership import PartitionKey, Ranges, share_root
+from sharecrawl.jobs.subtree_hash import walk_hash
+from sharecrawl.jobs.walk import WalkStats, listing_table, walk_partition
 
 
 def _progress(event: tuple) -> None:
@@ -171,7 +171,7 @@ class _HostFetch:
     def _read_new_tags(
         self, source: Source, key: PartitionKey, entries: list[tuple[str, Entry]], log: dict
     ) -> None:
-        from crawl_io.tags import read_tags  # mutagen loads only in fetch workers
+        from sharecrawl.crawl_io.tags import read_tags  # mutagen loads only in fetch workers
 
         old = {path: (e.size, e.mtime_us) for path, e in self.stored_entries(key.id)}
         for path, entry in entries:

@@ -13,11 +13,11 @@ from multiprocessing.connection import wait as wait_ready
 from multiprocessing.context import BaseContext
 from multiprocessing.process import BaseProcess
 
-from crawl_io.crawldb.disk_full import is_disk_full
-from crawl_io.processes import exit_with_parent
-from crawl_io.workers import ended, start_worker, stop_processes, worker_context
-from pipeline.fetch_host import HostJob, HostResult, fetch_host, host_lost, set_progress
-from pipeline.progress import FetchProgress, HostProgress
+from sharecrawl.crawl_io.crawldb.disk_full import is_disk_full
+from sharecrawl.crawl_io.processes import exit_with_parent
+from sharecrawl.crawl_io.workers import ended, start_worker, stop_processes, worker_context
+from sharecrawl.pipeline.fetch_host import HostJob, HostResult, fetch_host, host_lost, set_progress
+from sharecrawl.pipeline.progress import FetchProgress, HostProgress
 
 log = logging.getLogger("sharecrawl.fetch")
 

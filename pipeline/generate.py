@@ -15,19 +15,19 @@ import luigi
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crawl_io.crawldb.crawldir import CrawlDir, write_parquet
-from crawl_io.crawldb.hints import HintsSnapshot, HintsStore
-from crawl_io.readable import plural
-from crawl_io.schema import FETCHLIST
-from jobs.crawl_rules import load_rules
-from jobs.hint_counts import partition_signals
-from jobs.scan_cost import scheduled_seconds
-from pipeline.inject import Inject
-from pipeline.scheduling.choice import Budget, PartitionState
-from pipeline.scheduling.history import Histories
-from pipeline.scheduling.policies import get_policy
-from pipeline.scheduling.signals import ScanPlan, apply_signals
-from pipeline.settings import sharecrawl
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir, write_parquet
+from sharecrawl.crawl_io.crawldb.hints import HintsSnapshot, HintsStore
+from sharecrawl.crawl_io.readable import plural
+from sharecrawl.crawl_io.schema import FETCHLIST
+from sharecrawl.jobs.crawl_rules import load_rules
+from sharecrawl.jobs.hint_counts import partition_signals
+from sharecrawl.jobs.scan_cost import scheduled_seconds
+from sharecrawl.pipeline.inject import Inject
+from sharecrawl.pipeline.scheduling.choice import Budget, PartitionState
+from sharecrawl.pipeline.scheduling.history import Histories
+from sharecrawl.pipeline.scheduling.policies import get_policy
+from sharecrawl.pipeline.scheduling.signals import ScanPlan, apply_signals
+from sharecrawl.pipeline.settings import sharecrawl
 
 log = logging.getLogger("sharecrawl")
 KEYS = ("host", "partition_id", "share", "root", "lo", "hi", "hash")

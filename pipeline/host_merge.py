@@ -6,11 +6,11 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from crawl_io.crawldb.media_changes import host_changes
-from crawl_io.duck import cursor
-from crawl_io.schema import FILES, MEDIA
-from jobs.subtree_hash import summarize
-from pipeline import repartition
+from sharecrawl.crawl_io.crawldb.media_changes import host_changes
+from sharecrawl.crawl_io.duck import cursor
+from sharecrawl.crawl_io.schema import FILES, MEDIA
+from sharecrawl.jobs.subtree_hash import summarize
+from sharecrawl.pipeline import repartition
 
 
 def merged_files(old: pa.Table, listing: pa.Table, log: pa.Table, drop: set[str]) -> pa.Table:

@@ -13,16 +13,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from crawl_io.crawldb.host_parts import rel_path
-from crawl_io.crawldb.part_groups import plan_groups
-from crawl_io.crawldb.stored_hosts import StoredHosts
-from crawl_io.schema import FILES, FOLDERS, MEDIA
-from jobs.crawl_rules import Rules
-from jobs.folder_update import updated_folder_summaries
-from jobs.subtree_hash import canonical_key, folder_summaries
-from pipeline import repartition
-from pipeline.host_merge import denied_hashes, merged_files, merged_media
-from pipeline.publish import VersionBuild
+from sharecrawl.crawl_io.crawldb.host_parts import rel_path
+from sharecrawl.crawl_io.crawldb.part_groups import plan_groups
+from sharecrawl.crawl_io.crawldb.stored_hosts import StoredHosts
+from sharecrawl.crawl_io.schema import FILES, FOLDERS, MEDIA
+from sharecrawl.jobs.crawl_rules import Rules
+from sharecrawl.jobs.folder_update import updated_folder_summaries
+from sharecrawl.jobs.subtree_hash import canonical_key, folder_summaries
+from sharecrawl.pipeline import repartition
+from sharecrawl.pipeline.host_merge import denied_hashes, merged_files, merged_media
+from sharecrawl.pipeline.publish import VersionBuild
 
 BY_PATH = [("share", "ascending"), ("path", "ascending")]
 

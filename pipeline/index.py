@@ -8,16 +8,16 @@ import logging
 
 import luigi
 
-from crawl_io.crawldb.crawldir import VERSION_NAME, CrawlDir
-from pipeline.targets import IndexedVersion
-from pipeline.update import Update
+from sharecrawl.crawl_io.crawldb.crawldir import VERSION_NAME, CrawlDir
+from sharecrawl.pipeline.targets import IndexedVersion
+from sharecrawl.pipeline.update import Update
 
 log = logging.getLogger("sharecrawl")
 
 
 def full_build_reason(crawl: CrawlDir, live: int, full_every: int) -> str | None:
     """Why the index must be built in full for version `live`, or None (an update does)."""
-    from queries.index_store import FORMAT, index_meta
+    from sharecrawl.queries.index_store import FORMAT, index_meta
 
     if not crawl.index.exists():
         return "there is no index"
@@ -53,8 +53,8 @@ class Index(luigi.Task):
         import duckdb
         import pyarrow as pa
 
-        from queries.index import build_index, update_index
-        from queries.index_store import index_version
+        from sharecrawl.queries.index import build_index, update_index
+        from sharecrawl.queries.index_store import index_version
 
         crawl = CrawlDir(self.crawl_dir)
         live = crawl.current()

@@ -12,15 +12,15 @@ from pathlib import Path
 import luigi
 import pyarrow as pa
 
-from crawl_io.crawldb.crawldir import CrawlDir, read_parquet, write_parquet
-from crawl_io.discover import PROBE_THREADS, probe
-from crawl_io.liveness import check_hosts
-from crawl_io.schema import HOSTS
-from crawl_io.sources import HostURL, read_hosts_lines
-from pipeline.discovery import IDENTITY_COLUMNS, SWEEPS, Sweeper, identity_fields
-from pipeline.rules_store import RulesStore
-from pipeline.settings import sharecrawl
-from pipeline.targets import PublishedRound
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir, read_parquet, write_parquet
+from sharecrawl.crawl_io.discover import PROBE_THREADS, probe
+from sharecrawl.crawl_io.liveness import check_hosts
+from sharecrawl.crawl_io.schema import HOSTS
+from sharecrawl.crawl_io.sources import HostURL, read_hosts_lines
+from sharecrawl.pipeline.discovery import IDENTITY_COLUMNS, SWEEPS, Sweeper, identity_fields
+from sharecrawl.pipeline.rules_store import RulesStore
+from sharecrawl.pipeline.settings import sharecrawl
+from sharecrawl.pipeline.targets import PublishedRound
 
 log = logging.getLogger("sharecrawl")
 

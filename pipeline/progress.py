@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from crawl_io.readable import plural, readable_text
+from sharecrawl.crawl_io.readable import plural, readable_text
 
 log = logging.getLogger("sharecrawl.fetch")
 

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from crawl_io.crawldb.atomic import fsync_folder, rename_into_place, write_parquet
-from crawl_io.crawldb.crawldir import PER_HOST_TABLES, CrawlDir
-from crawl_io.crawldb.host_parts import ROW_TABLES, partitions_metadata, rel_path
-from crawl_io.crawldb.media_changes import FILE_NAME as MEDIA_CHANGES_FILE
-from crawl_io.crawldb.media_changes import ChangesRecord
-from crawl_io.crawldb.version_manifest import Manifest
-from crawl_io.crawldb.version_manifest import write_manifest as write_version_manifest
-from pipeline.rules_store import RulesStore
-from pipeline.settings import sharecrawl
+from sharecrawl.crawl_io.crawldb.atomic import fsync_folder, rename_into_place, write_parquet
+from sharecrawl.crawl_io.crawldb.crawldir import PER_HOST_TABLES, CrawlDir
+from sharecrawl.crawl_io.crawldb.host_parts import ROW_TABLES, partitions_metadata, rel_path
+from sharecrawl.crawl_io.crawldb.media_changes import FILE_NAME as MEDIA_CHANGES_FILE
+from sharecrawl.crawl_io.crawldb.media_changes import ChangesRecord
+from sharecrawl.crawl_io.crawldb.version_manifest import Manifest
+from sharecrawl.crawl_io.crawldb.version_manifest import write_manifest as write_version_manifest
+from sharecrawl.pipeline.rules_store import RulesStore
+from sharecrawl.pipeline.settings import sharecrawl
 
 log = logging.getLogger("sharecrawl")
 

@@ -8,9 +8,9 @@ from datetime import datetime
 
 import pyarrow as pa
 
-from crawl_io.schema import PARTITIONS
-from jobs.membership import PartitionKey, assign_partition_ids, partition_key
-from jobs.subtree_hash import EMPTY_MD5, PARTITION_COUNTS, summarize
+from sharecrawl.crawl_io.schema import PARTITIONS
+from sharecrawl.jobs.membership import PartitionKey, assign_partition_ids, partition_key
+from sharecrawl.jobs.subtree_hash import EMPTY_MD5, PARTITION_COUNTS, summarize
 
 NEW_FIELDS = ("partition_id", "host", "share", "root", "lo", "hi", "parent_id", "est_scan_s")
 EMPTY = {"hash": EMPTY_MD5, **dict.fromkeys(PARTITION_COUNTS, 0)}

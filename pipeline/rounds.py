@@ -14,17 +14,17 @@ import luigi
 from luigi.execution_summary import LuigiRunResult
 from luigi.rpc import RemoteScheduler, RPCError
 
-from crawl_io.crawldb.crawldir import CrawlDir
-from crawl_io.crawldb.disk_full import disk_full_line, is_disk_full
-from crawl_io.crawldb.lock import CrawlLock
-from crawl_io.crawldb.retention import remove_old_rounds
-from crawl_io.crawldb.tempfiles import remove_stale_temp_files
-from crawl_io.processes import stopping
-from crawl_io.workers import worker_context
-from jobs.runner import remove_job_temp_dirs
-from pipeline.fetch import shard_tasks
-from pipeline.index import Index
-from pipeline.settings import (
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.crawl_io.crawldb.disk_full import disk_full_line, is_disk_full
+from sharecrawl.crawl_io.crawldb.lock import CrawlLock
+from sharecrawl.crawl_io.crawldb.retention import remove_old_rounds
+from sharecrawl.crawl_io.crawldb.tempfiles import remove_stale_temp_files
+from sharecrawl.crawl_io.processes import stopping
+from sharecrawl.crawl_io.workers import worker_context
+from sharecrawl.jobs.runner import remove_job_temp_dirs
+from sharecrawl.pipeline.fetch import shard_tasks
+from sharecrawl.pipeline.index import Index
+from sharecrawl.pipeline.settings import (
     SMB_CONNECTIONS,
     round_shards,
     scheduler_url,
@@ -32,7 +32,7 @@ from pipeline.settings import (
     sharecrawl,
     smb_connections,
 )
-from pipeline.targets import IndexedVersion
+from sharecrawl.pipeline.targets import IndexedVersion
 
 
 class RoundFailed(RuntimeError):

@@ -10,9 +10,9 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
-from crawl_io.crawldb.atomic import write_atomic
-from crawl_io.sources import ConfigError
-from jobs.crawl_rules import Rule, Rules, auto_rules, load_rules
+from sharecrawl.crawl_io.crawldb.atomic import write_atomic
+from sharecrawl.crawl_io.sources import ConfigError
+from sharecrawl.jobs.crawl_rules import Rule, Rules, auto_rules, load_rules
 
 AUTO_HEADER = (
     "# Automatic rules from prefix statistics: big folders without media.\n"

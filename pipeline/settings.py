@@ -8,7 +8,7 @@ from pathlib import Path
 
 import luigi
 
-from jobs.runner import JobRunner
+from sharecrawl.jobs.runner import JobRunner
 
 SMB_CONNECTIONS = "smb_connections"  # the Luigi resource of fetch shards
 

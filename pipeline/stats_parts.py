@@ -17,17 +17,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from crawl_io.crawldb.crawldir import CrawlDir
-from crawl_io.crawldb.host_parts import (
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.crawl_io.crawldb.host_parts import (
     ROW_TABLES,
     VersionParts,
     footer_partitions,
     parse_part_file,
     part_file,
 )
-from crawl_io.schema import PREFIX_STATS
-from jobs.membership import share_root
-from pipeline.publish import VersionBuild
+from sharecrawl.crawl_io.schema import PREFIX_STATS
+from sharecrawl.jobs.membership import share_root
+from sharecrawl.pipeline.publish import VersionBuild
 
 STATS = "prefix_stats"
 KEY = [("host", "ascending"), ("share", "ascending"), ("prefix", "ascending")]

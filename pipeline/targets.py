@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import luigi
 
-from crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
 
 
 class PublishedVersion(luigi.Target):
@@ -21,7 +21,7 @@ class IndexedVersion(luigi.Target):
         self.crawl, self.version = CrawlDir(crawl_dir), version
 
     def exists(self) -> bool:
-        from queries.index_store import index_version
+        from sharecrawl.queries.index_store import index_version
 
         if not self.crawl.index.exists():
             return False

@@ -13,27 +13,27 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from crawl_io.crawldb.crawldir import CrawlDir, host_file, read_parquet
-from crawl_io.crawldb.media_changes import ChangesRecord
-from crawl_io.schema import FETCHLOG, HOSTS, LISTING, MEDIA, PARTITIONS
-from crawl_io.sources import CONFIG_STATUSES, HOST_OK, UNREACHABLE_STATUSES
-from jobs.crawl_rules import load_rules
-from jobs.membership import descendants, share_root
-from jobs.mr_listing import run_listing_jobs, split_state
-from jobs.mr_prefix_stats import round_prefix_stats
-from jobs.prefix_stats import is_complete_round
-from jobs.scan_cost import Limits, listing_seconds
-from pipeline import repartition
-from pipeline.discovery import IDENTITY_COLUMNS
-from pipeline.fetch import Fetch
-from pipeline.host_rewrite import HostChange, rewrite_host
-from pipeline.inject import Inject
-from pipeline.publish import VersionBuild
-from pipeline.scheduling.history import Histories
-from pipeline.scheduling.rates import DEFAULT_WINDOW_S
-from pipeline.settings import job_runner, sharecrawl
-from pipeline.stats_parts import read_old_stats, write_stats
-from pipeline.targets import PublishedVersion
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir, host_file, read_parquet
+from sharecrawl.crawl_io.crawldb.media_changes import ChangesRecord
+from sharecrawl.crawl_io.schema import FETCHLOG, HOSTS, LISTING, MEDIA, PARTITIONS
+from sharecrawl.crawl_io.sources import CONFIG_STATUSES, HOST_OK, UNREACHABLE_STATUSES
+from sharecrawl.jobs.crawl_rules import load_rules
+from sharecrawl.jobs.membership import descendants, share_root
+from sharecrawl.jobs.mr_listing import run_listing_jobs, split_state
+from sharecrawl.jobs.mr_prefix_stats import round_prefix_stats
+from sharecrawl.jobs.prefix_stats import is_complete_round
+from sharecrawl.jobs.scan_cost import Limits, listing_seconds
+from sharecrawl.pipeline import repartition
+from sharecrawl.pipeline.discovery import IDENTITY_COLUMNS
+from sharecrawl.pipeline.fetch import Fetch
+from sharecrawl.pipeline.host_rewrite import HostChange, rewrite_host
+from sharecrawl.pipeline.inject import Inject
+from sharecrawl.pipeline.publish import VersionBuild
+from sharecrawl.pipeline.scheduling.history import Histories
+from sharecrawl.pipeline.scheduling.rates import DEFAULT_WINDOW_S
+from sharecrawl.pipeline.settings import job_runner, sharecrawl
+from sharecrawl.pipeline.stats_parts import read_old_stats, write_stats
+from sharecrawl.pipeline.targets import PublishedVersion
 
 REPLACED = ("changed", "new")
 LOST = ("unreachable", "timeout")

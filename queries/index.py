@@ -15,12 +15,12 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from crawl_io.crawldb.atomic import clone_file, start_writeback, write_atomic
-from crawl_io.crawldb.host_parts import changed_parts, table_parts
-from crawl_io.crawldb.media_changes import INDEXED_COLUMNS, recorded_changes
-from queries.fuzzy import term_key_rows
-from queries.index_store import FORMAT
-from queries.index_works import (
+from sharecrawl.crawl_io.crawldb.atomic import clone_file, start_writeback, write_atomic
+from sharecrawl.crawl_io.crawldb.host_parts import changed_parts, table_parts
+from sharecrawl.crawl_io.crawldb.media_changes import INDEXED_COLUMNS, recorded_changes
+from sharecrawl.queries.fuzzy import term_key_rows
+from sharecrawl.queries.index_store import FORMAT
+from sharecrawl.queries.index_works import (
     BEST_COPY,
     BEST_COPY_ORDER,
     assign_work_ids,

@@ -17,7 +17,7 @@ from typing import Any
 
 import duckdb
 
-from crawl_io.crawldb.version_manifest import first_line
+from sharecrawl.crawl_io.crawldb.version_manifest import first_line
 
 # Readers take no other; an index of another format is rebuilt, never updated. It changes
 # whenever what the index holds or how text is read (queries.text) does.

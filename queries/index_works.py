@@ -21,13 +21,13 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from crawl_io import schema
-from crawl_io.crawldb.host_parts import read_parquet
-from crawl_io.crawldb.media_changes import INDEXED_COLUMNS
-from queries import text
-from queries.querylang import FIELD_BITS, FIELD_WEIGHTS
-from queries.sandbox import quote
-from queries.video_guess import Guess, start_guessing
+from sharecrawl.crawl_io import schema
+from sharecrawl.crawl_io.crawldb.host_parts import read_parquet
+from sharecrawl.crawl_io.crawldb.media_changes import INDEXED_COLUMNS
+from sharecrawl.queries import text
+from sharecrawl.queries.querylang import FIELD_BITS, FIELD_WEIGHTS
+from sharecrawl.queries.sandbox import quote
+from sharecrawl.queries.video_guess import Guess, start_guessing
 
 LOSSLESS_FORMATS = ("flac", "ape", "wav", "wv", "alac", "aiff", "aif", "dsf", "dff", "tta")
 TAGS = ("artist", "title", "album", "albumartist", "genre")

@@ -12,7 +12,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crawl_io.crawldb.version_manifest import Manifest, ManifestError, read_manifest
+from sharecrawl.crawl_io.crawldb.version_manifest import Manifest, ManifestError, read_manifest
 
 
 def reason(error: BaseException) -> str:

@@ -10,7 +10,7 @@ from typing import Protocol
 
 import numpy as np
 
-from queries import text
+from sharecrawl.queries import text
 
 
 class QueryError(ValueError):

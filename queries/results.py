@@ -10,7 +10,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crawl_io.crawldb.atomic import write_atomic
+from sharecrawl.crawl_io.crawldb.atomic import write_atomic
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json"}
 

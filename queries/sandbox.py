@@ -13,8 +13,8 @@ from typing import NamedTuple
 
 import duckdb
 
-from crawl_io.crawldb.version_manifest import first_line
-from crawl_io.duck import cursor
+from sharecrawl.crawl_io.crawldb.version_manifest import first_line
+from sharecrawl.crawl_io.duck import cursor
 
 
 class SQLError(ValueError):

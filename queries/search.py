@@ -15,13 +15,13 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from crawl_io.crawldb.version_manifest import first_line
-from queries.fuzzy import fuzzy_word
-from queries.index_store import IndexFile, IndexUnreadable, pinned
-from queries.querylang import ALL_FIELDS, AndQuery, QueryError, parse_query
-from queries.search_arrays import RESULT_COLUMNS, SearchArrays, search_arrays
-from queries.search_results import format_results, result_record
-from queries.text import word_forms
+from sharecrawl.crawl_io.crawldb.version_manifest import first_line
+from sharecrawl.queries.fuzzy import fuzzy_word
+from sharecrawl.queries.index_store import IndexFile, IndexUnreadable, pinned
+from sharecrawl.queries.querylang import ALL_FIELDS, AndQuery, QueryError, parse_query
+from sharecrawl.queries.search_arrays import RESULT_COLUMNS, SearchArrays, search_arrays
+from sharecrawl.queries.search_results import format_results, result_record
+from sharecrawl.queries.text import word_forms
 
 __all__ = ["IndexUnreadable", "QueryError", "format_results", "search", "suggest"]
 

@@ -12,10 +12,10 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from queries.fuzzy import KeyTable, one_edit, query_hashes
-from queries.index_store import IndexFile
-from queries.querylang import KINDS
-from queries.work_values import load_pairs, works_with_sql
+from sharecrawl.queries.fuzzy import KeyTable, one_edit, query_hashes
+from sharecrawl.queries.index_store import IndexFile
+from sharecrawl.queries.querylang import KINDS
+from sharecrawl.queries.work_values import load_pairs, works_with_sql
 
 RESULT_COLUMNS = (
     "work_id, kind, artist, title, album, year, series, season, episode, copies, hosts, "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from urllib.parse import quote, unquote
 
-from crawl_io.readable import human_bytes, plural, readable_text, readable_url
+from sharecrawl.crawl_io.readable import human_bytes, plural, readable_text, readable_url
 
 
 def copy_url(host_url: str | None, host: str, share: str, path: str) -> str:

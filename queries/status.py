@@ -7,14 +7,14 @@ from collections import Counter
 
 import pyarrow as pa
 
-from crawl_io.crawldb.crawldir import CrawlDir, read_parquet
-from crawl_io.crawldb.integrity import dropped_effect
-from crawl_io.crawldb.version_manifest import dropped_parts
-from crawl_io.duck import cursor
-from crawl_io.readable import human_bytes, plural, readable_path, readable_text
-from crawl_io.schema import FETCHLOG, HOST_NAME_SQL, HOSTS
-from crawl_io.sources import CONFIG_STATUSES, HOST_OK, UNREACHABLE_STATUSES
-from jobs.hint_counts import hints_report
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir, read_parquet
+from sharecrawl.crawl_io.crawldb.integrity import dropped_effect
+from sharecrawl.crawl_io.crawldb.version_manifest import dropped_parts
+from sharecrawl.crawl_io.duck import cursor
+from sharecrawl.crawl_io.readable import human_bytes, plural, readable_path, readable_text
+from sharecrawl.crawl_io.schema import FETCHLOG, HOST_NAME_SQL, HOSTS
+from sharecrawl.crawl_io.sources import CONFIG_STATUSES, HOST_OK, UNREACHABLE_STATUSES
+from sharecrawl.jobs.hint_counts import hints_report
 
 MAX_LINES = 20  # per list in the text report; --json lists everything
 # what status reads of a round's sweeps (pipeline.discovery.SWEEPS) and of its moved hosts

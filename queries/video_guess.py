@@ -15,7 +15,7 @@ GUESS_IN_BACKGROUND = 100  # names; fewer are guessed in this process
 
 
 def guess(filename: str) -> Guess:
-    from crawl_io.tags.video_names import guess_video_name  # guessit loads only here
+    from sharecrawl.crawl_io.tags.video_names import guess_video_name  # guessit loads only here
 
     try:
         video = guess_video_name(filename)
@@ -45,7 +45,7 @@ def start_guessing(names: list[str]) -> Callable[[], list[Guess]]:
     # __main__, and fork is unsafe with DuckDB's threads running. `-m` finds the project in cwd.
     try:
         child = subprocess.Popen(
-            [sys.executable, "-m", "queries.video_guess"],
+            [sys.executable, "-m", "sharecrawl.queries.video_guess"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             cwd=Path(__file__).resolve().parents[1],

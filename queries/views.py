@@ -15,14 +15,20 @@ from typing import TypeVar
 import duckdb
 import pyarrow as pa
 
-from crawl_io.crawldb.crawldir import PER_HOST_TABLES, CrawlDir
-from crawl_io.crawldb.fetchlogs import fetchlog_parts
-from crawl_io.crawldb.hints import HINTS, HintsStore
-from crawl_io.crawldb.host_parts import table_parts
-from crawl_io.schema import TABLES
-from jobs.subtree_hash import duplicate_folders_sql
-from queries.part_damage import absent, damages, page_damages, reason, vouched_by_manifest
-from queries.sandbox import (
+from sharecrawl.crawl_io.crawldb.crawldir import PER_HOST_TABLES, CrawlDir
+from sharecrawl.crawl_io.crawldb.fetchlogs import fetchlog_parts
+from sharecrawl.crawl_io.crawldb.hints import HINTS, HintsStore
+from sharecrawl.crawl_io.crawldb.host_parts import table_parts
+from sharecrawl.crawl_io.schema import TABLES
+from sharecrawl.jobs.subtree_hash import duplicate_folders_sql
+from sharecrawl.queries.part_damage import (
+    absent,
+    damages,
+    page_damages,
+    reason,
+    vouched_by_manifest,
+)
+from sharecrawl.queries.sandbox import (
     NO_LIMITS,
     Limits,
     SQLError,

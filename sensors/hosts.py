@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from crawl_io.crawldb.crawldir import CrawlDir
-from crawl_io.liveness import check_host
-from crawl_io.notify import NotifySession
-from crawl_io.sources import (
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.crawl_io.liveness import check_host
+from sharecrawl.crawl_io.notify import NotifySession
+from sharecrawl.crawl_io.sources import (
     AddressRange,
     ConfigError,
     HostUnreachable,
@@ -22,7 +22,7 @@ from crawl_io.sources import (
     SourceError,
     credentials_for,
 )
-from jobs.crawl_rules import Rules
+from sharecrawl.jobs.crawl_rules import Rules
 
 STEADY_S = 60.0  # a connection that lasted this long resets the backoff
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from crawl_io.sources import HostURL
+from sharecrawl.crawl_io.sources import HostURL
 
 
 @dataclass

@@ -12,11 +12,11 @@ import sys
 import time
 from pathlib import Path
 
-from crawl_io.crawldb.crawldir import CrawlDamaged, CrawlDir
-from crawl_io.crawldb.hints import HintsStore
-from crawl_io.crawldb.lock import EXIT_LOCKED, LOCK_NAME, CrawlLock
-from crawl_io.processes import alive
-from jobs.hint_counts import count_hints
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDamaged, CrawlDir
+from sharecrawl.crawl_io.crawldb.hints import HintsStore
+from sharecrawl.crawl_io.crawldb.lock import EXIT_LOCKED, LOCK_NAME, CrawlLock
+from sharecrawl.crawl_io.processes import alive
+from sharecrawl.jobs.hint_counts import count_hints
 
 log = logging.getLogger("sharecrawl")
 STOP_WAIT_S = 3.0  # at shutdown, how long a running round is given to stop (SIGTERM)
@@ -102,7 +102,7 @@ class HintRounds:
         # A round for hints lists a few folders: the inline runner runs its jobs in the round's
         # own process, where the local runner would start a process per job step.
         crawl = ["crawl", "--rounds", "1", "--hinted-only", "--runner", "inline"]
-        command = [sys.executable, "-m", "cli.main", *crawl, *args]
+        command = [sys.executable, "-m", "sharecrawl.cli.main", *crawl, *args]
         self.child = subprocess.Popen(command, stdin=subprocess.DEVNULL)
         self.child_started = now
         log.info("sharecrawl: watch: a round for the hints started (pid %d)", self.child.pid)

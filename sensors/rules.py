@@ -8,8 +8,8 @@ import os
 import time
 from pathlib import Path
 
-from jobs.crawl_rules import Rules
-from pipeline.rules_store import RulesStore
+from sharecrawl.jobs.crawl_rules import Rules
+from sharecrawl.pipeline.rules_store import RulesStore
 
 log = logging.getLogger("sharecrawl")
 REBUILD_S = 3600.0  # compiled rules cache every folder they were asked about: start afresh

@@ -17,16 +17,16 @@ from functools import partial
 
 import pyarrow as pa
 
-from crawl_io.crawldb.disk_full import is_disk_full
-from crawl_io.crawldb.hints import storable
-from crawl_io.crawldb.hints_writer import HintsWriter
-from crawl_io.notify import Change, Refusal, Waker
-from crawl_io.readable import readable_text
-from crawl_io.sources import ConfigError, SourceError
-from sensors.hosts import Connected, Connector, HostWatch, open_watches, watched_hosts
-from sensors.options import WatchOptions
-from sensors.rounds import HintRounds
-from sensors.rules import HintRules
+from sharecrawl.crawl_io.crawldb.disk_full import is_disk_full
+from sharecrawl.crawl_io.crawldb.hints import storable
+from sharecrawl.crawl_io.crawldb.hints_writer import HintsWriter
+from sharecrawl.crawl_io.notify import Change, Refusal, Waker
+from sharecrawl.crawl_io.readable import readable_text
+from sharecrawl.crawl_io.sources import ConfigError, SourceError
+from sharecrawl.sensors.hosts import Connected, Connector, HostWatch, open_watches, watched_hosts
+from sharecrawl.sensors.options import WatchOptions
+from sharecrawl.sensors.rounds import HintRounds
+from sharecrawl.sensors.rules import HintRules
 
 log = logging.getLogger("sharecrawl")
 MAX_BUFFERED = 200_000  # hints kept in memory while they cannot be written (a full disk)

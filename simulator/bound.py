@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.scheduling.optimal import freshness_of, optimal_frequencies
-from simulator.lan import Lan
+from sharecrawl.pipeline.scheduling.optimal import freshness_of, optimal_frequencies
+from sharecrawl.simulator.lan import Lan
 
 LUCK_SD = 3.0
 

@@ -10,8 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.scheduling.rates import DEFAULT_PRIOR_RATE_PER_S, DEFAULT_PRIOR_WEIGHT, estimate_rates
-from simulator.lan import DAY
+from sharecrawl.pipeline.scheduling.rates import (
+    DEFAULT_PRIOR_RATE_PER_S,
+    DEFAULT_PRIOR_WEIGHT,
+    estimate_rates,
+)
+from sharecrawl.simulator.lan import DAY
 
 _DT_EDGES = np.logspace(0, math.log10(64 * DAY), 81)
 _DT_MID = np.sqrt(_DT_EDGES[:-1] * _DT_EDGES[1:])

@@ -14,8 +14,8 @@ import heapq
 
 import numpy as np
 
-from pipeline.scheduling.choice import PartitionTable
-from simulator.lan import KEY_OFFSET, KEY_SPAN, Lan, slices
+from sharecrawl.pipeline.scheduling.choice import PartitionTable
+from sharecrawl.simulator.lan import KEY_OFFSET, KEY_SPAN, Lan, slices
 
 
 class HintBook:

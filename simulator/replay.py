@@ -15,12 +15,12 @@ from functools import partial
 
 import numpy as np
 
-from pipeline.scheduling.choice import Budget, PartitionState, PartitionTable, sum_before
-from pipeline.scheduling.policies import get_policy
-from pipeline.scheduling.rates import DEFAULT_PRIOR_RATE_PER_S
-from simulator.estimates import RateStats
-from simulator.hints import HintBook, HintPath
-from simulator.lan import DAY, HOUR, Lan, slices
+from sharecrawl.pipeline.scheduling.choice import Budget, PartitionState, PartitionTable, sum_before
+from sharecrawl.pipeline.scheduling.policies import get_policy
+from sharecrawl.pipeline.scheduling.rates import DEFAULT_PRIOR_RATE_PER_S
+from sharecrawl.simulator.estimates import RateStats
+from sharecrawl.simulator.hints import HintBook, HintPath
+from sharecrawl.simulator.lan import DAY, HOUR, Lan, slices
 
 HINTED_POLICIES = ("sensors",)
 

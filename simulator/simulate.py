@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from crawl_io.workers import run_calls
-from pipeline.scheduling.policies import POLICY_NAMES, get_policy
-from simulator.bound import freshness_bound
-from simulator.lan import DAY, HOUR, MINUTE, SimParams, build_lan
-from simulator.replay import replay
+from sharecrawl.crawl_io.workers import run_calls
+from sharecrawl.pipeline.scheduling.policies import POLICY_NAMES, get_policy
+from sharecrawl.simulator.bound import freshness_bound
+from sharecrawl.simulator.lan import DAY, HOUR, MINUTE, SimParams, build_lan
+from sharecrawl.simulator.replay import replay
 
 OPTIMUM = "optimum, true rates"  # what the result's "bound" is (simulator.bound)
 

@@ -25,7 +25,7 @@ def run_cli(
     if config is not None:
         full["LUIGI_CONFIG_PATH"] = str(config)
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
+        [sys.executable, "-m", "sharecrawl.cli.main", *args],
         capture_output=True,
         text=True,
         cwd=REPO,

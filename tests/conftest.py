@@ -12,8 +12,8 @@ from pathlib import Path
 import luigi.configuration
 import pytest
 
-from cli.main import main
-from pipeline.settings import load_defaults
+from sharecrawl.cli.main import main
+from sharecrawl.pipeline.settings import load_defaults
 from tests.media import make_media
 
 pytest_plugins = ["tests.smbd", "tests.small_disk", "tests.cloning_disk"]

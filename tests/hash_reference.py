@@ -7,8 +7,8 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Iterable
 
-from jobs.membership import parent_path
-from jobs.subtree_hash import canonical_key
+from sharecrawl.jobs.membership import parent_path
+from sharecrawl.jobs.subtree_hash import canonical_key
 
 
 def partition_hash(entries: Iterable[tuple[str, bool, int, int]]) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from mrjob.protocol import JSONProtocol, RawValueProtocol
 
-from jobs.runner import ManifestJob
+from sharecrawl.jobs.runner import ManifestJob
 
 
 class MRFailingTask(ManifestJob):

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from mrjob.protocol import JSONProtocol, RawValueProtocol
 
-from jobs.runner import ManifestJob
+from sharecrawl.jobs.runner import ManifestJob
 
 
 class MRTaskProbe(ManifestJob):
@@ -19,7 +19,10 @@ class MRTaskProbe(ManifestJob):
     def mapper(self, _: None, line: str) -> Iterator[tuple[str, object]]:
         yield "pid", os.getpid()
         yield "parent pid", os.getppid()
-        yield "listing job imported", "jobs.mr_listing" in sys.modules  # this job does not
+        yield (
+            "listing job imported",
+            "sharecrawl.jobs.mr_listing" in sys.modules,
+        )  # this job does not
         yield "cwd", os.getcwd()
         yield "map input", os.environ.get("mapreduce_map_input_file", "")
         yield "stderr", getattr(sys.stderr, "name", "")  # where a stray print goes

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from demolan.templates import TEMPLATES, template_path, write_tagged
+from sharecrawl.demolan.templates import TEMPLATES, template_path, write_tagged
 
 __all__ = ["TEMPLATES", "make_media", "template_path", "write_tagged"]
 

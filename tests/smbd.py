@@ -341,7 +341,7 @@ MEDIA_FORMATS = ("mp3", "flac", "ogg", "m4a")
 
 def _make_media(folder: Path) -> int:
     try:
-        from demolan.templates import write_tagged
+        from sharecrawl.demolan.templates import write_tagged
     except ImportError:
         return 0
     count = 0

@@ -15,9 +15,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from crawl_io.smb import SMBSource
-from crawl_io.sources import AccessDenied, Credentials, parse_host_url
-from pipeline.host_merge import denied_hashes, merged_files
+from sharecrawl.crawl_io.smb import SMBSource
+from sharecrawl.crawl_io.sources import AccessDenied, Credentials, parse_host_url
+from sharecrawl.pipeline.host_merge import denied_hashes, merged_files
 from tests.conftest import LAN
 from tests.media import make_media
 from tests.smbd import SmbServer, make_base_dir
@@ -151,7 +151,7 @@ def test_merged_files_keeps_rows_below_denied_folders_only() -> None:
     not listed again go (deleted); a removed partition's rows go even below a denied path."""
     from datetime import UTC, datetime
 
-    from crawl_io.schema import FETCHLOG, FILES, LISTING
+    from sharecrawl.crawl_io.schema import FETCHLOG, FILES, LISTING
 
     t0, t1 = datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 2, 1, tzinfo=UTC)
 

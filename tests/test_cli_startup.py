@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from crawl_io.crawldb.lock import EXIT_LOCKED
+from sharecrawl.crawl_io.crawldb.lock import EXIT_LOCKED
 from tests.cliproc import REPO
 from tests.conftest import LAN
 from tests.test_lock import crawl_command, tree
@@ -24,13 +24,13 @@ from tests.test_pipeline import build
 
 HOLD = """
 import sys, time
-from crawl_io.crawldb.lock import CrawlLock
+from sharecrawl.crawl_io.crawldb.lock import CrawlLock
 lock = CrawlLock(sys.argv[1]).acquire()
 print("held", flush=True)
 time.sleep(600)
 """
 # What a refused crawl must not need: each costs tens to hundreds of milliseconds to import.
-HEAVY = ("luigi", "pyarrow", "numpy", "duckdb", "mrjob", "rich", "pipeline", "queries")
+HEAVY = ("luigi", "pyarrow", "numpy", "duckdb", "mrjob", "rich", "pipeline", "queries")  # ours too
 
 
 @pytest.fixture
@@ -64,7 +64,7 @@ def test_a_refused_crawl_imports_nothing_heavy_and_writes_nothing(
             "-X",
             "importtime",
             "-m",
-            "cli.main",
+            "sharecrawl.cli.main",
             "crawl",
             "--crawl-dir",
             str(crawl),
@@ -84,7 +84,7 @@ def test_a_refused_crawl_imports_nothing_heavy_and_writes_nothing(
         "wait for it or stop it"
     ]
     found = re.finditer(r"^import time:\s+\d+ \|\s+\d+ \| +(\S+)", done.stderr, re.M)
-    imported = {m.group(1).split(".")[0] for m in found}
+    imported = {".".join(m.group(1).removeprefix("sharecrawl.").split(".")[:1]) for m in found}
     assert "cli" in imported and not imported & set(HEAVY), sorted(imported & set(HEAVY))
     assert tree(crawl) == before  # not even the LOCK file's time changed
 
@@ -98,7 +98,7 @@ def test_a_refused_crawl_without_crawl_dir_flag_reads_the_config(
     cfg = tmp_path / "site.cfg"
     cfg.write_text(f"[sharecrawl]\ncrawl_dir = {crawl}\nhosts_file = {lan.hosts_file}\n")
     done = subprocess.run(
-        [sys.executable, "-m", "cli.main", "crawl"],
+        [sys.executable, "-m", "sharecrawl.cli.main", "crawl"],
         cwd=REPO,
         text=True,
         capture_output=True,
@@ -118,7 +118,7 @@ def test_demo_takes_the_crawl_lock_and_clears_nothing(
     (workdir / "hosts").mkdir()
     before = tree(workdir)
     done = subprocess.run(
-        [sys.executable, "-m", "cli.main", "demo", "--workdir", str(workdir)],
+        [sys.executable, "-m", "sharecrawl.cli.main", "demo", "--workdir", str(workdir)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -178,7 +178,7 @@ def test_ctrl_c_while_a_command_starts_is_one_line(lan: LAN) -> None:
         "search": [
             sys.executable,
             "-m",
-            "cli.main",
+            "sharecrawl.cli.main",
             "search",
             "--crawl-dir",
             str(lan.crawl_dir),

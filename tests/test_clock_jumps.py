@@ -13,14 +13,14 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from crawl_io.crawldb.hints import HINTS, WATCHES, HintsSnapshot
-from crawl_io.crawldb.hints_writer import HintsWriter
-from crawl_io.schema import PARTITIONS
-from pipeline import generate
-from pipeline.scheduling.choice import Budget, Candidates, PartitionState
-from pipeline.scheduling.history import Histories
-from pipeline.scheduling.policies import POLICY_NAMES, get_policy
-from pipeline.scheduling.signals import apply_signals
+from sharecrawl.crawl_io.crawldb.hints import HINTS, WATCHES, HintsSnapshot
+from sharecrawl.crawl_io.crawldb.hints_writer import HintsWriter
+from sharecrawl.crawl_io.schema import PARTITIONS
+from sharecrawl.pipeline import generate
+from sharecrawl.pipeline.scheduling.choice import Budget, Candidates, PartitionState
+from sharecrawl.pipeline.scheduling.history import Histories
+from sharecrawl.pipeline.scheduling.policies import POLICY_NAMES, get_policy
+from sharecrawl.pipeline.scheduling.signals import apply_signals
 from tests.conftest import LAN
 from tests.test_hinted_rounds import build, fetchlog, watch
 from tests.test_policies import check_budget
@@ -86,7 +86,7 @@ def test_a_last_scan_in_the_future_is_now_and_due(name: str) -> None:
 def test_a_watched_silent_partition_scanned_in_the_future_is_not_skipped() -> None:
     """A trusted, unbroken watch and no hint: skipped until the safety interval after its
     last scan, unless that scan is in the future (then the interval would never pass)."""
-    from jobs.hint_counts import PartitionSignal
+    from sharecrawl.jobs.hint_counts import PartitionSignal
 
     parts = scanned_parts(2)
     parts[1].last_scan = T0 - 2 * HOUR  # scanned before the clock moved back: silent
@@ -219,8 +219,8 @@ def test_a_file_first_seen_in_the_future_is_first_seen_at_the_scan() -> None:
     """A stored row first seen a century ahead (the clock ran ahead, then was set right) is
     first seen at the scan that lists it again; a new row at that scan, an old one keeps its
     time."""
-    from crawl_io.schema import FETCHLOG, FILES, LISTING
-    from pipeline.host_merge import merged_files
+    from sharecrawl.crawl_io.schema import FETCHLOG, FILES, LISTING
+    from sharecrawl.pipeline.host_merge import merged_files
 
     scan = datetime(2026, 11, 27, 12, tzinfo=UTC)
     stored = {"ahead.mp3": scan + timedelta(days=36525), "old.mp3": scan - timedelta(days=3)}

@@ -14,13 +14,13 @@ from mutagen.id3 import APIC, ID3
 from mutagen.mp4 import MP4, MP4Cover
 from PIL import Image
 
-from queries.search_results import copy_id
+from sharecrawl.queries.search_results import copy_id
+from sharecrawl.web.copy_source import Streams, StreamSettings
+from sharecrawl.web.covers import SIDE, Covers
+from sharecrawl.web.live import LiveIndex
 from tests.conftest import LAN
 from tests.test_stream import request
 from tests.test_web_lan import Server
-from web.copy_source import Streams, StreamSettings
-from web.covers import SIDE, Covers
-from web.live import LiveIndex
 
 
 def picture(colour: str, size: tuple[int, int], fmt: str = "JPEG") -> bytes:

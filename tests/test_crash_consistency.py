@@ -31,8 +31,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from crawl_io.crawldb.crawldir import CrawlDir
-from pipeline.targets import IndexedVersion
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.pipeline.targets import IndexedVersion
 from tests.conftest import LAN
 from tests.media import make_media
 from tests.smbd import SmbServer, chmod_tree, make_base_dir
@@ -188,7 +188,7 @@ def crawl_process(setup: Setup, crawl_dir: Path, tmpdir: Path) -> subprocess.Pop
     cmd = [
         sys.executable,
         "-m",
-        "cli.main",
+        "sharecrawl.cli.main",
         "crawl",
         "--rounds",
         "1",

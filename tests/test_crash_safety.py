@@ -12,12 +12,12 @@ from pathlib import Path
 
 import luigi
 
-from crawl_io.crawldb.crawldir import CrawlDir
-from jobs.mr_listing import MRListingJobs
-from jobs.runner import run_job, write_manifest
-from pipeline import settings as config
-from pipeline.fetch import Fetch
-from pipeline.update import listing_parts
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.jobs.mr_listing import MRListingJobs
+from sharecrawl.jobs.runner import run_job, write_manifest
+from sharecrawl.pipeline import settings as config
+from sharecrawl.pipeline.fetch import Fetch
+from sharecrawl.pipeline.update import listing_parts
 from tests.conftest import LAN
 from tests.test_lock import crawl_command
 from tests.test_pipeline import build

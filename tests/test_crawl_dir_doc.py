@@ -11,9 +11,9 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-from crawl_io.crawldb.atomic import temp_name
-from crawl_io.crawldb.hints import HintsStore, part_name
-from crawl_io.crawldb.hints_writer import HintsWriter
+from sharecrawl.crawl_io.crawldb.atomic import temp_name
+from sharecrawl.crawl_io.crawldb.hints import HintsStore, part_name
+from sharecrawl.crawl_io.crawldb.hints_writer import HintsWriter
 from tests.conftest import LAN
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "crawl-dir.md"

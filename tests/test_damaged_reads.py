@@ -16,11 +16,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import queries.views as views_module
-from crawl_io.crawldb.crawldir import CrawlDir
-from crawl_io.schema import FILES, PARTITIONS
-from queries.part_damage import damages
-from queries.views import CrawlViews, run_sql
+import sharecrawl.queries.views as views_module
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.crawl_io.schema import FILES, PARTITIONS
+from sharecrawl.queries.part_damage import damages
+from sharecrawl.queries.views import CrawlViews, run_sql
 from tests.conftest import LAN
 
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from crawl_io.connect import open_source
-from crawl_io.mediatypes import media_kind
-from crawl_io.rangefile import RangeFile
-from crawl_io.sources import HostUnreachable, read_hosts_file
-from crawl_io.tags import read_tags
-from demolan.catalog import HOSTS, MADONNA_MUSIC_COPIES
-from demolan.lan import OFFLINE_AT_STEP_3, RETAG_TITLE, build_lan, change_lan
+from sharecrawl.crawl_io.connect import open_source
+from sharecrawl.crawl_io.mediatypes import media_kind
+from sharecrawl.crawl_io.rangefile import RangeFile
+from sharecrawl.crawl_io.sources import HostUnreachable, read_hosts_file
+from sharecrawl.crawl_io.tags import read_tags
+from sharecrawl.demolan.catalog import HOSTS, MADONNA_MUSIC_COPIES
+from sharecrawl.demolan.lan import OFFLINE_AT_STEP_3, RETAG_TITLE, build_lan, change_lan
 
 
 @pytest.fixture(scope="module")

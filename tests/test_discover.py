@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from crawl_io.discover import sweep
-from crawl_io.sources import ConfigError, parse_range_url, read_hosts_lines
+from sharecrawl.crawl_io.discover import sweep
+from sharecrawl.crawl_io.sources import ConfigError, parse_range_url, read_hosts_lines
 from tests.conftest import LAN
 from tests.smbd import SmbServer, make_base_dir, make_tree, start_smbd
 from tests.test_web_lan import Server

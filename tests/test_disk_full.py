@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from crawl_io.crawldb.disk_full import disk_full_line, is_disk_full
-from crawl_io.crawldb.tempfiles import TEMP_NAME
+from sharecrawl.crawl_io.crawldb.disk_full import disk_full_line, is_disk_full
+from sharecrawl.crawl_io.crawldb.tempfiles import TEMP_NAME
 from tests.cliproc import run_cli
 from tests.conftest import LAN
 from tests.small_disk import free_all, leave_free

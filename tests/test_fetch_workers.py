@@ -14,11 +14,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from crawl_io.crawldb.crawldir import CrawlDir, host_file
-from crawl_io.workers import start_worker
-from pipeline import fetch_workers
-from pipeline.fetch_host import HostJob
-from pipeline.fetch_workers import fetch_hosts
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir, host_file
+from sharecrawl.crawl_io.workers import start_worker
+from sharecrawl.pipeline import fetch_workers
+from sharecrawl.pipeline.fetch_host import HostJob
+from sharecrawl.pipeline.fetch_workers import fetch_hosts
 from tests.media import make_media
 from tests.outcomes import outcomes_within
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from crawl_io.crawldb.atomic import write_parquet
-from crawl_io.crawldb.crawldir import CrawlDir
-from crawl_io.crawldb.fetchlogs import damaged_fetchlogs, fetchlog_parts, kept_fetchlog
-from crawl_io.schema import FETCHLOG
-from queries.views import run_sql
+from sharecrawl.crawl_io.crawldb.atomic import write_parquet
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.crawl_io.crawldb.fetchlogs import damaged_fetchlogs, fetchlog_parts, kept_fetchlog
+from sharecrawl.crawl_io.schema import FETCHLOG
+from sharecrawl.queries.views import run_sql
 from tests.conftest import LAN
 
 ROWS_A_ROUND = 3

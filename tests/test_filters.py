@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawl_io.connect import open_source
-from crawl_io.crawldb.crawldir import CrawlDir
-from crawl_io.schema import PREFIX_STATS
-from crawl_io.sources import ConfigError, Source, parse_host_url
-from jobs.crawl_rules import (
+from sharecrawl.crawl_io.connect import open_source
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.crawl_io.schema import PREFIX_STATS
+from sharecrawl.crawl_io.sources import ConfigError, Source, parse_host_url
+from sharecrawl.jobs.crawl_rules import (
     Rules,
     auto_rule,
     auto_rule_id,
@@ -26,10 +26,10 @@ from jobs.crawl_rules import (
     parse_rule,
     parse_rules,
 )
-from jobs.membership import Ranges, share_root
-from jobs.mr_prefix_stats import host_parts, run_prefix_stats
-from jobs.walk import walk_partition
-from pipeline.rules_store import RulesStore
+from sharecrawl.jobs.membership import Ranges, share_root
+from sharecrawl.jobs.mr_prefix_stats import host_parts, run_prefix_stats
+from sharecrawl.jobs.walk import walk_partition
+from sharecrawl.pipeline.rules_store import RulesStore
 from tests.conftest import LAN
 
 

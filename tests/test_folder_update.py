@@ -7,8 +7,8 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.folder_update import changed_folders, updated_folder_summaries
-from jobs.subtree_hash import folder_summaries
+from sharecrawl.jobs.folder_update import changed_folders, updated_folder_summaries
+from sharecrawl.jobs.subtree_hash import folder_summaries
 from tests.test_jobs import listing
 
 # Trees of few names, so that folders are shared and most of a tree is unchanged by a change.

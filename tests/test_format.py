@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from crawl_io.crawldb.crawldir import FORMAT, CrawlDir
+from sharecrawl.crawl_io.crawldb.crawldir import FORMAT, CrawlDir
 from tests.conftest import LAN
 
 COMMANDS = [

@@ -16,8 +16,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from crawl_io.crawldb.crawldir import CrawlDir
-from crawl_io.crawldb.hints_writer import HintsWriter
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.crawl_io.crawldb.hints_writer import HintsWriter
 from tests.conftest import LAN
 
 LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)

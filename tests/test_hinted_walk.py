@@ -12,13 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crawl_io.connect import open_source
-from crawl_io.sources import parse_host_url
-from jobs.hint_counts import holders
-from jobs.hinted_walk import WholeScan, hinted_walk
-from jobs.membership import PartitionKey, Ranges, share_root
-from jobs.subtree_hash import walk_hash
-from jobs.walk import WalkStats, walk_partition
+from sharecrawl.crawl_io.connect import open_source
+from sharecrawl.crawl_io.sources import parse_host_url
+from sharecrawl.jobs.hint_counts import holders
+from sharecrawl.jobs.hinted_walk import WholeScan, hinted_walk
+from sharecrawl.jobs.membership import PartitionKey, Ranges, share_root
+from sharecrawl.jobs.subtree_hash import walk_hash
+from sharecrawl.jobs.walk import WalkStats, walk_partition
 
 HOST = "pc1"
 

@@ -8,9 +8,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from crawl_io.schema import PARTITIONS
-from pipeline.scheduling.history import Histories
-from pipeline.scheduling.rates import estimate_rate
+from sharecrawl.crawl_io.schema import PARTITIONS
+from sharecrawl.pipeline.scheduling.history import Histories
+from sharecrawl.pipeline.scheduling.rates import estimate_rate
 
 NOW = 1_700_000_000.0
 DAY = 86400.0

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from crawl_io import workers
+from sharecrawl.crawl_io import workers
 from tests.cliproc import run_cli
 from tests.conftest import LAN
 from tests.media import make_media
@@ -193,7 +193,7 @@ def test_status_json_of_a_round_before_the_status_column(lan: LAN, run_json) -> 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from crawl_io.crawldb.version_manifest import write_manifest
+    from sharecrawl.crawl_io.crawldb.version_manifest import write_manifest
 
     lan.media("alpha", "music/song.mp3", artist="Madonna", title="Music")
     lan.write_hosts("alpha")

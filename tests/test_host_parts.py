@@ -13,19 +13,19 @@ from collections.abc import Callable
 import pyarrow.parquet as pq
 import pytest
 
-import crawl_io.crawldb.part_groups
-import pipeline.host_rewrite
-from crawl_io.crawldb.crawldir import CrawlDir
-from crawl_io.crawldb.host_parts import (
+import sharecrawl.crawl_io.crawldb.part_groups
+import sharecrawl.pipeline.host_rewrite
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.crawl_io.crawldb.host_parts import (
     changed_parts,
     footer_partitions,
     parse_part_file,
     part_file,
 )
-from crawl_io.crawldb.part_groups import plan_groups
-from crawl_io.crawldb.stored_hosts import StoredHost
-from crawl_io.schema import FILES, FOLDERS, MEDIA
-from jobs.subtree_hash import folder_summaries
+from sharecrawl.crawl_io.crawldb.part_groups import plan_groups
+from sharecrawl.crawl_io.crawldb.stored_hosts import StoredHost
+from sharecrawl.crawl_io.schema import FILES, FOLDERS, MEDIA
+from sharecrawl.jobs.subtree_hash import folder_summaries
 from tests.conftest import LAN
 
 SHARES = ("a-music", "b-films", "c-talks", "d-misc")
@@ -74,7 +74,7 @@ def test_part_names_keep_any_host_and_its_group() -> None:
 # -- rounds ---------------------------------------------------------------------------------
 @pytest.fixture
 def small_groups(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(crawl_io.crawldb.part_groups, "GROUP_ROWS", GROUP_ROWS)
+    monkeypatch.setattr(sharecrawl.crawl_io.crawldb.part_groups, "GROUP_ROWS", GROUP_ROWS)
 
 
 def build(lan: LAN) -> None:
@@ -162,14 +162,14 @@ def test_folder_rows_updated_from_the_stored_ones_equal_hashing_every_folder(
         lan.media("alpha", f"music/Band/Album {album:02d}/CD {disc}/t{track}.mp3", artist="b")
     lan.write_hosts("alpha")
     updates: list[bool] = []
-    real = pipeline.host_rewrite.updated_folder_summaries
+    real = sharecrawl.pipeline.host_rewrite.updated_folder_summaries
 
     def counted(*args):
         result = real(*args)
         updates.append(result is not None)
         return result
 
-    monkeypatch.setattr(pipeline.host_rewrite, "updated_folder_summaries", counted)
+    monkeypatch.setattr(sharecrawl.pipeline.host_rewrite, "updated_folder_summaries", counted)
     crawl = CrawlDir(lan.crawl_dir)
     band = lan.host("alpha") / "music/Band"
     changes = [
@@ -303,11 +303,11 @@ def test_groups_hold_exactly_the_rows_one_part_per_host_holds(
 
     def crawl_both() -> None:
         for crawl_dir, group_rows in (
-            (one_part, crawl_io.crawldb.part_groups.GROUP_ROWS),
+            (one_part, sharecrawl.crawl_io.crawldb.part_groups.GROUP_ROWS),
             (groups, GROUP_ROWS),
         ):
             with monkeypatch.context() as m:
-                m.setattr(crawl_io.crawldb.part_groups, "GROUP_ROWS", group_rows)
+                m.setattr(sharecrawl.crawl_io.crawldb.part_groups, "GROUP_ROWS", group_rows)
                 m.setattr(lan, "crawl_dir", crawl_dir)
                 lan.crawl()
 

@@ -17,9 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cli.main import main
-from crawl_io.crawldb.crawldir import CrawlDir
-from crawl_io.sources import ConfigError, parse_host_url, read_hosts_file
+from sharecrawl.cli.main import main
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.crawl_io.sources import ConfigError, parse_host_url, read_hosts_file
+from sharecrawl.web.views import windows_path
 from tests.conftest import LAN
 from tests.smbd import (
     SmbServer,
@@ -30,7 +31,6 @@ from tests.smbd import (
     smbd_skip_reason,
     start_smbd,
 )
-from web.views import windows_path
 
 SMB_FILES = 2  # the files of each test server's media share
 
@@ -164,9 +164,9 @@ def test_ipv6_hosts_are_crawled_end_to_end(lan: LAN, servers, capsys) -> None:
 def test_a_round_left_with_an_unreadable_url_completes(lan: LAN, capsys) -> None:
     """An older release wrote IPv6 URLs without brackets into a round's inject and fetch
     list and then failed that round, and every rerun of it, even with the line removed."""
-    from pipeline import settings as config
-    from pipeline.generate import Generate
-    from pipeline.inject import Inject
+    from sharecrawl.pipeline import settings as config
+    from sharecrawl.pipeline.generate import Generate
+    from sharecrawl.pipeline.inject import Inject
 
     lan.media("alpha", "music/song.mp3", artist="Madonna", title="Music")
     lan.write_hosts("alpha")

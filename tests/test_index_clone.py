@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from crawl_io.crawldb.atomic import clone_file
-from queries.index import build_index, update_index
+from sharecrawl.crawl_io.crawldb.atomic import clone_file
+from sharecrawl.queries.index import build_index, update_index
 from tests.cloning_disk import shared_blocks
 from tests.test_index_update import Lan, answers, queries, table_rows, write_version
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from crawl_io.crawldb.atomic import write_atomic
-from queries.index import build_index
-from queries.index_store import IndexUnreadable, open_index, pinned
-from queries.search import search
+from sharecrawl.crawl_io.crawldb.atomic import write_atomic
+from sharecrawl.queries.index import build_index
+from sharecrawl.queries.index_store import IndexUnreadable, open_index, pinned
+from sharecrawl.queries.search import search
 from tests.test_search import MEDIA_ROWS, media, write_version
 
 

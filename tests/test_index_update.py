@@ -15,13 +15,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from crawl_io import schema
-from crawl_io.crawldb.host_parts import changed_parts, part_file
-from crawl_io.crawldb.version_manifest import read_manifest, write_manifest
-from queries import text
-from queries.index import build_index, update_index
-from queries.index_store import index_meta
-from queries.search import search
+from sharecrawl.crawl_io import schema
+from sharecrawl.crawl_io.crawldb.host_parts import changed_parts, part_file
+from sharecrawl.crawl_io.crawldb.version_manifest import read_manifest, write_manifest
+from sharecrawl.queries import text
+from sharecrawl.queries.index import build_index, update_index
+from sharecrawl.queries.index_store import index_meta
+from sharecrawl.queries.search import search
 from tests.test_search import NOW, media
 
 HOSTS = ["alpha", "beta", "gamma", "delta"]

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import main
-from crawl_io.liveness import check_hosts, resolve_names
-from crawl_io.sources import (
+from sharecrawl.cli.main import main
+from sharecrawl.crawl_io.liveness import check_hosts, resolve_names
+from sharecrawl.crawl_io.sources import (
     ConfigError,
     check_credentials,
     check_hostname,

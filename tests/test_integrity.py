@@ -12,14 +12,14 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from crawl_io.crawldb.crawldir import CrawlDir
-from crawl_io.crawldb.version_manifest import (
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.crawl_io.crawldb.version_manifest import (
     MANIFEST_NAME,
     file_sha256,
     read_manifest,
     version_parts,
 )
-from crawl_io.schema import MEDIA
+from sharecrawl.crawl_io.schema import MEDIA
 from tests.conftest import LAN
 from tests.test_pipeline import build
 
@@ -197,7 +197,7 @@ def test_a_broken_current_gives_one_line_and_no_traceback_from_the_command(lan: 
             [
                 sys.executable,
                 "-m",
-                "cli.main",
+                "sharecrawl.cli.main",
                 command,
                 "--crawl-dir",
                 str(lan.crawl_dir),

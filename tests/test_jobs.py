@@ -16,18 +16,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mrjob.step import StepFailedException
 
-from crawl_io.crawldb.crawldir import write_parquet
-from crawl_io.mediatypes import media_kind
-from crawl_io.schema import LISTING
-from crawl_io.workers import server_pid
-from jobs.mr_listing import ListingResults, MRListingJobs, run_listing_jobs
-from jobs.runner import (
+from sharecrawl.crawl_io.crawldb.crawldir import write_parquet
+from sharecrawl.crawl_io.mediatypes import media_kind
+from sharecrawl.crawl_io.schema import LISTING
+from sharecrawl.crawl_io.workers import server_pid
+from sharecrawl.jobs.mr_listing import ListingResults, MRListingJobs, run_listing_jobs
+from sharecrawl.jobs.runner import (
     JOB_TMP_PREFIX,
     JobRunner,
     run_job,
     write_manifest,
 )
-from jobs.subtree_hash import (
+from sharecrawl.jobs.subtree_hash import (
     duplicate_folders_sql,
     folder_summaries,
     in_partition_order,
@@ -170,7 +170,7 @@ def test_a_local_job_writes_nothing_on_stderr(tmp_path: Path) -> None:
     (tmp_path / "one").write_text("x\n")
     manifest = write_manifest([tmp_path / "one"], tmp_path / "m")
     code = (
-        "from pathlib import Path; from jobs.runner import run_job; "
+        "from pathlib import Path; from sharecrawl.jobs.runner import run_job; "
         "from tests.job_probe import MRTaskProbe; "
         f"print(len(list(run_job(MRTaskProbe, Path({str(manifest)!r}), 'local'))))"
     )

@@ -17,19 +17,19 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from crawl_io.filesource import FileSource
-from crawl_io.smb import SMBSource
-from crawl_io.sources import Credentials, Source, parse_host_url
-from jobs.bstar_split import split_ranges
-from jobs.membership import PartitionKey, Ranges, share_root
-from jobs.scan_cost import HostCost, Limits
-from jobs.subtree_hash import (
+from sharecrawl.crawl_io.filesource import FileSource
+from sharecrawl.crawl_io.smb import SMBSource
+from sharecrawl.crawl_io.sources import Credentials, Source, parse_host_url
+from sharecrawl.jobs.bstar_split import split_ranges
+from sharecrawl.jobs.membership import PartitionKey, Ranges, share_root
+from sharecrawl.jobs.scan_cost import HostCost, Limits
+from sharecrawl.jobs.subtree_hash import (
     folder_summaries,
     listing_columns,
     summarize,
     walk_hash,
 )
-from jobs.walk import listing_table, walk_partition
+from sharecrawl.jobs.walk import listing_table, walk_partition
 from tests.hash_reference import folder_hashes, partition_hash
 from tests.smbd import SmbServer, chmod_tree
 from tests.test_partition_split import tree_table

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawl_io.checked import (
+from sharecrawl.crawl_io.checked import (
     MAX_MTIME_US,
     MAX_SIZE,
     MIN_MTIME_US,
@@ -28,10 +28,10 @@ from crawl_io.checked import (
     mtime_datetime,
     storable,
 )
-from crawl_io.sources import Entry, NotFound, parse_host_url
-from jobs.membership import Ranges, share_root
-from jobs.subtree_hash import summarize, walk_hash
-from jobs.walk import listing_table, walk_partition
+from sharecrawl.crawl_io.sources import Entry, NotFound, parse_host_url
+from sharecrawl.jobs.membership import Ranges, share_root
+from sharecrawl.jobs.subtree_hash import summarize, walk_hash
+from sharecrawl.jobs.walk import listing_table, walk_partition
 from tests.conftest import LAN
 from tests.media import make_media
 from tests.smbd import SmbServer

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from crawl_io.crawldb.crawldir import CrawlDir
-from crawl_io.crawldb.lock import EXIT_LOCKED, CrawlLock, CrawlLocked
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.crawl_io.crawldb.lock import EXIT_LOCKED, CrawlLock, CrawlLocked
 from tests.conftest import LAN
 from tests.test_pipeline import build
 
@@ -27,7 +27,7 @@ def crawl_command(lan: LAN) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "cli.main",
+        "sharecrawl.cli.main",
         "crawl",
         "--crawl-dir",
         str(lan.crawl_dir),
@@ -136,7 +136,7 @@ def test_held_says_whether_a_process_holds_the_lock_and_never_blocks_it(tmp_path
     probe = CrawlLock(tmp_path)
     assert not probe.held()
     code = (
-        "import time; from crawl_io.crawldb.lock import CrawlLock; "
+        "import time; from sharecrawl.crawl_io.crawldb.lock import CrawlLock; "
         f"CrawlLock({str(tmp_path)!r}).acquire(); print('locked', flush=True); time.sleep(60)"
     )
     holder = subprocess.Popen(

@@ -12,9 +12,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crawl_io.crawldb.host_parts import changed_parts
-from crawl_io.crawldb.media_changes import ACCOUNTS_KEY, FILE_NAME, INDEXED_COLUMNS, SCHEMA
-from queries.index import build_index, update_index
+from sharecrawl.crawl_io.crawldb.host_parts import changed_parts
+from sharecrawl.crawl_io.crawldb.media_changes import (
+    ACCOUNTS_KEY,
+    FILE_NAME,
+    INDEXED_COLUMNS,
+    SCHEMA,
+)
+from sharecrawl.queries.index import build_index, update_index
 from tests.conftest import LAN
 from tests.test_index_update import table_rows
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from crawl_io.tags import read_tags
+from sharecrawl.crawl_io.tags import read_tags
 from tests.conftest import LAN
 from tests.media import make_media
 

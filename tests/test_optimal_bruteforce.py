@@ -16,7 +16,7 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.scheduling.optimal import optimal_frequencies
+from sharecrawl.pipeline.scheduling.optimal import optimal_frequencies
 
 
 def freshness(lam: np.ndarray, f: np.ndarray) -> np.ndarray:

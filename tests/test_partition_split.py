@@ -17,17 +17,29 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawl_io.connect import open_source
-from crawl_io.crawldb.crawldir import write_parquet
-from crawl_io.schema import LISTING
-from crawl_io.sources import parse_host_url
-from jobs.bstar_split import split_ranges
-from jobs.membership import PartitionKey, Ranges, assign_partition_ids, partition_key, share_root
-from jobs.mr_listing import ListingResults, MRListingJobs, SplitState, run_listing_jobs, write_state
-from jobs.repartition_plan import plan_repartition
-from jobs.runner import JobRunner, run_job, write_manifest
-from jobs.scan_cost import HostCost, Limits, listing_cost
-from jobs.walk import walk_partition
+from sharecrawl.crawl_io.connect import open_source
+from sharecrawl.crawl_io.crawldb.crawldir import write_parquet
+from sharecrawl.crawl_io.schema import LISTING
+from sharecrawl.crawl_io.sources import parse_host_url
+from sharecrawl.jobs.bstar_split import split_ranges
+from sharecrawl.jobs.membership import (
+    PartitionKey,
+    Ranges,
+    assign_partition_ids,
+    partition_key,
+    share_root,
+)
+from sharecrawl.jobs.mr_listing import (
+    ListingResults,
+    MRListingJobs,
+    SplitState,
+    run_listing_jobs,
+    write_state,
+)
+from sharecrawl.jobs.repartition_plan import plan_repartition
+from sharecrawl.jobs.runner import JobRunner, run_job, write_manifest
+from sharecrawl.jobs.scan_cost import HostCost, Limits, listing_cost
+from sharecrawl.jobs.walk import walk_partition
 
 ROOT = Path(__file__).resolve().parents[1]
 COST = HostCost(list_s_per_folder=0.1, tag_s_per_file=1.0)

@@ -234,7 +234,7 @@ def test_fetch_workers_do_not_rerun_the_main_script(lan: LAN, tmp_path: Path, ru
     script.write_text(
         "import os, sys\n"
         f"with open({str(runs)!r}, 'a') as f: f.write(__name__ + '\\n')\n"
-        "from cli.main import main\n"
+        "from sharecrawl.cli.main import main\n"
         "if __name__ == '__main__':\n"
         "    sys.exit(main(sys.argv[1:]))\n"
     )
@@ -263,7 +263,7 @@ def test_fetch_progress_totals_and_overall_line(caplog) -> None:
     """Running totals over hosts; a finished host counts all its due partitions."""
     import logging
 
-    from pipeline.progress import FetchProgress, HostProgress
+    from sharecrawl.pipeline.progress import FetchProgress, HostProgress
 
     caplog.set_level(logging.INFO, logger="sharecrawl.fetch")
     progress = FetchProgress({"a": HostProgress(due=3), "b": HostProgress(due=2)}, every_s=0)

@@ -8,9 +8,14 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from pipeline.scheduling.choice import Budget, PartitionState
-from pipeline.scheduling.optimal import freshness_of, optimal_frequencies
-from pipeline.scheduling.policies import POLICY_NAMES, AdaptivePolicy, expected_loss, get_policy
+from sharecrawl.pipeline.scheduling.choice import Budget, PartitionState
+from sharecrawl.pipeline.scheduling.optimal import freshness_of, optimal_frequencies
+from sharecrawl.pipeline.scheduling.policies import (
+    POLICY_NAMES,
+    AdaptivePolicy,
+    expected_loss,
+    get_policy,
+)
 
 NOW = 1_700_000_000.0
 HOUR = 3600.0
@@ -181,7 +186,7 @@ def test_optimal_prefers_cheap_fast_changing() -> None:
 
 
 def test_every_policy_chooses_through_the_one_packer() -> None:
-    from pipeline.scheduling.choice import ScoringPolicy
+    from sharecrawl.pipeline.scheduling.choice import ScoringPolicy
 
     for name in POLICY_NAMES:
         assert type(get_policy(name)).choose is ScoringPolicy.choose, name
@@ -221,7 +226,7 @@ def test_sensors_gives_the_watched_budget_to_the_rest() -> None:
     budget = Budget(1, 60.0)
     sensors = get_policy("sensors", due_only=False)
     optimal = get_policy("optimal", due_only=False)
-    from pipeline.scheduling.choice import Candidates
+    from sharecrawl.pipeline.scheduling.choice import Candidates
 
     cands = Candidates.of(parts, NOW)
     s_score = sensors.score(cands, NOW, budget)
@@ -232,7 +237,7 @@ def test_sensors_gives_the_watched_budget_to_the_rest() -> None:
 
 @pytest.mark.parametrize("name", POLICY_NAMES)
 def test_a_table_of_columns_chooses_as_the_rows_do(name: str) -> None:
-    from pipeline.scheduling.choice import PartitionTable
+    from sharecrawl.pipeline.scheduling.choice import PartitionTable
 
     parts = random_parts(4)
     for p in parts[::7]:

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crawl_io.crawldb.crawldir import CrawlDir, host_file, write_parquet
-from crawl_io.schema import FILES, MEDIA, PREFIX_STATS
-from jobs.mr_prefix_stats import host_parts, round_prefix_stats, run_prefix_stats
-from jobs.prefix_stats import host_prefix_stats
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir, host_file, write_parquet
+from sharecrawl.crawl_io.schema import FILES, MEDIA, PREFIX_STATS
+from sharecrawl.jobs.mr_prefix_stats import host_parts, round_prefix_stats, run_prefix_stats
+from sharecrawl.jobs.prefix_stats import host_prefix_stats
 from tests.conftest import LAN
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

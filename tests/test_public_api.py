@@ -87,7 +87,7 @@ from smbprotocol.connection import _private_helper
 from luigi._vendored import thing
 import duckdb._impl
 from os import path
-from crawl_io.smb import _Bounded
+from sharecrawl.crawl_io.smb import _Bounded
 conn._t_worker.join()
 conn.transport._sock.close()
 self._mine = 1

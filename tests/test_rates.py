@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.scheduling.rates import (
+from sharecrawl.pipeline.scheduling.rates import (
     DEFAULT_PRIOR_RATE_PER_S,
     estimate_rate,
     estimate_rates,

@@ -13,8 +13,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from crawl_io.crawldb.crawldir import CrawlDir
-from crawl_io.crawldb.version_manifest import MANIFEST_NAME, dropped_parts, read_manifest
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.crawl_io.crawldb.version_manifest import MANIFEST_NAME, dropped_parts, read_manifest
 from tests.conftest import LAN
 from tests.test_integrity import FILE_COLUMNS, rows, run, scans, two_rounds
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from crawl_io.crawldb.atomic import machine
-from crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.crawl_io.crawldb.atomic import machine
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
 from tests.conftest import LAN
 
 

@@ -20,14 +20,14 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from crawl_io.crawldb.crawldir import CrawlDir
-from crawl_io.crawldb.lock import CrawlLock
-from jobs.mr_listing import run_listing_jobs
-from jobs.runner import JobRunner
-from pipeline.fetch import FetchShard
-from pipeline.rounds import share_connection_cap
-from pipeline.settings import smb_connections
-from pipeline.shards import shard_hosts
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.crawl_io.crawldb.lock import CrawlLock
+from sharecrawl.jobs.mr_listing import run_listing_jobs
+from sharecrawl.jobs.runner import JobRunner
+from sharecrawl.pipeline.fetch import FetchShard
+from sharecrawl.pipeline.rounds import share_connection_cap
+from sharecrawl.pipeline.settings import smb_connections
+from sharecrawl.pipeline.shards import shard_hosts
 from tests.cliproc import run_cli
 from tests.conftest import LAN
 from tests.luigid import LUIGID, LuigidFailed
@@ -172,7 +172,7 @@ def two_processes_share_a_round(lan: LAN, luigid: int, tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "cli.main",
+            "sharecrawl.cli.main",
             "crawl",
             "--join",
             "--crawl-dir",
@@ -191,7 +191,7 @@ def two_processes_share_a_round(lan: LAN, luigid: int, tmp_path: Path) -> None:
             [
                 sys.executable,
                 "-m",
-                "cli.main",
+                "sharecrawl.cli.main",
                 "crawl",
                 "--crawl-dir",
                 str(central),
@@ -433,7 +433,15 @@ def test_a_worker_that_cannot_reach_the_scheduler_says_so_in_one_line(tmp_path: 
     )
     with CrawlLock(crawl_dir).acquire():  # its driver
         done = subprocess.run(
-            [sys.executable, "-m", "pipeline.rounds", "--join", str(crawl_dir), "--wait-s", "5"],
+            [
+                sys.executable,
+                "-m",
+                "sharecrawl.pipeline.rounds",
+                "--join",
+                str(crawl_dir),
+                "--wait-s",
+                "5",
+            ],
             capture_output=True,
             text=True,
             timeout=120,

@@ -70,7 +70,7 @@ def host_key(server: SmbServer) -> str:
 def crawl_process(args: list[str], cfg: Path, log: Path) -> subprocess.Popen:
     with open(log, "w") as out:  # the child keeps its own descriptor
         return subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "crawl", *args],
+            [sys.executable, "-m", "sharecrawl.cli.main", "crawl", *args],
             cwd=REPO,
             env={**os.environ, "LUIGI_CONFIG_PATH": str(cfg)},
             stdout=out,

@@ -7,9 +7,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from crawl_io.schema import LISTING, PARTITIONS
-from jobs.bstar_split import partition_folders
-from jobs.scan_cost import (
+from sharecrawl.crawl_io.schema import LISTING, PARTITIONS
+from sharecrawl.jobs.bstar_split import partition_folders
+from sharecrawl.jobs.scan_cost import (
     DEFAULT_MEDIA_PATH_BYTES,
     HostCost,
     Limits,
@@ -19,8 +19,8 @@ from jobs.scan_cost import (
     scheduled_seconds,
     stored_cost,
 )
-from jobs.subtree_hash import media_mask, summarize
-from pipeline.generate import partition_states
+from sharecrawl.jobs.subtree_hash import media_mask, summarize
+from sharecrawl.pipeline.generate import partition_states
 
 COST = HostCost(list_s_per_folder=0.5, tag_s_per_file=2.0)
 

@@ -12,13 +12,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from crawl_io import schema
-from crawl_io.readable import readable_url
-from queries.index import build_index
-from queries.index_store import index_version
-from queries.querylang import parse_query
-from queries.search import QueryError, format_results, search
-from queries.search_results import copy_url, episodes_gathered
+from sharecrawl.crawl_io import schema
+from sharecrawl.crawl_io.readable import readable_url
+from sharecrawl.queries.index import build_index
+from sharecrawl.queries.index_store import index_version
+from sharecrawl.queries.querylang import parse_query
+from sharecrawl.queries.search import QueryError, format_results, search
+from sharecrawl.queries.search_results import copy_url, episodes_gathered
 
 NOW = datetime(2024, 5, 1, tzinfo=UTC)
 
@@ -401,8 +401,8 @@ def test_copy_urls_of_odd_names_round_trip(
 ) -> None:
     """`search --json` and the search page (web.views, the /api/search `view`) give each
     copy a percent-encoded url whose path unquotes back to the file's own."""
+    from sharecrawl.web.views import copy_row
     from tests.conftest import LAN
-    from web.views import copy_row
 
     lan = LAN(tmp_path)
     for i, name in enumerate(NAMES):
@@ -463,7 +463,7 @@ REFERENCE_SQL = """
 def test_ranking_equals_bm25_sums_in_sql(index: Path, query: str) -> None:
     """The in-memory ranking gives what the definition, written in SQL, gives: the sum per
     work of each query word's best impact (weight times idf), plus the copies prior."""
-    from queries.text import query_words
+    from sharecrawl.queries.text import query_words
 
     terms = [
         (position, term) for position, forms in enumerate(query_words(query)) for term in forms
@@ -495,7 +495,7 @@ def test_a_fresh_process_searches_like_a_warm_one(index: Path) -> None:
     import sys
 
     code = (
-        "import json, sys; from queries.search import search; "
+        "import json, sys; from sharecrawl.queries.search import search; "
         "print(json.dumps(search(sys.argv[1], 'madonna', limit=5)))"
     )
     root = Path(__file__).resolve().parents[1]
@@ -511,9 +511,9 @@ def test_a_fresh_process_searches_like_a_warm_one(index: Path) -> None:
 
 
 def test_video_names_guessed_in_a_child_process(tmp_path: Path, monkeypatch) -> None:
-    import queries.video_guess
+    import sharecrawl.queries.video_guess
 
-    monkeypatch.setattr(queries.video_guess, "GUESS_IN_BACKGROUND", 1)
+    monkeypatch.setattr(sharecrawl.queries.video_guess, "GUESS_IN_BACKGROUND", 1)
     out = tmp_path / "search.duckdb"
     build_index(write_version(tmp_path, MEDIA_ROWS), out)
     episodes = [(r["season"], r["episode"]) for r in search(out, "lost", latest=True)]

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from queries.fuzzy import MAX_WORD, deletion_keys, fuzzy_word, one_edit
-from queries.index import build_index
-from queries.querylang import QueryError, parse_query
-from queries.search import search
+from sharecrawl.queries.fuzzy import MAX_WORD, deletion_keys, fuzzy_word, one_edit
+from sharecrawl.queries.index import build_index
+from sharecrawl.queries.querylang import QueryError, parse_query
+from sharecrawl.queries.search import search
 from tests.test_search import media, write_version
 
 ROWS = [

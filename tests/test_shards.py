@@ -14,8 +14,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crawl_io.schema import FETCHLIST
-from pipeline.shards import shard_hosts
+from sharecrawl.crawl_io.schema import FETCHLIST
+from sharecrawl.pipeline.shards import shard_hosts
 
 
 def fetchlist(costs: dict[str, list[float | None]]) -> pa.Table:
@@ -72,7 +72,8 @@ def test_a_host_goes_to_the_same_shard_in_every_process(tmp_path: Path) -> None:
     pq.write_table(fetchlist(costs), path)
     here = shard_hosts(pq.read_table(path), 4)
     code = (
-        "import json, sys, pyarrow.parquet as pq; from pipeline.shards import shard_hosts; "
+        "import json, sys, pyarrow.parquet as pq; "
+        "from sharecrawl.pipeline.shards import shard_hosts; "
         f"print(json.dumps(shard_hosts(pq.read_table({str(path)!r}), 4)))"
     )
     for seed in ("1", "2"):

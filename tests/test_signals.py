@@ -21,17 +21,17 @@ from pathlib import Path
 import luigi
 import pytest
 
-from crawl_io.crawldb.atomic import machine, write_atomic
-from crawl_io.crawldb.crawldir import CrawlDir, host_file
-from crawl_io.crawldb.tempfiles import (
+from sharecrawl.crawl_io.crawldb.atomic import machine, write_atomic
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir, host_file
+from sharecrawl.crawl_io.crawldb.tempfiles import (
     FOREIGN_STALE_S,
     TEMP_NAME,
     remove_stale_temp_files,
     stale_temp_files,
 )
-from pipeline import settings as config
-from pipeline.update import Update
-from queries.index_store import index_version
+from sharecrawl.pipeline import settings as config
+from sharecrawl.pipeline.update import Update
+from sharecrawl.queries.index_store import index_version
 from tests.conftest import LAN
 from tests.media import make_media
 from tests.smbd import SmbServer, make_base_dir
@@ -120,7 +120,7 @@ def start_crawl(lan: LAN, cfg: Path, tmpdir: Path, runner: str = "inline") -> Cr
     cmd = [
         sys.executable,
         "-m",
-        "cli.main",
+        "sharecrawl.cli.main",
         "crawl",
         "--rounds",
         "1",
@@ -406,7 +406,7 @@ def _dead_pid() -> int:
 WAITING = """
 import sys, threading
 from pathlib import Path
-from crawl_io.processes import stop_on_signals, stopping
+from sharecrawl.crawl_io.processes import stop_on_signals, stopping
 marker = Path(sys.argv[1])
 stop_on_signals()
 with stopping(lambda: marker.write_text("cleaned") and "interrupted: cleaned up"):

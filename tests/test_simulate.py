@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from bench.progress import track
-from cli.main import main
-from pipeline.scheduling.policies import POLICY_NAMES
-from simulator.bound import freshness_bound
-from simulator.lan import SimParams, build_lan, overlapping
-from simulator.simulate import simulate
+from sharecrawl.cli.main import main
+from sharecrawl.pipeline.scheduling.policies import POLICY_NAMES
+from sharecrawl.simulator.bound import freshness_bound
+from sharecrawl.simulator.lan import SimParams, build_lan, overlapping
+from sharecrawl.simulator.simulate import simulate
 from tests.test_workers import children_of_the_fork_server
 
 SMALL = {"hosts": 50, "days": 1.0, "crawlers": 1, "seed": 7, "warmup_days": 0.5}
@@ -319,8 +319,8 @@ def test_a_hinted_scan_costs_the_folders_around_the_change() -> None:
 
 
 def test_hint_crawlers_list_overflowed_shares_whole_after_single_changes() -> None:
-    from simulator.hints import HintBook, HintPath
-    from simulator.lan import KEY_OFFSET, KEY_SPAN
+    from sharecrawl.simulator.hints import HintBook, HintPath
+    from sharecrawl.simulator.lan import KEY_OFFSET, KEY_SPAN
 
     lan = build_lan(SimParams(hosts=30, days=1.0, seed=2, watch_drops_per_day=4.0))
     n = lan.host_of.size

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from crawl_io.filesource import FileSource
-from crawl_io.liveness import check_host
-from crawl_io.rangefile import RangeFile
-from crawl_io.smb import SMBSource
-from crawl_io.sources import (
+from sharecrawl.crawl_io.filesource import FileSource
+from sharecrawl.crawl_io.liveness import check_host
+from sharecrawl.crawl_io.rangefile import RangeFile
+from sharecrawl.crawl_io.smb import SMBSource
+from sharecrawl.crawl_io.sources import (
     AccessDenied,
     Credentials,
     HostUnreachable,
@@ -181,7 +181,7 @@ def test_reads_larger_than_one_request(smb_server: SmbServer) -> None:
 
 
 def test_tags_over_smb_equal_local_tags(smb_server: SmbServer) -> None:
-    read_tags = pytest.importorskip("crawl_io.tags").read_tags
+    read_tags = pytest.importorskip("sharecrawl.crawl_io.tags").read_tags
     files = local(smb_server)
     music = [e for e in files.listdir("media", "Music") if not e.is_dir]
     assert music, "the tree has media files"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from crawl_io.filesource import FileSource
-from crawl_io.sources import (
+from sharecrawl.crawl_io.filesource import FileSource
+from sharecrawl.crawl_io.sources import (
     AccessDenied,
     ConfigError,
     Credentials,
@@ -18,9 +18,9 @@ from crawl_io.sources import (
     parse_host_url,
     read_hosts_file,
 )
-from jobs.membership import PartitionKey, Ranges, share_root
-from jobs.subtree_hash import canonical_key, walk_hash
-from jobs.walk import walk_partition
+from sharecrawl.jobs.membership import PartitionKey, Ranges, share_root
+from sharecrawl.jobs.subtree_hash import canonical_key, walk_hash
+from sharecrawl.jobs.walk import walk_partition
 from tests.hash_reference import partition_hash
 
 
@@ -206,7 +206,7 @@ def test_credentials_never_show_the_password(tmp_path: Path) -> None:
 
 
 def test_range_file_reads_head_and_tail_in_few_requests(tmp_path: Path) -> None:
-    from crawl_io.rangefile import BLOCK, TAIL, RangeFile
+    from sharecrawl.crawl_io.rangefile import BLOCK, TAIL, RangeFile
 
     share = tmp_path / "h" / "s"
     share.mkdir(parents=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from crawl_io.duck import cursor
+from sharecrawl.crawl_io.duck import cursor
 from tests import test_sql_sandbox as sandbox
 
 RUNAWAY = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"

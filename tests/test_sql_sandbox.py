@@ -20,9 +20,9 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from crawl_io.crawldb.crawldir import CrawlDir
-from queries.sandbox import SQLError, SQLRefused, checked_statement
-from queries.views import CrawlViews
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.queries.sandbox import SQLError, SQLRefused, checked_statement
+from sharecrawl.queries.views import CrawlViews
 from tests.conftest import LAN
 
 SECRET = "TOPSECRET-4f1c"

@@ -9,13 +9,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import crawl_io.crawldb.part_groups
-from crawl_io.crawldb.atomic import write_parquet
-from crawl_io.crawldb.crawldir import CrawlDamaged, CrawlDir
-from crawl_io.crawldb.host_parts import footer_partitions, part_file, read_parquet
-from crawl_io.crawldb.version_manifest import MANIFEST_NAME, write_manifest
-from crawl_io.schema import PREFIX_STATS
-from jobs.mr_prefix_stats import host_parts, prefix_stats_here
+import sharecrawl.crawl_io.crawldb.part_groups
+from sharecrawl.crawl_io.crawldb.atomic import write_parquet
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDamaged, CrawlDir
+from sharecrawl.crawl_io.crawldb.host_parts import footer_partitions, part_file, read_parquet
+from sharecrawl.crawl_io.crawldb.version_manifest import MANIFEST_NAME, write_manifest
+from sharecrawl.crawl_io.schema import PREFIX_STATS
+from sharecrawl.jobs.mr_prefix_stats import host_parts, prefix_stats_here
 from tests.conftest import LAN
 
 SHARES = ("a-music", "b-films", "c-talks", "d-misc")
@@ -24,7 +24,9 @@ DEPTH, MIN_ENTRIES = 3, 1  # luigi.cfg's stats_depth and stats_min_entries
 
 @pytest.fixture(autouse=True)
 def small_groups(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(crawl_io.crawldb.part_groups, "GROUP_ROWS", 8)  # one share a group
+    monkeypatch.setattr(
+        sharecrawl.crawl_io.crawldb.part_groups, "GROUP_ROWS", 8
+    )  # one share a group
 
 
 def build(lan: LAN) -> None:

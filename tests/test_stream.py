@@ -13,7 +13,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from queries.search_results import copy_link
+from sharecrawl.queries.search_results import copy_link
 from tests.cliproc import run_cli
 from tests.conftest import LAN
 from tests.media import make_media

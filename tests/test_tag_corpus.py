@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from crawl_io.filesource import FileSource
-from crawl_io.rangefile import BLOCK, TAIL, RangeFile
-from crawl_io.sources import parse_host_url
-from crawl_io.tags import parse_year, read_tags
+from sharecrawl.crawl_io.filesource import FileSource
+from sharecrawl.crawl_io.rangefile import BLOCK, TAIL, RangeFile
+from sharecrawl.crawl_io.sources import parse_host_url
+from sharecrawl.crawl_io.tags import parse_year, read_tags
 
 GOALS = {"artist": 0.97, "title": 0.97, "album": 0.97, "duration": 0.95}
 COMPARED = (

@@ -16,12 +16,12 @@ from mutagen.id3 import APIC, ID3, TIT2
 from mutagen.mp4 import MP4, MP4Cover
 from mutagen.ogg import OggPage
 
-from crawl_io import rangefile
-from crawl_io.filesource import FileSource
-from crawl_io.mediatypes import media_kind
-from crawl_io.rangefile import RangeFile
-from crawl_io.sources import parse_host_url
-from crawl_io.tags import asf, read_tags
+from sharecrawl.crawl_io import rangefile
+from sharecrawl.crawl_io.filesource import FileSource
+from sharecrawl.crawl_io.mediatypes import media_kind
+from sharecrawl.crawl_io.rangefile import RangeFile
+from sharecrawl.crawl_io.sources import parse_host_url
+from sharecrawl.crawl_io.tags import asf, read_tags
 from tests.media import make_media, template_path
 
 # ---------------------------------------------------------------- building files

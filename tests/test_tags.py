@@ -15,12 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crawl_io.filesource import FileSource
-from crawl_io.rangefile import RangeFile
-from crawl_io.schema import MEDIA
-from crawl_io.sources import HostUnreachable, parse_host_url
-from crawl_io.tags import TAG_COLUMNS, parse_int, parse_year, read_tags
-from demolan.templates import TEMPLATES, template_path, write_tagged
+from sharecrawl.crawl_io.filesource import FileSource
+from sharecrawl.crawl_io.rangefile import RangeFile
+from sharecrawl.crawl_io.schema import MEDIA
+from sharecrawl.crawl_io.sources import HostUnreachable, parse_host_url
+from sharecrawl.crawl_io.tags import TAG_COLUMNS, parse_int, parse_year, read_tags
+from sharecrawl.demolan.templates import TEMPLATES, template_path, write_tagged
 from tests.media import make_media
 
 TAGS = {

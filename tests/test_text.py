@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from queries import text
-from queries.querylang import (
+from sharecrawl.queries import text
+from sharecrawl.queries.querylang import (
     ALL_FIELDS,
     FIELD_BITS,
     CopyQuery,

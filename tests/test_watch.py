@@ -238,8 +238,8 @@ def test_watch_killed_during_a_round_leaves_the_round_whole(smbd_factory, lan, w
 
 
 def run_sql_rows(lan, sql: str) -> list[dict]:
-    from crawl_io.crawldb.crawldir import CrawlDir
-    from queries.views import run_sql
+    from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+    from sharecrawl.queries.views import run_sql
 
     columns, rows = run_sql(CrawlDir(lan.crawl_dir), sql)
     return [dict(zip(columns, row, strict=True)) for row in rows]

@@ -10,14 +10,20 @@ from types import SimpleNamespace
 import pyarrow as pa
 import pytest
 
-from crawl_io.crawldb import hints_writer
-from crawl_io.crawldb.crawldir import CrawlDir
-from crawl_io.crawldb.hints import HintsSnapshot, HintsStore, cover, part_name, timestamp_us
-from crawl_io.crawldb.hints_writer import HintsWriter, WatchRunning
-from crawl_io.schema import PARTITIONS
-from jobs.hint_counts import count_hints
-from jobs.membership import partition_id
-from queries.views import run_sql
+from sharecrawl.crawl_io.crawldb import hints_writer
+from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+from sharecrawl.crawl_io.crawldb.hints import (
+    HintsSnapshot,
+    HintsStore,
+    cover,
+    part_name,
+    timestamp_us,
+)
+from sharecrawl.crawl_io.crawldb.hints_writer import HintsWriter, WatchRunning
+from sharecrawl.crawl_io.schema import PARTITIONS
+from sharecrawl.jobs.hint_counts import count_hints
+from sharecrawl.jobs.membership import partition_id
+from sharecrawl.queries.views import run_sql
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -231,7 +237,7 @@ def test_a_damaged_part_is_set_aside_and_ends_trust(tmp_path: Path) -> None:
 
 
 def test_a_name_that_is_not_unicode_keeps_its_folder() -> None:
-    from crawl_io.crawldb.hints import storable
+    from sharecrawl.crawl_io.crawldb.hints import storable
 
     assert storable("Music/Rock/a.mp3") == "Music/Rock/a.mp3"
     assert storable("Music/bad\udc80name/a.mp3") == "Music"
@@ -239,7 +245,7 @@ def test_a_name_that_is_not_unicode_keeps_its_folder() -> None:
 
 
 def test_a_crawl_dir_where_hints_cannot_go_gets_one_line(tmp_path: Path, capsys) -> None:
-    from cli.main import main
+    from sharecrawl.cli.main import main
 
     (tmp_path / "crawl" / "crawldb").mkdir(parents=True)
     (tmp_path / "crawl" / "hints").write_text("not a folder")

@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import pytest
 
-from crawl_io.notify import Change, NotifySession, Refusal, parse_notify, share_path
-from crawl_io.sources import Credentials, SourceTimeout, parse_host_url
+from sharecrawl.crawl_io.notify import Change, NotifySession, Refusal, parse_notify, share_path
+from sharecrawl.crawl_io.sources import Credentials, SourceTimeout, parse_host_url
 from tests.smbd import SmbServer, make_base_dir
 from tests.watchtools import smbclient_burst
 

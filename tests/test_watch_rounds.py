@@ -120,8 +120,8 @@ def test_silence_lists_nothing_and_a_restart_or_a_kill_ends_the_trust(server, la
 
 
 def test_lock_held_reads_the_lock_without_taking_it(tmp_path: Path) -> None:
-    from crawl_io.crawldb.lock import LOCK_NAME, CrawlLock
-    from sensors.rounds import lock_held
+    from sharecrawl.crawl_io.crawldb.lock import LOCK_NAME, CrawlLock
+    from sharecrawl.sensors.rounds import lock_held
 
     assert not lock_held(tmp_path / LOCK_NAME)  # no file yet
     lock = CrawlLock(tmp_path).acquire()
@@ -136,7 +136,7 @@ def test_lock_held_reads_the_lock_without_taking_it(tmp_path: Path) -> None:
 
 
 def test_watch_crawl_waits_for_a_running_crawl(server, lan, watches, run_json) -> None:
-    from crawl_io.crawldb.lock import CrawlLock
+    from sharecrawl.crawl_io.crawldb.lock import CrawlLock
 
     url = f"{server.url}/media?notify=trusted"
     lan.hosts_file.write_text(url + "\n")

@@ -19,11 +19,11 @@ from urllib.parse import urlencode
 
 import pytest
 
-from cli.main import main
+from sharecrawl.cli.main import main
+from sharecrawl.web.facets import with_field
+from sharecrawl.web.views import windows_path
 from tests.conftest import LAN
 from tests.test_web_lan import HOSTILE_NAME, HOSTILE_TITLE, PADDING, Server, server, web_lan
-from web.facets import with_field
-from web.views import windows_path
 
 __all__ = ["server", "web_lan"]  # module fixtures used here
 

@@ -107,7 +107,7 @@ class Server:
         command = [
             sys.executable,
             "-m",
-            "cli.main",
+            "sharecrawl.cli.main",
             "serve",
             "--crawl-dir",
             str(crawl_dir),

@@ -16,7 +16,8 @@ from mutagen.easyid3 import EasyID3
 from mutagen.id3 import APIC, ID3
 from PIL import Image
 
-from demolan.templates import template_path
+from sharecrawl.demolan.templates import template_path
+from sharecrawl.web.app import create_app
 from tests.conftest import LAN
 from tests.media import make_media
 from tests.smbd import (
@@ -28,7 +29,6 @@ from tests.smbd import (
     start_smbd,
 )
 from tests.test_web_browser import By, browser, pytestmark, shots, wait_for
-from web.app import create_app
 
 __all__ = ["browser", "pytestmark", "shots"]  # fixtures, and the skip without Chromium
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from queries.querylang import CopyQuery, TextQuery, parse_query
-from web.facets import field_value, with_field
-from web.pages import BadRequest, parse_params
-from web.views import blocks, copy_row, headline, quality
+from sharecrawl.queries.querylang import CopyQuery, TextQuery, parse_query
+from sharecrawl.web.facets import field_value, with_field
+from sharecrawl.web.pages import BadRequest, parse_params
+from sharecrawl.web.views import blocks, copy_row, headline, quality
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from crawl_io.workers import WorkerDied, run_calls, server_pid
+from sharecrawl.crawl_io.workers import WorkerDied, run_calls, server_pid
 from tests.outcomes import outcomes_within
 
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from crawl_io.crawldb.hints import HintsStore
+from sharecrawl.crawl_io.crawldb.hints import HintsStore
 from tests.smbd import SmbServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -110,7 +110,7 @@ class WatchProcess:
         command = [
             sys.executable,
             "-m",
-            "cli.main",
+            "sharecrawl.cli.main",
             "watch",
             "--hosts-file",
             str(self.hosts_file),

@@ -23,13 +23,13 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from crawl_io.crawldb.version_manifest import first_line
-from queries.index_store import IndexFile
-from web import pages
-from web.copy_source import Streams, StreamSettings
-from web.covers import Covers, cache_mb, cover_route
-from web.live import LiveIndex, Unavailable
-from web.stream import copy_route, withhold_links
+from sharecrawl.crawl_io.crawldb.version_manifest import first_line
+from sharecrawl.queries.index_store import IndexFile
+from sharecrawl.web import pages
+from sharecrawl.web.copy_source import Streams, StreamSettings
+from sharecrawl.web.covers import Covers, cache_mb, cover_route
+from sharecrawl.web.live import LiveIndex, Unavailable
+from sharecrawl.web.stream import copy_route, withhold_links
 
 HERE = Path(__file__).resolve().parent
 WORKER_THREADS = 4

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from queries.index_store import IndexFile
-from queries.index_works import BEST_COPY_ORDER
-from queries.search_arrays import pairs
-from queries.work_values import Pairs, group_starts
+from sharecrawl.queries.index_store import IndexFile
+from sharecrawl.queries.index_works import BEST_COPY_ORDER
+from sharecrawl.queries.search_arrays import pairs
+from sharecrawl.queries.work_values import Pairs, group_starts
 
 # Copies of a work, best first: the order in which the index chose the work's best copy.
 _COPIES_SQL = f"""

@@ -20,10 +20,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from crawl_io.smb_names import smb_path
-from crawl_io.sources import ConfigError, HostURL, credentials_for, parse_host_url
-from queries.index_store import IndexFile
-from queries.search_results import COPY_ID_SQL
+from sharecrawl.crawl_io.smb_names import smb_path
+from sharecrawl.crawl_io.sources import ConfigError, HostURL, credentials_for, parse_host_url
+from sharecrawl.queries.index_store import IndexFile
+from sharecrawl.queries.search_results import COPY_ID_SQL
 
 ID = re.compile(r"[0-9a-f]{16}")
 UNREACHABLE = "The copy's host cannot be reached now."

@@ -25,12 +25,12 @@ from PIL import Image
 from starlette.requests import Request
 from starlette.responses import Response
 
-from crawl_io.crawldb.atomic import write_atomic
-from crawl_io.crawldb.host_parts import parse_part_file, table_parts
-from crawl_io.rangefile import RangeFile
-from queries.index_store import IndexFile
-from web.copy_source import Busy, Changed, Copy, NotStreamable, Reader, Streams, find
-from web.live import LiveIndex, Unavailable
+from sharecrawl.crawl_io.crawldb.atomic import write_atomic
+from sharecrawl.crawl_io.crawldb.host_parts import parse_part_file, table_parts
+from sharecrawl.crawl_io.rangefile import RangeFile
+from sharecrawl.queries.index_store import IndexFile
+from sharecrawl.web.copy_source import Busy, Changed, Copy, NotStreamable, Reader, Streams, find
+from sharecrawl.web.live import LiveIndex, Unavailable
 
 SIDE = 240  # pixels, the longer side of a thumbnail (twice the page's 120 px, for sharp screens)
 MAX_PICTURE = 12 * 1024 * 1024  # bytes of a picture file read
@@ -83,7 +83,7 @@ def read_all(reader: Reader, size: int) -> bytes:
 
 def cache_mb() -> int:
     """luigi.cfg [sharecrawl] cover_cache_mb: the covers folder's cap."""
-    from pipeline import settings  # noqa: F401  (puts the repository's luigi.cfg first)
+    from sharecrawl.pipeline import settings  # noqa: F401  (puts the repository's luigi.cfg first)
 
     return max(1, luigi.configuration.get_config().getint("sharecrawl", "cover_cache_mb", 64))
 

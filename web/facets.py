@@ -10,8 +10,8 @@ from collections import Counter
 
 import numpy as np
 
-from queries.work_values import value_counts
-from web.catalog import CopyTable
+from sharecrawl.queries.work_values import value_counts
+from sharecrawl.web.catalog import CopyTable
 
 FACET_POOL = 100  # facets count the best this many works of a search
 FACET_VALUES = 8  # values shown per facet

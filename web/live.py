@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from crawl_io.crawldb.crawldir import VERSION_NAME, CrawlDir
-from queries.index_store import Identity, IndexFile, IndexUnreadable, open_index
+from sharecrawl.crawl_io.crawldb.crawldir import VERSION_NAME, CrawlDir
+from sharecrawl.queries.index_store import Identity, IndexFile, IndexUnreadable, open_index
 
 
 class Unavailable(Exception):

@@ -10,12 +10,12 @@ from dataclasses import asdict, dataclass
 
 import duckdb
 
-from queries.index_store import IndexFile, IndexUnreadable
-from queries.querylang import parse_query
-from queries.search import QueryError, search, suggest
-from web import catalog, facets, recent, views
-from web.facets import with_field
-from web.live import LiveIndex
+from sharecrawl.queries.index_store import IndexFile, IndexUnreadable
+from sharecrawl.queries.querylang import parse_query
+from sharecrawl.queries.search import QueryError, search, suggest
+from sharecrawl.web import catalog, facets, recent, views
+from sharecrawl.web.facets import with_field
+from sharecrawl.web.live import LiveIndex
 
 MAX_QUERY = 500  # characters
 PAGE_SIZE = 20  # works per page, as `sharecrawl search` lists by default

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import duckdb
 
-from crawl_io.crawldb.host_parts import table_parts
-from queries.index_store import IndexFile
+from sharecrawl.crawl_io.crawldb.host_parts import table_parts
+from sharecrawl.queries.index_store import IndexFile
 
 NEW_DAYS = 7
 NEW_LIMIT = 200  # newest works considered for the page

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from web.copy_source import StreamSettings
+    from sharecrawl.web.copy_source import StreamSettings
 
 
 class ListenError(OSError):
@@ -45,7 +45,7 @@ def _run_one(crawl_dir: Path, sock: socket.socket, stream: StreamSettings | None
     """One uvicorn server on the listening socket, until SIGTERM or SIGINT."""
     import uvicorn
 
-    from web.app import create_app
+    from sharecrawl.web.app import create_app
 
     address = ipaddress.ip_address(sock.getsockname()[0])
     config = uvicorn.Config(

@@ -18,11 +18,20 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from crawl_io.mediatypes import extension
-from crawl_io.sources import ConfigError, parse_host_url
-from queries.index_store import IndexFile
-from web.copy_source import BLOCK, Busy, Changed, Copy, NotStreamable, Reader, Streams, find
-from web.live import LiveIndex, Unavailable
+from sharecrawl.crawl_io.mediatypes import extension
+from sharecrawl.crawl_io.sources import ConfigError, parse_host_url
+from sharecrawl.queries.index_store import IndexFile
+from sharecrawl.web.copy_source import (
+    BLOCK,
+    Busy,
+    Changed,
+    Copy,
+    NotStreamable,
+    Reader,
+    Streams,
+    find,
+)
+from sharecrawl.web.live import LiveIndex, Unavailable
 
 FIRST_CHUNK = 256 * 1024  # the first bytes sooner: a player starts on them
 AHEAD = 1  # blocks read and waiting, besides the one being sent and the one being read

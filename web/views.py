@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 from urllib.parse import urlencode
 
-from crawl_io.readable import human_bytes, plural, readable_url
-from crawl_io.sources import ConfigError, parse_host_url
-from queries.search_results import copy_id, copy_link, copy_url
+from sharecrawl.crawl_io.readable import human_bytes, plural, readable_url
+from sharecrawl.crawl_io.sources import ConfigError, parse_host_url
+from sharecrawl.queries.search_results import copy_id, copy_link, copy_url
 
 COPIES_SHOWN = 3  # copies listed under a work; the next ones fold away
 COPIES_FOLDED = 5  # ... up to this many more, behind a "more copies" toggle

@@ -12,9 +12,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from crawl_io.crawldb import version_manifest as vm
-from crawl_io.crawldb.atomic import write_atomic, write_parquet
-from crawl_io.crawldb.host_parts import (
+from sharecrawl.crawl_io.crawldb import version_manifest as vm
+from sharecrawl.crawl_io.crawldb.atomic import write_atomic, write_parquet
+from sharecrawl.crawl_io.crawldb.host_parts import (
     PART_TABLES,
     parquet_from_bytes,
     parse_part_file,
@@ -22,11 +22,11 @@ from crawl_io.crawldb.host_parts import (
     read_parquet,
     table_parts,
 )
-from crawl_io.crawldb.lock import LOCK_NAME
-from crawl_io.crawldb.stored_hosts import StoredHosts
-from crawl_io.crawldb.version_manifest import FORMAT
-from crawl_io.schema import TABLES
-from crawl_io.sources import ConfigError
+from sharecrawl.crawl_io.crawldb.lock import LOCK_NAME
+from sharecrawl.crawl_io.crawldb.stored_hosts import StoredHosts
+from sharecrawl.crawl_io.crawldb.version_manifest import FORMAT
+from sharecrawl.crawl_io.schema import TABLES
+from sharecrawl.crawl_io.sources import ConfigError
 
 __all__ = ["CrawlDamaged", "CrawlDir", "host_file", "read_parquet", "write_parquet"]
 

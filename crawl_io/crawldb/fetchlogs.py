@@ -7,8 +7,8 @@ import os
 import re
 from pathlib import Path
 
-from crawl_io.crawldb.crawldir import SEGMENT_NAME, CrawlDir
-from crawl_io.crawldb.version_manifest import read_problem
+from sharecrawl.crawl_io.crawldb.crawldir import SEGMENT_NAME, CrawlDir
+from sharecrawl.crawl_io.crawldb.version_manifest import read_problem
 
 KEPT_FETCHLOGS = "fetchlogs"  # in segments/: the kept fetchlogs of removed rounds
 KEPT_NAME = re.compile(r"r(\d{6,})\.parquet")

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crawl_io.schema import TS
+from sharecrawl.crawl_io.schema import TS
 
 HINTS = pa.schema(
     [

@@ -13,7 +13,7 @@ from urllib.parse import quote, unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crawl_io.crawldb.version_manifest import read_manifest
+from sharecrawl.crawl_io.crawldb.version_manifest import read_manifest
 
 ROW_TABLES = ("files", "media", "folders")  # a group's rows: a damaged part costs them
 PART_TABLES = (*ROW_TABLES, "prefix_stats")

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import duckdb
 
-from crawl_io.crawldb import version_manifest as vm
-from crawl_io.crawldb.atomic import rename_into_place, temp_name
-from crawl_io.crawldb.crawldir import SEGMENT_NAME, STATE_TABLES, CrawlDamaged, CrawlDir
-from crawl_io.crawldb.fetchlogs import damaged_fetchlogs
-from crawl_io.crawldb.host_parts import ROW_TABLES, parse_part_file
-from crawl_io.crawldb.media_changes import FILE_NAME as MEDIA_CHANGES_FILE
+from sharecrawl.crawl_io.crawldb import version_manifest as vm
+from sharecrawl.crawl_io.crawldb.atomic import rename_into_place, temp_name
+from sharecrawl.crawl_io.crawldb.crawldir import SEGMENT_NAME, STATE_TABLES, CrawlDamaged, CrawlDir
+from sharecrawl.crawl_io.crawldb.fetchlogs import damaged_fetchlogs
+from sharecrawl.crawl_io.crawldb.host_parts import ROW_TABLES, parse_part_file
+from sharecrawl.crawl_io.crawldb.media_changes import FILE_NAME as MEDIA_CHANGES_FILE
 
 DAMAGED_DIR = "damaged"  # where --repair moves what it takes out of the crawldb
 

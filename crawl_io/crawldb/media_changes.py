@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from crawl_io.crawldb.host_parts import PartsChange, parse_part_file, read_parquet
-from crawl_io.schema import MEDIA
+from sharecrawl.crawl_io.crawldb.host_parts import PartsChange, parse_part_file, read_parquet
+from sharecrawl.crawl_io.schema import MEDIA
 
 FILE_NAME = "media_changes.parquet"
 ACCOUNTS_KEY = b"sharecrawl.media_changes"

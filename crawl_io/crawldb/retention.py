@@ -8,10 +8,10 @@ import os
 import shutil
 from pathlib import Path
 
-from crawl_io.crawldb.atomic import temp_name
-from crawl_io.crawldb.crawldir import SEGMENT_NAME, CrawlDir
-from crawl_io.crawldb.fetchlogs import kept_fetchlog
-from crawl_io.crawldb.tempfiles import folder_entries
+from sharecrawl.crawl_io.crawldb.atomic import temp_name
+from sharecrawl.crawl_io.crawldb.crawldir import SEGMENT_NAME, CrawlDir
+from sharecrawl.crawl_io.crawldb.fetchlogs import kept_fetchlog
+from sharecrawl.crawl_io.crawldb.tempfiles import folder_entries
 
 MIN_KEEP = 2  # the live round and one to fall back on
 log = logging.getLogger("sharecrawl")

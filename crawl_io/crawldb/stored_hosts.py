@@ -11,9 +11,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from crawl_io.crawldb import host_parts
-from crawl_io.crawldb.version_manifest import Manifest, checksum_problem, first_line, size_problem
-from crawl_io.schema import TABLES
+from sharecrawl.crawl_io.crawldb import host_parts
+from sharecrawl.crawl_io.crawldb.version_manifest import (
+    Manifest,
+    checksum_problem,
+    first_line,
+    size_problem,
+)
+from sharecrawl.crawl_io.schema import TABLES
 
 log = logging.getLogger("sharecrawl")
 TAG_KEY = ("path", "size", "mtime", "tag_error")  # what finds a moved file's stored tags

@@ -9,9 +9,9 @@ import shutil
 import time
 from pathlib import Path
 
-from crawl_io.crawldb.atomic import machine
-from crawl_io.crawldb.crawldir import SEGMENT_NAME, CrawlDir
-from crawl_io.processes import alive
+from sharecrawl.crawl_io.crawldb.atomic import machine
+from sharecrawl.crawl_io.crawldb.crawldir import SEGMENT_NAME, CrawlDir
+from sharecrawl.crawl_io.processes import alive
 
 TEMP_NAME = re.compile(r"^\..+\.tmp(?:(?P<pid>\d+)@(?P<machine>[^/]+?))?(?:\.wal)?$")
 

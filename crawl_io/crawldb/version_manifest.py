@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crawl_io.crawldb.atomic import write_atomic
+from sharecrawl.crawl_io.crawldb.atomic import write_atomic
 
 MANIFEST_NAME = "MANIFEST.json"
 FORMAT = 1  # the on-disk format this sharecrawl reads and writes; crawldb/FORMAT records it

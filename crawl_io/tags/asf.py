@@ -10,9 +10,9 @@ import uuid
 from collections.abc import Iterator
 from typing import IO, Any
 
-from crawl_io.tags.errors import NotThisFormat, Truncated
-from crawl_io.tags.fields import ASF_KEYS, fill_from_pairs
-from crawl_io.tags.record import set_stream
+from sharecrawl.crawl_io.tags.errors import NotThisFormat, Truncated
+from sharecrawl.crawl_io.tags.fields import ASF_KEYS, fill_from_pairs
+from sharecrawl.crawl_io.tags.record import set_stream
 
 
 def _guid(text: str) -> bytes:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from crawl_io.tags.record import fill
+from sharecrawl.crawl_io.tags.record import fill
 
 _TRACK = re.compile(r"(\d{1,3})(?:\s*[.)]\s*|\s+-\s+|\s+|_)(?=\S)")  # '01. ', '01 - ', '01 '
 _DASH = re.compile(r"\s+[-\u2013\u2014]\s+")  # ' - ', en and em dashes too

@@ -8,8 +8,8 @@ import struct
 import mutagen
 from mutagen.id3 import ID3NoHeaderError
 
-from crawl_io.rangefile import ReadLimitExceeded
-from crawl_io.sources import SourceError
+from sharecrawl.crawl_io.rangefile import ReadLimitExceeded
+from sharecrawl.crawl_io.sources import SourceError
 
 
 class NotThisFormat(ValueError):

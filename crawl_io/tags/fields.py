@@ -11,7 +11,7 @@ from mutagen.apev2 import APEv2
 from mutagen.id3 import ID3
 from mutagen.mp4 import MP4Tags
 
-from crawl_io.tags.record import fill
+from sharecrawl.crawl_io.tags.record import fill
 
 
 def key_table(table: str) -> dict[str, tuple[str, ...]]:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import IO, Any
 
-from crawl_io.tags.errors import NotThisFormat, Truncated
-from crawl_io.tags.fields import fill_from_vorbis_pairs
-from crawl_io.tags.id3 import fill_from_id3, head_tag, id3_end
-from crawl_io.tags.ogg import comments
-from crawl_io.tags.record import set_stream
+from sharecrawl.crawl_io.tags.errors import NotThisFormat, Truncated
+from sharecrawl.crawl_io.tags.fields import fill_from_vorbis_pairs
+from sharecrawl.crawl_io.tags.id3 import fill_from_id3, head_tag, id3_end
+from sharecrawl.crawl_io.tags.ogg import comments
+from sharecrawl.crawl_io.tags.record import set_stream
 
 STREAMINFO, VORBIS_COMMENT, INVALID = 0, 4, 127
 COMMENT_MAX = 1 << 20  # comment bytes read at most; the fields we want come early

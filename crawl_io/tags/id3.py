@@ -11,8 +11,8 @@ from typing import IO, Any
 
 from mutagen.id3 import ID3, ParseID3v1
 
-from crawl_io.sources import SourceError
-from crawl_io.tags.fields import ID3_KEYS, fill_fields, fill_from_tags
+from sharecrawl.crawl_io.sources import SourceError
+from sharecrawl.crawl_io.tags.fields import ID3_KEYS, fill_fields, fill_from_tags
 
 ID3_MAX = 16 << 20  # a tag's bytes read at most (RangeFile stops there too)
 # ID3v2.2's three-letter ids of the frames we read, as their v2.3/v2.4 ids

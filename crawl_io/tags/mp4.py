@@ -11,10 +11,10 @@ from typing import IO, Any
 
 from mutagen.mp4 import MP4
 
-from crawl_io.sources import SourceError
-from crawl_io.tags.errors import NotThisFormat
-from crawl_io.tags.fields import fill_from_tags
-from crawl_io.tags.record import set_stream
+from sharecrawl.crawl_io.sources import SourceError
+from sharecrawl.crawl_io.tags.errors import NotThisFormat
+from sharecrawl.crawl_io.tags.fields import fill_from_tags
+from sharecrawl.crawl_io.tags.record import set_stream
 
 CONTAINERS = frozenset(
     [b"moov", b"trak", b"mdia", b"minf", b"stbl", b"udta", b"meta", b"ilst", b"edts", b"dinf"]

@@ -12,12 +12,17 @@ from typing import IO, Any
 from mutagen.id3 import ID3
 from mutagen.mp3 import MP3, HeaderNotFoundError
 
-from crawl_io.rangefile import BLOCK
-from crawl_io.sources import SourceError
-from crawl_io.tags.errors import NotThisFormat, Truncated
-from crawl_io.tags.fields import ID3_KEYS, fill_from_tags
-from crawl_io.tags.id3 import fill_from_dropped_frames, fill_from_file_id3, head_tag, id3_end
-from crawl_io.tags.record import set_stream
+from sharecrawl.crawl_io.rangefile import BLOCK
+from sharecrawl.crawl_io.sources import SourceError
+from sharecrawl.crawl_io.tags.errors import NotThisFormat, Truncated
+from sharecrawl.crawl_io.tags.fields import ID3_KEYS, fill_from_tags
+from sharecrawl.crawl_io.tags.id3 import (
+    fill_from_dropped_frames,
+    fill_from_file_id3,
+    head_tag,
+    id3_end,
+)
+from sharecrawl.crawl_io.tags.record import set_stream
 
 SAMPLE_RATES = {1.0: (44100, 48000, 32000), 2.0: (22050, 24000, 16000), 2.5: (11025, 12000, 8000)}
 _V1 = {

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from crawl_io.rangefile import BLOCK, TAIL
-from crawl_io.tags.errors import NotThisFormat, Truncated
-from crawl_io.tags.fields import fill_from_vorbis_pairs
-from crawl_io.tags.record import set_stream
+from sharecrawl.crawl_io.rangefile import BLOCK, TAIL
+from sharecrawl.crawl_io.tags.errors import NotThisFormat, Truncated
+from sharecrawl.crawl_io.tags.fields import fill_from_vorbis_pairs
+from sharecrawl.crawl_io.tags.record import set_stream
 
 HEAD_MAX = 256 * 1024  # header packets read at most (comments with a cover picture)
 TAIL_MAX = 64 * 1024  # a page is at most 65 307 bytes

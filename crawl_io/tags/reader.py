@@ -9,20 +9,20 @@ from typing import IO, Any
 
 import mutagen
 
-from crawl_io.mediatypes import extension
-from crawl_io.sources import SourceError
-from crawl_io.tags.asf import HEADER as ASF_HEADER
-from crawl_io.tags.asf import read_asf
-from crawl_io.tags.audio_names import fill_from_audio_name
-from crawl_io.tags.errors import NotThisFormat, describe_error, short
-from crawl_io.tags.fields import fill_from_tags
-from crawl_io.tags.flac import read_flac
-from crawl_io.tags.mp4 import read_mp4
-from crawl_io.tags.mpeg import read_mpeg
-from crawl_io.tags.ogg import read_ogg
-from crawl_io.tags.record import empty_row, finite, set_stream
-from crawl_io.tags.riff import read_aiff, read_wav
-from crawl_io.tags.video_names import fill_from_video_name
+from sharecrawl.crawl_io.mediatypes import extension
+from sharecrawl.crawl_io.sources import SourceError
+from sharecrawl.crawl_io.tags.asf import HEADER as ASF_HEADER
+from sharecrawl.crawl_io.tags.asf import read_asf
+from sharecrawl.crawl_io.tags.audio_names import fill_from_audio_name
+from sharecrawl.crawl_io.tags.errors import NotThisFormat, describe_error, short
+from sharecrawl.crawl_io.tags.fields import fill_from_tags
+from sharecrawl.crawl_io.tags.flac import read_flac
+from sharecrawl.crawl_io.tags.mp4 import read_mp4
+from sharecrawl.crawl_io.tags.mpeg import read_mpeg
+from sharecrawl.crawl_io.tags.ogg import read_ogg
+from sharecrawl.crawl_io.tags.record import empty_row, finite, set_stream
+from sharecrawl.crawl_io.tags.riff import read_aiff, read_wav
+from sharecrawl.crawl_io.tags.video_names import fill_from_video_name
 
 Reader = Callable[[dict[str, Any], IO[bytes], int], None]
 

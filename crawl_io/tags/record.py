@@ -7,7 +7,7 @@ import math
 import re
 from typing import Any
 
-from crawl_io.mediatypes import extension, media_kind
+from sharecrawl.crawl_io.mediatypes import extension, media_kind
 
 # The media-describing columns of crawl_io.schema.MEDIA, in its order.
 TAG_COLUMNS = tuple(

@@ -11,10 +11,10 @@ import struct
 from collections.abc import Iterator
 from typing import IO, Any, Literal
 
-from crawl_io.tags.errors import NotThisFormat, Truncated
-from crawl_io.tags.fields import fill_from_pairs, key_table
-from crawl_io.tags.id3 import ID3_MAX, fill_from_id3
-from crawl_io.tags.record import set_stream
+from sharecrawl.crawl_io.tags.errors import NotThisFormat, Truncated
+from sharecrawl.crawl_io.tags.fields import fill_from_pairs, key_table
+from sharecrawl.crawl_io.tags.id3 import ID3_MAX, fill_from_id3
+from sharecrawl.crawl_io.tags.record import set_stream
 
 INFO_MAX = 1 << 16  # bytes of a tag chunk read at most (text tags are short)
 PCM_FORMATS = (1, 3)  # integer PCM, IEEE float: the data chunk's size gives the length

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from crawl_io.tags.record import fill, first
+from sharecrawl.crawl_io.tags.record import fill, first
 
 
 @dataclass(frozen=True)

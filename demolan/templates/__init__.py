@@ -19,7 +19,7 @@ from mutagen.oggopus import OggOpus
 from mutagen.oggvorbis import OggVorbis
 from mutagen.wave import WAVE
 
-from crawl_io.tags.fields import ASF_KEYS, ID3_KEYS, MP4_KEYS
+from sharecrawl.crawl_io.tags.fields import ASF_KEYS, ID3_KEYS, MP4_KEYS
 
 TEMPLATES_DIR = Path(__file__).parent
 TEMPLATES = {

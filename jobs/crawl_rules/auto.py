@@ -8,7 +8,7 @@ import hashlib
 
 import pyarrow as pa
 
-from jobs.crawl_rules.parse import Rule
+from sharecrawl.jobs.crawl_rules.parse import Rule
 
 
 def auto_rule_id(host: str, share: str, prefix: str) -> str:

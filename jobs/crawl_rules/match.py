@@ -12,9 +12,9 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
-from crawl_io.mediatypes import extension
-from crawl_io.sources import ConfigError, Entry, HostURL, Source
-from jobs.crawl_rules.parse import (
+from sharecrawl.crawl_io.mediatypes import extension
+from sharecrawl.crawl_io.sources import ConfigError, Entry, HostURL, Source
+from sharecrawl.jobs.crawl_rules.parse import (
     TYPES,
     Matcher,
     Rule,

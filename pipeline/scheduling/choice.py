@@ -11,7 +11,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from pipeline.scheduling.rates import DEFAULT_PRIOR_RATE_PER_S, estimate_rate
+from sharecrawl.pipeline.scheduling.rates import DEFAULT_PRIOR_RATE_PER_S, estimate_rate
 
 
 @dataclass

@@ -12,8 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from crawl_io.schema import SCAN_EVENT
-from pipeline.scheduling.rates import DEFAULT_WINDOW_S, estimate_rates
+from sharecrawl.crawl_io.schema import SCAN_EVENT
+from sharecrawl.pipeline.scheduling.rates import DEFAULT_WINDOW_S, estimate_rates
 
 
 @dataclass

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipeline.scheduling.choice import Budget, Candidates, ScoringPolicy
+from sharecrawl.pipeline.scheduling.choice import Budget, Candidates, ScoringPolicy
 
 
 @dataclass

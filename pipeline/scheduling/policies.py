@@ -10,9 +10,9 @@ from operator import attrgetter
 
 import numpy as np
 
-from pipeline.scheduling.choice import Budget, Candidates, PartitionState, ScoringPolicy
-from pipeline.scheduling.optimal import OptimalPolicy
-from pipeline.scheduling.signals import DEFAULT_SAFETY_S
+from sharecrawl.pipeline.scheduling.choice import Budget, Candidates, PartitionState, ScoringPolicy
+from sharecrawl.pipeline.scheduling.optimal import OptimalPolicy
+from sharecrawl.pipeline.scheduling.signals import DEFAULT_SAFETY_S
 
 
 class RoundRobin(ScoringPolicy):

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from jobs.hint_counts import PartitionSignal
-from pipeline.scheduling.choice import PartitionState
+from sharecrawl.jobs.hint_counts import PartitionSignal
+from sharecrawl.pipeline.scheduling.choice import PartitionState
 
 DEFAULT_SAFETY_S = 86400.0  # every partition is scanned at least once a day
 MAX_HINTED_PATHS = 256  # more hinted paths than this: the partition is listed whole
