@@ -48,6 +48,13 @@ test-deps: $(STAMP)
 	    --no-install-recommends nmap >/dev/null; \
 	fi
 
+	@# promtool (Debian's prometheus), which checks the metrics the rounds and serve write
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v promtool >/dev/null; then \
+	  echo "installing prometheus (for promtool) from Debian's packages"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends prometheus >/dev/null; \
+	fi
+
 test: test-deps
 	@echo "dependencies the tests run with:"; $(BIN)/python -m pip list --format=freeze 2>/dev/null | \
 	  grep -iE '^(mrjob|luigi|pyarrow|duckdb|mutagen|smbprotocol|pyspnego|impacket|rich|guessit|snowballstemmer|starlette|uvicorn|jinja2|numpy|pyspark|selenium|hypothesis|pytest)=='

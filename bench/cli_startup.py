@@ -4,11 +4,11 @@ overlap): the median wall time of `--runs` refused crawls (exit 75, one line), a
 process, its pid and start time recorded. The last line is the ratio of the medians,
 refused crawl / bare interpreter.
 
-`--tree DIR` times another checkout of the code (e.g. one made with `git archive`), run as
-`python -m cli.main` from DIR with this interpreter, to compare before and after. Where the
-time goes: `python -X importtime -m cli.main crawl ...` in the same setting.
+`--script PATH` times another install's console script (a virtualenv with another checkout's
+wheel), to compare before and after. Where the time goes: the same command with
+PYTHONPROFILEIMPORTTIME=1 (python -X importtime).
 
-    .venv/bin/python bench/cli_startup.py [--runs 10] [--tree DIR]
+    .venv/bin/python bench/cli_startup.py [--runs 10] [--script OTHER/bin/sharecrawl]
 """
 
 from __future__ import annotations
@@ -23,6 +23,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # run from a checkout
+
+from tests.cliproc import SCRIPT  # noqa: E402  # the console script beside this interpreter
+
 HOLD = """
 import sys, time
 from sharecrawl.crawl_io.crawldb.lock import CrawlLock
@@ -46,9 +50,10 @@ def timed(command: list[str], cwd: Path, expect: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--tree", type=Path, default=REPO, help="the checkout to time")
+    parser.add_argument("--script", type=Path, default=SCRIPT, help="the console script to time")
     options = parser.parse_args()
-    tree = options.tree.resolve()
+    if not options.script.exists():
+        raise SystemExit(f"no console script {options.script}: `make install` installs it")
     with tempfile.TemporaryDirectory(prefix="cli-startup-") as tmp:
         base = Path(tmp)
         (base / "lan" / "alpha" / "music").mkdir(parents=True)
@@ -61,28 +66,21 @@ def main() -> int:
         )
         try:
             assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-            refused = [
-                sys.executable,
-                "-m",
-                "sharecrawl.cli.main",
-                "crawl",
-                "--hosts-file",
-                str(hosts),
-                "--crawl-dir",
-                str(crawl),
-            ]
+            refused = [str(options.script), "crawl", "--hosts-file", str(hosts)]
+            refused += ["--crawl-dir", str(crawl)]
             bare = [sys.executable, "-c", "pass"]
-            timed(refused, tree, 75)  # warm the file cache for both
-            timed(bare, tree, 0)
+            timed(refused, base, 75)  # warm the file cache for both
+            timed(bare, base, 0)
             crawl_s, bare_s = [], []
             for _ in range(options.runs):  # interleaved: load changes hit both alike
-                crawl_s.append(timed(refused, tree, 75))
-                bare_s.append(timed(bare, tree, 0))
+                crawl_s.append(timed(refused, base, 75))
+                bare_s.append(timed(bare, base, 0))
         finally:
             holder.kill()
             holder.wait()
     crawl_median, bare_median = statistics.median(crawl_s), statistics.median(bare_s)
-    print(f"tree: {tree}; {options.runs} runs each, load average {os.getloadavg()[0]:.2f}")
+    load = os.getloadavg()[0]
+    print(f"script: {options.script}; {options.runs} runs each, load average {load:.2f}")
     print(f"refused crawl: median {crawl_median * 1000:.0f} ms (max {max(crawl_s) * 1000:.0f} ms)")
     print(f"python -c pass: median {bare_median * 1000:.0f} ms")
     print(f"ratio refused crawl / bare interpreter: {crawl_median / bare_median:.1f}")

@@ -49,7 +49,7 @@ from bench.incremental import (
 from bench.progress import step
 from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
 from sharecrawl.jobs.subtree_hash import summarize
-from sharecrawl.pipeline import settings as config
+from sharecrawl.pipeline.settings import Settings, read_settings
 from sharecrawl.queries.views import query, rows
 
 NAS = "nas"
@@ -98,7 +98,9 @@ def build(crawl: CrawlDir, files: int, small_hosts: int, t: datetime) -> list:
     return nas_keys[1:]
 
 
-def change_round(crawl: CrawlDir, round_: int, key, t: datetime) -> tuple[float, int, int]:
+def change_round(
+    settings: Settings, crawl: CrawlDir, round_: int, key, t: datetime
+) -> tuple[float, int, int]:
     """One mp3 added to partition `key` of the NAS, Update run: (seconds, bytes written, the
     NAS's bytes in the new version)."""
     from sharecrawl.pipeline.update import Update
@@ -118,7 +120,7 @@ def change_round(crawl: CrawlDir, round_: int, key, t: datetime) -> tuple[float,
         t,
     )
     started = time.perf_counter()
-    Update(crawl_dir=str(crawl.root), round=round_).run()
+    Update(crawl_dir=str(crawl.root), round=round_, settings=settings).run()
     elapsed = time.perf_counter() - started
     assert crawl.current() == round_
     return elapsed, written_bytes(crawl, round_), nas_bytes(crawl, round_)
@@ -185,7 +187,7 @@ def main() -> int:
     root = Path(args.workdir or tempfile.mkdtemp(prefix="sharecrawl-bench-"))
     crawl = CrawlDir(root / "crawl")
     t = datetime(2026, 1, 1, tzinfo=UTC)
-    config.override(crawl_dir=crawl.root, runner=args.runner)
+    settings = read_settings(crawl_dir=crawl.root, runner=args.runner)
     try:
         with step("building the crawldb"):
             keys = build(crawl, args.files, args.small_hosts, t)
@@ -200,7 +202,9 @@ def main() -> int:
             (3, keys[2 * len(keys) // 3], "groups"),
             (4, keys[-1], "groups"),
         ):
-            seconds, wrote, nas = change_round(crawl, round_, key, t + timedelta(hours=round_))
+            seconds, wrote, nas = change_round(
+                settings, crawl, round_, key, t + timedelta(hours=round_)
+            )
             ratio, times[round_] = wrote / nas, seconds
             own = nas_parts_written(crawl, round_)
             n_parts = len(crawl.hosts(round_).groups(NAS))

@@ -41,9 +41,9 @@ from sharecrawl.crawl_io.schema import FETCHLOG, HOSTS, LISTING, MEDIA, PARTITIO
 from sharecrawl.demolan.templates import write_tagged
 from sharecrawl.jobs.membership import PartitionKey, share_root
 from sharecrawl.jobs.subtree_hash import folder_summaries, summarize
-from sharecrawl.pipeline import settings as config
 from sharecrawl.pipeline.inject import INJECT
 from sharecrawl.pipeline.rounds import run_round
+from sharecrawl.pipeline.settings import Settings, read_settings
 from sharecrawl.queries.status import round_report
 
 SHARES_PER_HOST = 10
@@ -91,9 +91,9 @@ def listing_alone(top: Path) -> tuple[float, int]:
     return time.perf_counter() - started, n
 
 
-def timed_round(crawl: CrawlDir, n: int) -> dict:
+def timed_round(settings: Settings, crawl: CrawlDir, n: int) -> dict:
     started = time.perf_counter()
-    run_round(str(crawl.root), n)
+    run_round(settings, n)
     report = round_report(crawl)
     report["wall_s"] = time.perf_counter() - started
     return report
@@ -379,7 +379,8 @@ def publish_time(root: Path, hosts: int, files_per_host: int) -> float:
 
     crawl = CrawlDir(root)
     synthetic_crawldb(crawl, hosts, files_per_host)
-    task = Update(crawl_dir=str(root), round=2)
+    settings = read_settings(crawl_dir=root, runner="local")
+    task = Update(crawl_dir=str(root), round=2, settings=settings)
     started = time.perf_counter()
     task.run()
     elapsed = time.perf_counter() - started
@@ -395,15 +396,15 @@ def rounds_on_a_lan(root: Path, files: int) -> float:
         hosts_file, shares = build_lan(root, files)
     crawl = CrawlDir(root / "crawl")
     crawl.crawldb.mkdir(parents=True)
-    config.override(hosts_file=hosts_file, crawl_dir=crawl.root, runner="local")
+    settings = read_settings(hosts_file=hosts_file, crawl_dir=crawl.root, runner="local")
     print(f"LAN: {len(shares)} shares, built in {time.perf_counter() - t0:.1f} s")
     list_s, entries = listing_alone(root / "hosts")
     print(f"listing alone (os.scandir walk, 1 process): {entries} entries in {list_s:.2f} s")
-    full = timed_round(crawl, 1)
-    unchanged = timed_round(crawl, 2)
+    full = timed_round(settings, crawl, 1)
+    unchanged = timed_round(settings, crawl, 2)
     for share in shares[::100]:  # 1 % of partitions: one new media file in each
         shutil.copyfile(root / "template.mp3", share / "folder000" / "added.mp3")
-    changed = timed_round(crawl, 3)
+    changed = timed_round(settings, crawl, 3)
     for name, r in (("full", full), ("unchanged", unchanged), ("1% changed", changed)):
         p = r["partitions"]
         print(
@@ -424,7 +425,6 @@ def main() -> int:
     root = Path(args.workdir or tempfile.mkdtemp(prefix="sharecrawl-bench-"))
     try:
         ratio = None if args.publish_only else rounds_on_a_lan(root, args.files)
-        config.override(runner="local")
         with step("publish, 100 k and 1 M files"):
             small = publish_time(root / "pub-small", 5, 20_000)
             large = publish_time(root / "pub-large", 50, 20_000)

@@ -51,7 +51,7 @@ from bench.progress import step
 from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
 from sharecrawl.jobs.membership import PartitionKey
 from sharecrawl.jobs.subtree_hash import summarize
-from sharecrawl.pipeline import settings as config
+from sharecrawl.pipeline.settings import Settings, read_settings
 
 FOLDERS_PER_SHARE = 50  # 5 000 files a share: one partition within the limits
 GOAL_S = 60.0
@@ -209,17 +209,19 @@ def changed_round(crawl: CrawlDir, round_: int, changed: float, t: datetime) -> 
     return len(chosen)
 
 
-def run_round(crawl: CrawlDir, round_: int) -> tuple[float, int, dict[str, float]]:
+def run_round(
+    settings: Settings, crawl: CrawlDir, round_: int
+) -> tuple[float, int, dict[str, float]]:
     from sharecrawl.pipeline.index import Index
     from sharecrawl.pipeline.update import Update
 
     stages = Stages()
     with TreeRSS() as rss, measured(stages):
         t0 = time.perf_counter()
-        Update(crawl_dir=str(crawl.root), round=round_).run()
+        Update(crawl_dir=str(crawl.root), round=round_, settings=settings).run()
         stages.seconds["Update with publish (all)"] = time.perf_counter() - t0
         t1 = time.perf_counter()
-        Index(crawl_dir=str(crawl.root), round=round_).run()
+        Index(crawl_dir=str(crawl.root), round=round_, settings=settings).run()
         stages.seconds["Index (all)"] = time.perf_counter() - t1
         wall = time.perf_counter() - t0
     assert crawl.current() == round_
@@ -243,13 +245,13 @@ def main() -> int:
     root = Path(args.workdir or tempfile.mkdtemp(prefix="sharecrawl-scale-"))
     crawl = CrawlDir(root / "crawl")
     crawl.crawldb.mkdir(parents=True)
-    config.override(crawl_dir=crawl.root, runner=args.runner)
+    settings = read_settings(crawl_dir=crawl.root, runner=args.runner)
     t = datetime(2026, 1, 1, tzinfo=UTC)
     try:
         with step(f"writing round 1's segment: {args.hosts} hosts"):
             rows = round_one(crawl, args.hosts, args.files, t)
         print(f"round 1's segment: {rows:,} listing rows of {args.hosts} hosts")
-        wall1, peak1, stages1 = run_round(crawl, 1)
+        wall1, peak1, stages1 = run_round(settings, crawl, 1)
         report("round 1 (every host new)", wall1, peak1, stages1)
         walls, peaks = [], [peak1]
         for round_, what in (
@@ -260,7 +262,7 @@ def main() -> int:
                 changed = changed_round(crawl, round_, args.changed, t + timedelta(hours=round_))
             n = crawl.read(round_ - 1, "partitions").num_rows
             print(f"round {round_}'s segment: {changed} of {n} partitions changed")
-            wall, peak, stages = run_round(crawl, round_)
+            wall, peak, stages = run_round(settings, crawl, round_)
             report(f"round {round_} ({args.changed:.0%} {what})", wall, peak, stages)
             walls.append(wall)
             peaks.append(peak)

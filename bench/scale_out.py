@@ -10,8 +10,8 @@ busy LAN host has). A real `luigid` on a loopback port schedules the rounds. Alt
 the same run, a fresh crawl of all hosts runs with the fetch split into as many shards as
 the most workers measured:
 - 1 worker: the round's driver (`sharecrawl crawl`) alone, its shards one after the other;
-- N workers: the driver and N - 1 fetch workers that join its round (`python -m
-  pipeline.rounds --join`), sharing the shards;
+- N workers: the driver and N - 1 fetch workers that join its round (`sharecrawl crawl
+  --join`), sharing the shards;
 each process fetching `--crawlers` hosts at once. It prints each run's fetch time (from the
 fetch list written to the last shard done) and round time, checks every crawl found the same
 files, and, last, the fetch speed-up at each worker count over 1 (goals 1.8x at 2 and 3.2x
@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.progress import track
 from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+from tests.cliproc import cli_argv
 from tests.luigid import running_luigid
 from tests.smbd import (
     _make_media,
@@ -116,15 +117,7 @@ def crawl(
     env = {**env, "LUIGI_CONFIG_PATH": str(config)}
     procs = [
         subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "sharecrawl.pipeline.rounds",
-                "--join",
-                str(crawl_dir),
-                "--wait-s",
-                "300",
-            ],
+            cli_argv("crawl", "--join", "--crawl-dir", str(crawl_dir)),
             cwd=REPO,
             env=env,
             stdout=subprocess.DEVNULL,
@@ -136,10 +129,7 @@ def crawl(
     ]
     start = time.perf_counter()
     driver = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sharecrawl.cli.main",
+        cli_argv(
             "crawl",
             "--crawl-dir",
             str(crawl_dir),
@@ -149,7 +139,7 @@ def crawl(
             "1",
             "--runner",
             "inline",
-        ],
+        ),
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -41,6 +41,7 @@ from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
 from sharecrawl.crawl_io.crawldb.version_manifest import read_manifest, write_manifest
 from sharecrawl.queries.index import build_index
 from sharecrawl.queries.search import search
+from tests.cliproc import cli_argv
 
 N_HOSTS = 300
 SYLLABLES = "ka ri mo la ne to su vi da ro mi zu be lo ta ni ko re sa po gu fe the an".split()
@@ -291,13 +292,11 @@ def make_current(workdir: Path, version: Path) -> None:
 def cold_cli(workdir: Path, queries: list[str]) -> list[float]:
     """Wall seconds of `sharecrawl search --json` in a fresh process per query, as a user
     at a terminal runs it (interpreter start, imports, loading the index arrays)."""
-    script = Path(sys.executable).with_name("sharecrawl")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "sharecrawl.cli.main"]
     walls = []
     for query in queries:
         started = time.perf_counter()
         subprocess.run(
-            [*command, "search", "--json", "--crawl-dir", str(workdir), query],
+            cli_argv("search", "--json", "--crawl-dir", str(workdir), query),
             check=True,
             stdout=subprocess.DEVNULL,
             cwd=Path(__file__).resolve().parents[1],

@@ -48,22 +48,12 @@ from bench.search import (  # noqa: E402
 )
 from sharecrawl.queries.index import build_index  # noqa: E402
 from sharecrawl.queries.search import search  # noqa: E402
+from tests.cliproc import cli_argv  # noqa: E402
 
 
 def start_server(workdir: Path, workers: int) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "sharecrawl.cli.main",
-            "serve",
-            "--crawl-dir",
-            str(workdir),
-            "--port",
-            "0",
-            "--workers",
-            str(workers),
-        ],
+        cli_argv("serve", "--crawl-dir", str(workdir), "--port", "0", "--workers", str(workers)),
         cwd=REPO,
         stderr=subprocess.PIPE,
         text=True,

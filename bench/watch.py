@@ -192,7 +192,8 @@ def poll_lines(out_path: Path, seen: dict[str, float], stop: threading.Event) ->
 def imports_rss() -> float:
     """RSS of a process that only imports what `sharecrawl watch` imports, MiB."""
     code = (
-        "import resource, cli.main, sensors.watch, impacket.dcerpc.v5.srvs; "
+        "import resource, sharecrawl.cli.parser, sharecrawl.cli.services, "
+        "sharecrawl.sensors.watch, impacket.dcerpc.v5.srvs; "
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
     )
     repo = Path(__file__).resolve().parent.parent

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sharecrawl.cli.inputs import NUMERIC_SETTINGS, UsageError, check_count, checked_flags, setting
 from sharecrawl.cli.inputs import check_readable_file as check_file
 from sharecrawl.crawl_io.crawldb.lock import CrawlLock, CrawlLocked
 from sharecrawl.crawl_io.sources import check_credentials, read_hosts_file
+
+if TYPE_CHECKING:
+    from sharecrawl.pipeline.settings import Settings
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
@@ -35,20 +40,10 @@ def cmd_crawl(args: argparse.Namespace) -> int:
 
 
 def _crawl(args: argparse.Namespace) -> int:
-    from sharecrawl.cli.inputs import load_settings
     from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
     from sharecrawl.pipeline.scheduling.policies import get_policy
 
-    _override(
-        args,
-        policy=args.policy,
-        runner=args.runner,
-        hinted_only=args.hinted_only or None,
-        allow_wide_ranges=args.allow_wide_ranges or None,
-        spark_master=args.spark_master,
-    )
-    flags = {"crawlers": "--crawlers", "round_seconds": "--round-seconds"}  # settings' checks
-    settings = load_settings({k: v for k, v in flags.items() if getattr(args, k) is not None})
+    settings = crawl_settings(args)
     read_hosts_file(settings.hosts_file, settings.allow_wide_ranges)
     try:
         get_policy(settings.policy)
@@ -60,54 +55,61 @@ def _crawl(args: argparse.Namespace) -> int:
     with CrawlLock(crawl.root).acquire():  # before anything else is written
         from sharecrawl.crawl_io.crawldb.integrity import verify_round_start
         from sharecrawl.pipeline.rounds import run_rounds
-        from sharecrawl.queries.status import config_failure_line, format_report, round_report
+        from sharecrawl.queries.round_metrics import write_round_metrics
+        from sharecrawl.queries.status import attention, format_report, round_report
 
         verify_round_start(crawl)  # damaged state tables: refuse, never start history over
         crawl.make()  # the crawldb and its FORMAT
-        refused: list[str] = []
+        needed: list[str] = []  # the last round's lines for a person, when it needs one
 
-        def after_round(n: int) -> None:
+        def after_round(n: int, stages: dict[str, float]) -> None:
             report = round_report(crawl)
-            print(format_report(report), flush=True)
-            if report["config_failure"]:
-                refused.append(config_failure_line(report))
+            lines, needs_person = attention(report)
+            write_round_metrics(crawl, report, stages=stages, succeeded=not needs_person)
+            if not args.quiet:
+                print(format_report(report), flush=True)
+            elif lines:
+                print("\n".join(f"sharecrawl: {line}" for line in lines), file=sys.stderr)
+            needed[:] = lines if needs_person else []
 
-        run_rounds(str(crawl.root), args.rounds, after_round)
-    for line in refused:  # switched-off hosts never fail a round; refusing every one does
-        print(f"sharecrawl: {line}", file=sys.stderr)
-    return 1 if refused else 0
+        run_rounds(replace(settings, crawl_dir=str(crawl.root)), args.rounds, after_round)
+    if not args.quiet:  # switched-off hosts never fail a round; these do
+        for line in needed:
+            print(f"sharecrawl: {line}", file=sys.stderr)
+    return 1 if needed else 0
 
 
-def _override(args: argparse.Namespace, **more: object) -> None:
-    """The settings the flags of `crawl` (and `crawl --join`) override."""
-    from sharecrawl.pipeline import settings as config
+def crawl_settings(args: argparse.Namespace) -> Settings:
+    """The settings of `crawl` (and `crawl --join`): the config files', its flags over them."""
+    from sharecrawl.cli.inputs import load_settings
 
-    config.override(
+    return load_settings(
         hosts_file=args.hosts_file,
         rules_file=args.rules_file,
         crawl_dir=args.crawl_dir,
         crawlers=args.crawlers,
         round_seconds=args.round_seconds,
-        **more,
+        policy=args.policy,
+        runner=args.runner,
+        hinted_only=args.hinted_only or None,
+        allow_wide_ranges=args.allow_wide_ranges or None,
+        spark_master=args.spark_master,
+        scheduler_url=args.scheduler_url,
     )
-    if args.scheduler_url:
-        config.set_scheduler_url(args.scheduler_url)
 
 
 def _join(args: argparse.Namespace) -> int:
     """`crawl --join`: fetch shards of the round a crawl on a central scheduler runs."""
-    from sharecrawl.pipeline import settings as config
-    from sharecrawl.pipeline.rounds import main as join_main
+    from sharecrawl.pipeline.rounds import run_join
 
-    _override(args)
-    if not config.scheduler_url():
+    settings = crawl_settings(args)
+    if not settings.scheduler_url:
         raise UsageError(
             "--join needs a central scheduler: --scheduler-url http://HOST:8082 "
             "or luigi.cfg's [core] default_scheduler_url"
         )
-    settings = config.sharecrawl()  # a worker waits up to a round's budget for the round
-    wait_s = str(settings.round_seconds)
-    return join_main(["--join", str(Path(settings.crawl_dir)), "--wait-s", wait_s])
+    # a worker waits up to a round's budget for the round
+    return run_join(settings, settings.round_seconds)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

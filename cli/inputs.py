@@ -13,7 +13,7 @@ from sharecrawl.crawl_io.sources import ConfigError, short_repr
 if TYPE_CHECKING:
     from argparse import Namespace
 
-    from sharecrawl.pipeline.settings import sharecrawl
+    from sharecrawl.pipeline.settings import Settings
 
 DAY_S = 86400.0
 
@@ -38,6 +38,7 @@ NUMERIC_SETTINGS: dict[str, tuple[float, bool, float]] = {
     "stats_min_entries": (0, False, math.inf),
     "safety_interval_s": (0, True, 365 * DAY_S),
     "keep_rounds": (0, False, math.inf),
+    "scrub_mb_per_round": (0, False, math.inf),
 }
 
 
@@ -87,7 +88,7 @@ def setting(name: str) -> str | None:
 
     import luigi
 
-    from sharecrawl.pipeline import settings  # noqa: F401  (puts the repository's luigi.cfg first)
+    from sharecrawl.pipeline import settings  # noqa: F401  (puts the packaged luigi.cfg first)
 
     try:
         return luigi.configuration.get_config().get("sharecrawl", name)
@@ -118,38 +119,31 @@ def number_setting(
     return value
 
 
-def load_settings(flags: dict[str, str] | None = None) -> sharecrawl:
-    """The [sharecrawl] settings, every numeric one checked. `flags` names the command-line
-    flag that set a setting, so that the message names what the user typed."""
-    from configparser import Error as ConfigParserError
-
-    import luigi
-
+def load_settings(**given: object) -> Settings:
+    """The settings of the config files with the flags `given` (by setting name; None: not
+    given) over them, every numeric one checked; a message names the flag or the option."""
     from sharecrawl.crawl_io.crawldb.retention import MIN_KEEP
-    from sharecrawl.pipeline.settings import sharecrawl
+    from sharecrawl.pipeline.settings import SettingError, read_settings
 
-    flags = flags or {}
-    config = luigi.configuration.get_config()
-    for name, param in sharecrawl.get_params():
-        where = flags.get(name) or f"[sharecrawl] {name} (luigi.cfg or LUIGI_CONFIG_PATH)"
-        try:
-            raw = config.get("sharecrawl", name)
-        except ConfigParserError:
-            continue  # unset: Luigi names it when the settings are read
-        try:
-            value = param.parse(raw)
-        except (ValueError, TypeError):
-            raise ConfigError(f"{where}: {short_repr(raw)} is not a valid value") from None
-        if name in NUMERIC_SETTINGS:
-            check_number(where, value, *NUMERIC_SETTINGS[name])
-        if name == "keep_rounds" and 0 < value < MIN_KEEP:
-            raise ConfigError(
-                f"{where} must be 0 (keep every round) or at least {MIN_KEEP}, not {value}"
-            )
+    def where(name: str) -> str:
+        if given.get(name) is not None:
+            return f"--{name.replace('_', '-')}"
+        return f"[sharecrawl] {name} (luigi.cfg or LUIGI_CONFIG_PATH)"
+
     try:
-        return sharecrawl()
-    except (ValueError, luigi.parameter.MissingParameterException) as e:
-        raise ConfigError(f"[sharecrawl] settings: {e}") from None
+        settings = read_settings(**given)
+    except SettingError as e:
+        if e.raw is None:
+            raise ConfigError(f"{where(e.name)} is not set") from None
+        raise ConfigError(f"{where(e.name)}: {short_repr(e.raw)} is not a valid value") from None
+    for name, limits in NUMERIC_SETTINGS.items():
+        check_number(where(name), getattr(settings, name), *limits)
+    if 0 < settings.keep_rounds < MIN_KEEP:
+        raise ConfigError(
+            f"{where('keep_rounds')} must be 0 (keep every round) or at least {MIN_KEEP}, "
+            f"not {settings.keep_rounds}"
+        )
+    return settings
 
 
 def check_readable_file(what: str, path: str) -> None:

@@ -1,7 +1,7 @@
-"""The console script's entry point (`cli.main:main`, or `python -m cli.main`): the parser,
-then the command's module imported when it runs, so a refused crawl answers at once; failures
-become one line and their exit status (docs/DESIGN.md), signals 130 / 143 (crawl_io.processes).
-"""
+"""The console script's entry point (`sharecrawl.cli.main:main`, or `python -m sharecrawl`):
+the parser, then the command's module imported when it runs, so a refused crawl answers at
+once; failures become one line and their exit status (docs/DESIGN.md), signals 130 / 143
+(crawl_io.processes). Log lines: crawl_io.terminal_log."""
 
 from __future__ import annotations
 
@@ -22,15 +22,6 @@ def command(name: str) -> Callable[[argparse.Namespace], int]:
     reads = ("search", "sql", "status", "check")
     module = "crawl" if name in ("crawl", "demo") else "read" if name in reads else "services"
     return getattr(importlib.import_module(f"sharecrawl.cli.{module}"), f"cmd_{name}")
-
-
-def _logging() -> None:
-    import logging
-
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    for chatty in ("luigi", "luigi-interface"):  # their progress is ours to tell
-        logging.getLogger(chatty).setLevel(logging.WARNING)
-    logging.getLogger("mrjob").setLevel(logging.ERROR)  # it warns that no mrjob.conf exists
 
 
 def error_status(error: BaseException) -> int | None:
@@ -70,9 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         stop_on_signals()
     try:
         from sharecrawl.cli.parser import parser
+        from sharecrawl.crawl_io.terminal_log import setup_logging
 
         args = parser().parse_args(argv)
-        _logging()
+        setup_logging(args.verbose, quiet=getattr(args, "quiet", False))
         return command(args.command)(args)
     except BrokenPipeError:  # `sharecrawl search ... | head`: the reader has what it wanted
         import os

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import textwrap
 from collections.abc import Callable
 from functools import partial
@@ -24,22 +25,85 @@ problems `check` found; 2 bad input, nothing written; 75 another crawl holds the
 a crawl stopped by SIGINT / SIGTERM (the same command again finishes its round)."""
 
 
+# the table of README's "Exit status", for cron and systemd
+CRAWL_EXIT_STATUSES = """exit status:
+  0        as expected (hosts switched off are normal on a LAN)
+  1        a person is needed (a line says why): no host answered at
+           all, every host that answered refused us, damage the round
+           could not mend, or the round failed
+  2        bad input (hosts file, rules file, an option): nothing written
+  75       another crawl holds the crawl directory: nothing written
+  130/143  stopped by SIGINT/SIGTERM: run it again to finish the round"""
+
+
+class HelpText(str):
+    """A help text finished when help is shown: argparse fills a help text's `%(default)s`
+    with `%` then, so that is when the default (from luigi.cfg, or the `default_from` call)
+    and `more_help()` are added and the lines wrapped (RawTextHelpFormatter keeps them)."""
+
+    default_from: Callable[[], str] | None
+    more_help: Callable[[], str] | None
+
+    def __new__(
+        cls,
+        text: str,
+        default_from: Callable[[], str] | None = None,
+        more_help: Callable[[], str] | None = None,
+    ) -> HelpText:
+        made = super().__new__(cls, text)
+        made.default_from, made.more_help = default_from, more_help
+        return made
+
+    def __mod__(self, params: object) -> str:
+        text = str(self)
+        default = params.get("default") if isinstance(params, dict) else None
+        if self.default_from is not None:
+            text += f" (default: {self.default_from()})".replace("%", "%%")
+        elif "%(default)" not in text and default not in (None, False):
+            text += f" (default: %(default){'g' if isinstance(default, float) else 's'})"
+        if self.more_help is not None:
+            text += self.more_help().replace("%", "%%")
+        # the columns right of the options: argparse's widest option column is 24
+        return "\n".join(wrapped(text % params, max(text_width() - 24, 30)))
+
+
+def text_width() -> int:
+    """argparse's width of help: the terminal's, less 2."""
+    return max(shutil.get_terminal_size().columns - 2, 40)
+
+
+def wrapped(text: str, width: int) -> list[str]:
+    """Each line of `text` wrapped to `width` (`_wrap`): lines in a help text stay lines."""
+    return [line for paragraph in text.splitlines() for line in _wrap(paragraph, width)]
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but a bad option gets one line on stderr (not usage text), exit status 2;
-    `epilog_from` makes the text after the options when help is shown."""
+    every help text a HelpText (its default shown), texts wrapped here, and `epilog_from`
+    makes the text after the options when help is shown."""
 
     epilog_from: Callable[[], str] | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, formatter_class=LazyHelp, **kwargs)
+        for text in ("description", "epilog"):
+            if kwargs.get(text):
+                kwargs[text] = "\n".join(wrapped(kwargs[text], text_width()))
+        super().__init__(*args, formatter_class=argparse.RawTextHelpFormatter, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        text = kwargs.get("help")
+        if isinstance(text, str) and not isinstance(text, HelpText) and text != argparse.SUPPRESS:
+            kwargs["help"] = HelpText(text)
+        return super().add_argument(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"sharecrawl: error: {self.prog}: {message} (see {self.prog} --help)\n")
 
     def format_help(self) -> str:
-        if self.epilog_from is not None:
-            self.epilog = self.epilog_from()
-        return super().format_help()
+        shown = super().format_help()
+        if self.epilog_from is None:
+            return shown
+        return shown + "\n" + "\n".join(wrapped(self.epilog_from(), text_width())) + "\n"
 
     def option(
         self,
@@ -51,37 +115,10 @@ class OneLineParser(argparse.ArgumentParser):
     ) -> None:
         """add_argument; help shows as the default [sharecrawl] `setting` from luigi.cfg, or
         `default_from()`, and `more_help()` after the help text."""
-        action = self.add_argument(*flags, **kwargs)
         if setting is not None:
             default_from = partial(from_config, setting)
-        action.default_from = default_from  # type: ignore[attr-defined]
-        action.more_help = more_help  # type: ignore[attr-defined]
-
-
-class LazyHelp(argparse.RawDescriptionHelpFormatter):
-    """Help text with its default and the texts made when shown (`OneLineParser.option`).
-    Lines in a help text stay lines."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        default_from = getattr(action, "default_from", None)
-        if default_from is not None:
-            text += f" (default: {default_from()})".replace("%", "%%")
-        elif "%(default)" not in text and action.default not in (None, False, argparse.SUPPRESS):
-            text += f" (default: %(default){'g' if isinstance(action.default, float) else 's'})"
-        more = getattr(action, "more_help", None)
-        if more is not None:
-            text += more().replace("%", "%%")
-        return text
-
-    def _split_lines(self, text: str, width: int) -> list[str]:
-        lines: list[str] = []
-        for paragraph in text.splitlines():
-            lines += _wrap(paragraph, width)
-        return lines
-
-    def _fill_text(self, text: str, width: int, indent: str) -> str:
-        return "\n".join(indent + line for line in self._split_lines(text, width - len(indent)))
+        kwargs["help"] = HelpText(kwargs.get("help") or "", default_from, more_help)
+        self.add_argument(*flags, **kwargs)
 
 
 def _wrap(paragraph: str, width: int) -> list[str]:
@@ -185,6 +222,12 @@ def _crawl(sp: OneLineParser) -> None:
         help="a central luigid, e.g. http://HOST:8082 (default: [core] default_scheduler_url)",
     )
     sp.option("--join", action="store_true", help="fetch for another crawl's round")
+    sp.option(
+        "--quiet",
+        action="store_true",
+        help="for cron: print only what a person should look at, one line each",
+    )
+    sp.epilog_from = lambda: CRAWL_EXIT_STATUSES
 
 
 def _search(sp: OneLineParser) -> None:
@@ -203,6 +246,11 @@ def _sql(sp: OneLineParser) -> None:
     over the live version's tables and views (`SHOW TABLES`); anything else exits 2."""
     _shared(sp, "--json", "--crawl-dir")
     sp.option("--output", metavar="FILE", help="write FILE.csv, .parquet or .json, whole or not")
+    sp.option(
+        "--at",
+        metavar="WHEN",
+        help="over a kept version: v000002, or the one live at a UTC time (2026-11-20 18:00)",
+    )
     sp.option(
         "--timeout",
         type=float,
@@ -244,12 +292,12 @@ def _serve(sp: OneLineParser) -> None:
     sp.option("--workers", type=int, default=1, metavar="N", help="server processes (one a core)")
     streaming = sp.add_mutually_exclusive_group()
     streaming.add_argument(
-        "--no-stream", action="store_true", help="do not stream copies at /copy/ID"
+        "--no-stream", action="store_true", help=HelpText("do not stream copies at /copy/ID")
     )
     streaming.add_argument(
         "--stream-authenticated",
         action="store_true",
-        help="also stream copies of hosts crawled with credentials",
+        help=HelpText("also stream copies of hosts crawled with credentials"),
     )
 
 
@@ -328,8 +376,12 @@ def parser() -> OneLineParser:
             "share over SMB. `sharecrawl COMMAND --help` explains a command and its options."
         ),
     )
+    verbose = "also show the libraries' log lines (SMB connects and the like), for debugging"
+    p.add_argument("--verbose", action="store_true", help=verbose)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (short, add_options) in COMMANDS.items():
         description = " ".join((add_options.__doc__ or "").split())
-        add_options(sub.add_parser(name, help=short, description=description))
+        add_options(sp := sub.add_parser(name, help=short, description=description))
+        # after the command too; unset there, the global flag's value stands
+        sp.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS, help=verbose)
     return p

@@ -99,13 +99,17 @@ def sql_limits(args: argparse.Namespace) -> Limits:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
+    from sharecrawl.crawl_io.crawldb.versions import version_at
     from sharecrawl.crawl_io.readable import plural, readable_text
     from sharecrawl.queries.results import json_text, output_format, write_result
     from sharecrawl.queries.views import SQLError, SQLRefused, arrow, query, rows
 
     limits = sql_limits(args)
     crawl = existing_crawl(args)
-    version = crawl.current()
+    try:
+        version = version_at(crawl, args.at) if args.at is not None else crawl.current()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     output = Path(args.output) if args.output else None
     try:  # checked before the query runs: a refused --output writes nothing
         fmt = output_format(output, crawl.root) if output else "text"

@@ -45,19 +45,18 @@ def _stream_settings(args: argparse.Namespace) -> StreamSettings:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    from sharecrawl.cli.inputs import load_settings
     from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
     from sharecrawl.crawl_io.sources import read_hosts_lines
-    from sharecrawl.pipeline import settings as config
     from sharecrawl.sensors.hosts import range_found
     from sharecrawl.sensors.options import WatchOptions
     from sharecrawl.sensors.watch import run_watch
 
     wait = (0, True, 1e9)  # seconds, or days
     checked_flags(args, dict.fromkeys(("seconds", "max_backoff", "keep_days", "settle"), wait))
-    config.override(
+    settings = load_settings(
         hosts_file=args.hosts_file, rules_file=args.rules_file, crawl_dir=args.crawl_dir
     )
-    settings = config.sharecrawl()
     # fail now, before anything is written; a range is never swept here, whatever its width
     hosts, ranges = read_hosts_lines(settings.hosts_file, allow_wide=True)
     crawl = CrawlDir(settings.crawl_dir)

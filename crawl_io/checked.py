@@ -24,7 +24,9 @@ MIN_MTIME_US = (datetime.min.replace(tzinfo=UTC) - EPOCH) // timedelta(microseco
 MAX_MTIME_US = (datetime.max.replace(tzinfo=UTC) - EPOCH) // timedelta(microseconds=1)
 MAX_SIZE = 2**50  # 1 PiB: beyond any LAN disk; keeps sums of sizes far inside int64
 _ODD_NAMES = frozenset(("", ".", ".."))  # no path segment of their own
-_UNSAFE = re.compile("[/\x00\ud800-\udfff]")  # '/', NUL and lone surrogates (not UTF-8)
+# the escape character itself, '/', NUL and lone surrogates (not UTF-8)
+_UNSAFE = re.compile("[\\\\/\x00\ud800-\udfff]")
+_ESCAPE = re.compile(r"\\(?:\\|x[0-9a-f]{2}|u[0-9a-f]{4})")  # what safe_name writes
 
 
 class ShareNotFound(SourceError):
@@ -45,14 +47,52 @@ def _bounded(value: object, low: int, high: int) -> int:
         return 0  # NaN, None, infinity: no value
 
 
+def _escaped(char: str) -> str:
+    code = ord(char)
+    if char == "\\":
+        return "\\\\"
+    if code < 0x80:  # '/', NUL
+        return f"\\x{code:02x}"
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8, as surrogateescape holds it
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\u{code:04x}"  # an unpaired UTF-16 unit of an SMB name
+
+
+def _unescaped(escape: re.Match[str]) -> str:
+    text = escape[0]
+    if text == "\\\\":
+        return "\\"
+    code = int(text[2:], 16)
+    return chr(code if text[1] == "u" or code < 0x80 else 0xDC00 + code)
+
+
 def safe_name(name: str) -> str:
-    """`name` unchanged, or marked so that UTF-8 can hold it and it is one path segment."""
+    """`name` unchanged, or marked so that UTF-8 can hold it and it is one path segment; one
+    stored name for one host name (docs/DESIGN.md, Sources): a backslash is doubled."""
     if name in _ODD_NAMES:
-        return f"\\{name}"  # never a path segment of its own
+        return f"\\{name}"  # never a path segment of its own, nor an escape's result
     if _UNSAFE.search(name) is None:
         return name
-    text = name.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text.replace("/", "\\x2f").replace("\x00", "\\x00")
+    return _UNSAFE.sub(lambda m: _escaped(m[0]), name)
+
+
+def name_on_host(stored: str) -> str:
+    """The host's name that `safe_name` stored as `stored` (its inverse): what to open."""
+    if "\\" not in stored:
+        return stored
+    if stored in ("\\", "\\.", "\\.."):
+        return stored[1:]
+    return _ESCAPE.sub(_unescaped, stored)
+
+
+def stored_path(path: str) -> str:
+    """A host's '/'-separated path as stored, name by name."""
+    return "/".join(map(safe_name, path.split("/"))) if path else ""
+
+
+def path_on_host(path: str) -> str:
+    """A stored path as the host names it, name by name (stored_path's inverse)."""
+    return "/".join(map(name_on_host, path.split("/"))) if "\\" in path else path
 
 
 def clamped(entry: Entry) -> Entry:
@@ -91,6 +131,7 @@ def storable(entries: list[Entry]) -> bool:
         return (
             "/" not in joined
             and "\0" not in joined
+            and "\\" not in joined
             and _ODD_NAMES.isdisjoint(names)
             and type(sum(sizes) + sum(mtimes)) is int  # a float, NaN, is none
             and 0 <= min(sizes)
@@ -104,42 +145,34 @@ def storable(entries: list[Entry]) -> bool:
 
 class CheckedSource:
     """A source whose listings are clamped, marked names mapped back to the host's for later
-    calls; `changed`: (share, path) of each entry clamped or marked (fetchlog.n_clamped); a share
-    in `named` (the hosts file's) that the host lacks raises ShareNotFound."""
+    calls (`name_on_host`); `changed`: (share, path) of each entry clamped or marked
+    (fetchlog.n_clamped); a share in `named` (the hosts file's) that the host lacks raises
+    ShareNotFound."""
 
     def __init__(self, source: Source, named: Collection[str] = ()) -> None:
         self._source = source
         self._named = set(named)
         self.host: HostURL = source.host
         self.changed: set[tuple[str, str]] = set()
-        self._shares: dict[str, str] = {}  # share name as shown -> the host's
-        self._paths: dict[tuple[str, str], str] = {}  # marked (share, path) -> the host's path
 
     def shares(self) -> list[str]:
-        self._shares = {safe_name(share): share for share in self._source.shares()}
-        return sorted(self._shares)
-
-    def _real(self, share: str, path: str) -> tuple[str, str]:
-        return self._shares.get(share, share), self._paths.get((share, path), path)
+        return sorted(map(safe_name, self._source.shares()))
 
     def listdir(self, share: str, path: str) -> list[Entry]:
-        real_share, real_path = self._real(share, path)
+        real_share, real_path = name_on_host(share), path_on_host(path)
         try:
             entries = self._source.listdir(real_share, real_path)
         except NotFound:
             if share in self._named:
-                self._check_share(share, real_path)
+                self._check_share(real_share, real_path)
             raise
-        mapped = (share, path) in self._paths  # a marked folder's children are mapped too
-        if not mapped and storable(entries):
+        if storable(entries):
             return entries
         out = list(map(clamped, entries))
-        prefix, real_prefix = (f"{path}/", f"{real_path}/") if path else ("", "")
+        prefix = f"{path}/" if path else ""
         for entry, checked in zip(entries, out, strict=True):
             if entry is not checked:
                 self.changed.add((share, prefix + checked.name))
-            if mapped or entry.name != checked.name:
-                self._paths[(share, prefix + checked.name)] = real_prefix + entry.name
         out.sort()
         return out
 
@@ -150,7 +183,7 @@ class CheckedSource:
                 self._source.listdir(share, "")
                 return  # only the folder is gone
         try:
-            have = ", ".join(self._source.shares()) or "none"
+            have = ", ".join(map(safe_name, self._source.shares())) or "none"
         except (HostUnreachable, SourceTimeout):
             raise
         except SourceError:
@@ -160,7 +193,7 @@ class CheckedSource:
         )
 
     def read(self, share: str, path: str, offset: int, length: int) -> bytes:
-        return self._source.read(*self._real(share, path), offset, length)
+        return self._source.read(name_on_host(share), path_on_host(path), offset, length)
 
     def close(self) -> None:
         self._source.close()

@@ -20,12 +20,13 @@ from contextlib import suppress
 from dataclasses import dataclass
 
 from smbprotocol.connection import Connection
-from smbprotocol.exceptions import MoreProcessingRequired
+from smbprotocol.exceptions import MoreProcessingRequired, SMBException
 from smbprotocol.session import SMB2SessionSetupRequest, SMB2SessionSetupResponse
 
 SWEEP_CONCURRENCY = 1024  # connects in flight (luigi.cfg discover_concurrency)
 SWEEP_RATE = 5000  # connects started a second (luigi.cfg discover_rate; 0: no cap)
 PROBE_THREADS = 64  # probes at once: each waits on one host's answers
+NOT_SMB = "not SMB"  # a probe's error when the host answered, but not in SMB
 
 
 def sweep(
@@ -102,6 +103,11 @@ class Identity:
     error: str | None = None
 
     @property
+    def not_smb(self) -> bool:
+        """Did the host answer with something that is not SMB?"""
+        return (self.error or "").startswith(NOT_SMB)
+
+    @property
     def name(self) -> str | None:
         """What people call the machine: its NetBIOS name, else its DNS name."""
         return self.netbios_name or self.dns_name
@@ -133,6 +139,13 @@ def target_info(token: bytes) -> dict[str, str]:
     return names
 
 
+def _silent(error: Exception) -> bool:
+    """Did the host say nothing (a refused or hung connection), rather than garbage?"""
+    if isinstance(error, TimeoutError) or isinstance(error.__cause__, OSError):
+        return True  # smbprotocol wraps a failed connect's OSError in a ValueError
+    return isinstance(error, SMBException) and "timeout" in str(error).lower()
+
+
 def probe(address: str, port: int, timeout_s: float) -> Identity:
     """Negotiate with the host and start an anonymous NTLM exchange; no session results."""
     conn = Connection(uuid.uuid4(), address, port, require_signing=False)
@@ -157,7 +170,8 @@ def probe(address: str, port: int, timeout_s: float) -> Identity:
         answer.unpack(response["data"].get_value())
         return Identity(**known, **target_info(answer["buffer"].get_value()))
     except Exception as e:  # a host that answers TCP but not SMB: say why, go on
-        return Identity(address, error=f"no SMB answer: {type(e).__name__}: {e}"[:300])
+        what = "no answer" if _silent(e) else NOT_SMB
+        return Identity(address, error=f"{what} ({type(e).__name__}: {e})"[:300])
     finally:
         with suppress(Exception):  # already gone: nothing to close
             conn.disconnect(timeout=timeout_s)

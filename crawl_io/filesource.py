@@ -1,6 +1,7 @@
 """The file:// source: a local folder acting as a host whose shares are its subfolders, behaving
-like SMB. Symbolic links are not followed (a share cannot loop); names that are not UTF-8 are
-shown with backslash escapes and still readable."""
+like SMB. Symbolic links are not followed (a share cannot loop); a name's bytes that are not
+UTF-8 are shown as lone surrogates (surrogateescape), which crawl_io.checked marks for storing
+and `host_bytes` turns back into the bytes."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import errno
 import os
 import stat
 
+from sharecrawl.crawl_io.checked import safe_name, stored_path
 from sharecrawl.crawl_io.sources import (
     AccessDenied,
     Entry,
@@ -26,11 +28,23 @@ def _source_error(e: OSError, what: str) -> SourceError:
     return SourceError(f"{what}: {os.strerror(e.errno) if e.errno else e}")
 
 
-def _utf8(raw: bytes) -> str | None:
+def host_bytes(name: str) -> bytes:
+    """The bytes of a name as the file source shows it (`shown_name`'s inverse); NotFound when
+    no file name has it (a lone surrogate no byte stands for)."""
     try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+        return name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise NotFound(f"{safe_name(name)}: no such name") from None
+
+
+def _where(share: str, path: str) -> str:
+    """share/path for a message, as stored (a message is stored too)."""
+    return stored_path(f"{share}/{path}")
+
+
+def shown_name(raw: bytes) -> str:
+    """A file name's bytes as the file source shows them, whatever the locale."""
+    return raw.decode("utf-8", "surrogateescape")
 
 
 class FileSource:
@@ -39,14 +53,10 @@ class FileSource:
         self._root = os.fsencode(host.hostname)
         if not os.path.isdir(self._root):
             raise HostUnreachable(f"{host.host}: folder {host.hostname} is not there")
-        self._raw: dict[tuple[str, str], bytes] = {}  # shown path -> bytes, where they differ
 
     def _fs_path(self, share: str, path: str) -> bytes:
-        raw = self._raw.get((share, path))
-        if raw is not None:
-            return raw
-        base = os.path.join(self._root, os.fsencode(share))
-        return os.path.join(base, os.fsencode(path)) if path else base
+        base = os.path.join(self._root, host_bytes(share))
+        return os.path.join(base, host_bytes(path)) if path else base
 
     def shares(self) -> list[str]:
         try:
@@ -55,11 +65,10 @@ class FileSource:
             raise AccessDenied(f"{self.host.host}: {self.host.hostname}: access denied") from None
         except OSError as e:
             raise HostUnreachable(f"{self.host.host}: {os.strerror(e.errno or 0)}") from None
-        return sorted(os.fsdecode(n) for n in names if not n.startswith(b"."))
+        return sorted(shown_name(n) for n in names if not n.startswith(b"."))
 
     def listdir(self, share: str, path: str) -> list[Entry]:
         folder = self._fs_path(share, path)
-        mapped = (share, path) in self._raw  # children of a mapped folder need mapping too
         entries: list[Entry] = []
         append, is_dir_mode, is_link_mode = entries.append, stat.S_ISDIR, stat.S_ISLNK
         try:
@@ -71,12 +80,7 @@ class FileSource:
                     if is_link_mode(mode):
                         continue
                     raw = item.name
-                    if raw.isascii() and not mapped:
-                        name = raw.decode("ascii")
-                    else:
-                        name = None if mapped else _utf8(raw)
-                        if name is None:
-                            name = self._map_name(share, path, folder, raw)
+                    name = raw.decode("ascii") if raw.isascii() else shown_name(raw)
                     if is_dir_mode(mode):
                         append(Entry(name, True, 0, st.st_mtime_ns // 1000))
                     else:
@@ -84,16 +88,9 @@ class FileSource:
         except OSError as e:
             if not os.path.isdir(self._root):
                 raise HostUnreachable(f"{self.host.host}: folder is gone") from None
-            raise _source_error(e, f"{share}/{path}") from None
+            raise _source_error(e, _where(share, path)) from None
         entries.sort()
         return entries
-
-    def _map_name(self, share: str, path: str, folder: bytes, raw_name: bytes) -> str:
-        """A name shown differently from its bytes: remember the bytes for later reads."""
-        name = raw_name.decode("utf-8", "backslashreplace")
-        child = f"{path}/{name}" if path else name
-        self._raw[(share, child)] = os.path.join(folder, raw_name)
-        return name
 
     def read(self, share: str, path: str, offset: int, length: int) -> bytes:
         fs_path = self._fs_path(share, path)
@@ -101,19 +98,19 @@ class FileSource:
             fd = os.open(fs_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError as e:
             if e.errno == errno.ELOOP:
-                raise NotFound(f"{share}/{path}: is a link") from None
-            raise _source_error(e, f"{share}/{path}") from None
+                raise NotFound(f"{_where(share, path)}: is a link") from None
+            raise _source_error(e, _where(share, path)) from None
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise NotFound(f"{share}/{path}: not a regular file")
+                raise NotFound(f"{_where(share, path)}: not a regular file")
             return os.pread(fd, length, offset)
         except OSError as e:
-            raise _source_error(e, f"{share}/{path}") from None
+            raise _source_error(e, _where(share, path)) from None
         finally:
             os.close(fd)
 
     def close(self) -> None:
-        self._raw.clear()
+        pass
 
     def __enter__(self) -> FileSource:
         return self

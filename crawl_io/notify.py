@@ -15,23 +15,20 @@ import select
 import struct
 import threading
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from typing import NamedTuple
 
 from smbprotocol.change_notify import SMB2ChangeNotifyRequest
 from smbprotocol.connection import Request, SMB2Echo
+from smbprotocol.exceptions import SMBResponseException
 from smbprotocol.open import Open
 from smbprotocol.session import SMB2Logoff
 
-from sharecrawl.crawl_io.smb import (
-    DENIED_STATUSES,
-    FILE_DIRECTORY_FILE,
-    STATUS_SUCCESS,
-    Create,
-    SMBSource,
-    answered,
-    file_id_of,
-)
+from sharecrawl.crawl_io.checked import safe_name
+from sharecrawl.crawl_io.smb import FILE_DIRECTORY_FILE, SMBSource
+from sharecrawl.crawl_io.smb_errors import DENIED_STATUSES, STATUS_SUCCESS
+from sharecrawl.crawl_io.smb_internals import answered, connection_open, wake_on_answer, went_async
 from sharecrawl.crawl_io.smb_names import FROM_SFM
 from sharecrawl.crawl_io.sources import Credentials, HostUnreachable, HostURL, SourceError
 
@@ -96,21 +93,10 @@ class Waker:
                 os.close(write_fd)
 
 
-class _WakeEvent(threading.Event):
-    """A request's answered-event (set by the receive thread) that also wakes the loop."""
-
-    def __init__(self, waker: Waker) -> None:
-        super().__init__()
-        self._waker = waker
-
-    def set(self) -> None:
-        super().set()
-        self._waker.wake()
-
-
 def share_path(name: str) -> str:
-    """A notification's '\\'-separated name as a share path, mapped characters restored."""
-    return "/".join(part.translate(FROM_SFM) for part in name.split("\\") if part)
+    """A notification's '\\'-separated name as a share path, mapped characters restored and
+    each name as the listing stores it (`safe_name`), so that a hint names the stored file."""
+    return "/".join(safe_name(part.translate(FROM_SFM)) for part in name.split("\\") if part)
 
 
 def parse_notify(buffer: bytes | memoryview) -> list[tuple[str, str]]:
@@ -138,7 +124,8 @@ class NotifySession(SMBSource):
         self._watches: dict[str, Open] = {}  # share -> its root, opened
         self._pending: dict[Request, str] = {}  # watch request -> its share
         self._cancelling: dict[Request, str] = {}
-        self._dropped: set[Request] = set()  # requests whose answers nobody needs (closes, ECHOs)
+        # requests whose answers nobody needs (ECHOs; closes, with smbprotocol's handler)
+        self._dropped: dict[Request, Callable[[Request], object] | None] = {}
         self._echo: Request | None = None
         self._echo_sent = time.monotonic()
         self.cancels_confirmed = 0  # watch requests the server answered STATUS_CANCELLED
@@ -149,11 +136,7 @@ class NotifySession(SMBSource):
         """Open the share's root and arm its tree watch. A refused open raises its SourceError
         (the connection stays usable); a refused watch comes later, as a Refusal from `take`."""
         with self._bounded(f"watch {share}"):
-            tree = self._tree(share)
-            root = Open(tree, "")
-            opened = self._request(Create("", FILE_DIRECTORY_FILE), tree, f"open {share}")
-            root.file_id = file_id_of(opened)
-            self._watches[share] = root
+            self._watches[share] = self._open(self._tree(share), "", FILE_DIRECTORY_FILE)
             for _ in range(self.depth):
                 self._arm(share)
 
@@ -161,15 +144,10 @@ class NotifySession(SMBSource):
         """Wait until the server has taken every watch (an interim or final answer) and return
         the shares watched: a change before that may go unreported."""
         with self._bounded("confirm watches"):
-            while any(r.async_id is None and not answered(r) for r in self._pending):
+            while any(not went_async(r) and not answered(r) for r in self._pending):
                 select.select([self._waker.read_fd], [], [], self._remaining())
                 self._drain()
         return self.watched
-
-    @property
-    def usable(self) -> bool:
-        """False once the connection failed (every later call raises the same error)."""
-        return self._failure is None
 
     @property
     def watched(self) -> list[str]:
@@ -191,17 +169,13 @@ class NotifySession(SMBSource):
         self._pending[self._wake_on(request)] = share
 
     def _wake_on(self, request: Request) -> Request:
-        """Have the request's answer wake the select loop (under the receive thread's lock)."""
-        with request.response_event_lock:
-            event = _WakeEvent(self._waker)
-            if request.response_event.is_set():
-                event.set()
-            request.response_event = event
+        """Have the request's answers wake the select loop."""
+        wake_on_answer(request, self._waker.wake)
         return request
 
     def _drain(self) -> None:
         self._waker.drain()
-        if not self._conn.transport.connected:
+        if not connection_open(self._conn):
             raise ConnectionError("the server closed the connection")
 
     def fileno(self) -> int:
@@ -216,8 +190,12 @@ class NotifySession(SMBSource):
         with self._bounded("watch"):
             self._drain()
             for request in [r for r in self._dropped if answered(r)]:
-                self._dropped.discard(request)
-                self._answer(request)
+                handler = self._dropped.pop(request)
+                if handler is None:
+                    self._answer(request)
+                else:
+                    with suppress(SMBResponseException):  # a close refused: the handle is gone
+                        handler(request)
             for request in [r for r in self._cancelling if answered(r)]:
                 del self._cancelling[request]
                 self.cancels_confirmed += self._answer(request)[0] == STATUS_CANCELLED
@@ -249,8 +227,9 @@ class NotifySession(SMBSource):
         root = self._watches.pop(share)
         for request in [r for r, s in self._pending.items() if s == share]:
             del self._pending[request]
-            self._dropped.add(request)  # fails the same way; nothing to learn from it
-        self._dropped.update(self._send([root.close(send=False)[0]], root.tree_connect))
+            self._dropped[request] = None  # fails the same way; nothing to learn from it
+        message, receive = root.close(send=False)
+        self._dropped[self._send([message], root.tree_connect)[0]] = receive
         return Refusal(share, REFUSAL_NAMES.get(status, f"NTSTATUS 0x{status:08X}"))
 
     def keepalive(self, every_s: float) -> None:
@@ -263,7 +242,7 @@ class NotifySession(SMBSource):
         elif now - self._echo_sent >= every_s:
             with self._bounded("keepalive"):
                 self._echo = self._wake_on(self._send([SMB2Echo()], None)[0])
-            self._dropped.add(self._echo)
+            self._dropped[self._echo] = None
             self._echo_sent = now
 
     def cancel(self) -> None:

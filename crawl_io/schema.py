@@ -32,6 +32,9 @@ HOSTS = pa.schema(
         ("signing_required", pa.bool_()),
         ("discovered_by", pa.string()),  # the hosts file's range line; null: listed by name
         ("addresses_seen", pa.list_(pa.string())),
+        # a found machine's share roots, 'share:volume serial:root file ID'
+        # (crawl_io.share_marks): what tells two machines of one name and ServerGuid apart
+        ("share_marks", pa.list_(pa.string())),
     ]
 )
 # A host as people know it ("DORM5-PC", not 10.20.3.17), over a hosts table's columns.
@@ -117,8 +120,19 @@ MEDIA = pa.schema(
         ("tag_source", pa.string()),  # where artist/title came from: 'tags' or 'name'
         ("partition_id", pa.string()),
         ("tagged_at", TS),
+        # when the crawl first saw media at this path (a file moved within its host keeps its
+        # own), and when its row last changed (added, changed, retagged, moved): kept across
+        # rounds; null in parts written before these columns existed (COLUMNS_ADDED)
+        ("first_seen", TS),
+        ("last_changed", TS),
     ]
 )
+# Columns added to a table after its first parts were written: a crawl directory of the same
+# format holds parts without them, which readers take as nulls.
+COLUMNS_ADDED: dict[str, tuple[str, ...]] = {
+    "media": ("first_seen", "last_changed"),
+    "hosts": ("share_marks",),
+}
 
 PREFIX_STATS = pa.schema(
     [
@@ -205,6 +219,45 @@ FETCHLIST = pa.schema(
         ("hints_as_of", TS),  # the hints are known up to here: the hinted scan counts from it
         # the seconds the round budgets for the scan: what fetch shards are balanced by
         ("est_scan_s", pa.float64()),
+    ]
+)
+
+# What a round changed in the media rows (crawldb/changes/, crawl_io.crawldb.history): one
+# row per change, in the crawl's words, kept `history_days` whatever `keep_rounds` removes.
+CHANGE_KINDS = ("added", "deleted", "changed", "retagged", "moved")
+FIELD_CHANGE = pa.struct([("field", pa.string()), ("before", pa.string()), ("after", pa.string())])
+CHANGES = pa.schema(
+    [
+        ("round", pa.int32()),  # round N published version N
+        ("published", TS),  # when version N went live (its MANIFEST.json's time)
+        ("host", pa.string()),
+        ("share", pa.string()),
+        ("path", pa.string()),  # where the media is now (deleted: where it was)
+        ("change", pa.string()),  # one of CHANGE_KINDS
+        ("kind", pa.string()),  # audio or video, as media.kind
+        ("size_before", pa.int64()),  # null: added
+        ("size_after", pa.int64()),  # null: deleted
+        ("share_before", pa.string()),  # moved: where it was
+        ("path_before", pa.string()),
+        ("fields", pa.list_(FIELD_CHANGE)),  # retagged: each tag that changed, as text
+        ("artist", pa.string()),  # its tags now (deleted: as they were)
+        ("title", pa.string()),
+        ("album", pa.string()),
+    ]
+)
+
+# The `versions` view: one row per kept version, from its MANIFEST.json and hosts table.
+VERSIONS = pa.schema(
+    [
+        ("version", pa.string()),  # v000012
+        ("round", pa.int32()),
+        ("published", TS),
+        ("files", pa.int64()),  # files now present (folders left out); null: a part unread
+        ("bytes", pa.int64()),  # their sizes' sum
+        ("media", pa.int64()),
+        ("media_bytes", pa.int64()),
+        ("hosts", pa.int64()),
+        ("hosts_online", pa.int64()),
     ]
 )
 

@@ -1,28 +1,34 @@
-"""The smb:// source: one SMB2/3 connection per host, through smbprotocol's public API.
+"""The smb:// source: one SMB2/3 connection per host, through smbprotocol's public API; the
+crawler's listings, reads and tags, `watch`'s change notifications (crawl_io.notify) and
+`serve`'s streams and covers (SMBFile) all go through it.
 
 Messages are built with send=False and sent as related compounds; only QUERY_DIRECTORY's and
 READ's answers are parsed by hand (crawl_io.smb_names). smbprotocol's `smbclient` is avoided: it
-caches connections process-wide and waits ~20 minutes on a hung server.
+caches connections process-wide and waits ~20 minutes on a hung server. Where the public API
+stops short (credits, whether an answer is in), crawl_io.smb_internals reaches past it.
 - Listing: CREATE + QUERY_DIRECTORY (1 MiB) + CLOSE per folder; the subfolders just returned
   are what a depth-first walk asks for next, so a few are kept in flight. Reads: CREATE + READ +
   CLOSE. Shares: SRVSVC NetrShareEnum (impacket's NDR) over this connection's IPC$ pipe.
+- A file opened (SMBFile): CREATE answered through smbprotocol's Open (its id, size and times),
+  then READs of byte ranges, several in flight, then CLOSE.
 - Credits: one ECHO asks for CREDIT_TARGET; a request waits for answers while the window is short.
 - Time limit: one deadline per call; waits smbprotocol makes without a limit (session set-up,
-  tree connect) run under a timer that closes the transport. A connection that failed once
-  (timeout, reset, bad signature) is retired: later calls raise the same error class at once.
+  tree connect, an Open's answers) run under a timer that closes the connection. A connection
+  that failed once (timeout, reset, bad signature) is retired: later calls raise the same
+  error class at once.
 - Guest sessions are unsigned; user sessions signed (Samba refuses unsigned 3.1.1 user sessions).
 """
 
 from __future__ import annotations
 
-import socket
 import struct
 import threading
 import time
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from contextlib import suppress
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from smbprotocol.connection import Connection, Request
@@ -32,128 +38,57 @@ from smbprotocol.open import Open, SMB2CreateRequest
 from smbprotocol.session import Session, SMB2Logoff
 from smbprotocol.tree import TreeConnect
 
+from sharecrawl.crawl_io.checked import EPOCH, clamped
+from sharecrawl.crawl_io.smb_errors import (
+    DENIED_STATUSES,
+    STATUS_BUFFER_OVERFLOW,
+    STATUS_END_OF_FILE,
+    STATUS_NO_MORE_FILES,
+    STATUS_SUCCESS,
+    connect_error,
+    status_error,
+)
+from sharecrawl.crawl_io.smb_internals import answered, connection_open, credits
 from sharecrawl.crawl_io.smb_names import MAX_DIR_ENTRY, append_query_entries, smb_name
 from sharecrawl.crawl_io.sources import (
-    AccessDenied,
     AuthFailed,
-    ConnectionRefused,
     Credentials,
     Entry,
     HostUnreachable,
     HostURL,
-    NotFound,
     SourceError,
     SourceTimeout,
-    UnknownHostName,
 )
 
 T = TypeVar("T")
-STATUS_SUCCESS = 0
-STATUS_PENDING = 0x00000103
-STATUS_BUFFER_OVERFLOW = 0x80000005  # a pipe read with more data to come
-STATUS_NO_MORE_FILES = 0x80000006
-STATUS_END_OF_FILE = 0xC0000011
 # CREATE fields (MS-SMB2 2.2.13): read-only opens, shared with everyone.
 IMPERSONATION, SHARE_ALL, FILE_OPEN = 2, 0x7, 1
 READ_ACCESS = 0x1 | 0x80 | 0x100000  # FILE_READ_DATA (LIST_DIRECTORY), READ_ATTRIBUTES, SYNCHRONIZE
 PIPE_ACCESS = 0x1 | 0x2 | 0x100000  # READ_DATA, WRITE_DATA (the srvsvc pipe alone), SYNCHRONIZE
 FILE_DIRECTORY_FILE, FILE_NON_DIRECTORY_FILE = 0x1, 0x40
+ROOT_NAME = b"\x00\x00"  # a CREATE's name for the share's root
 MAX_READ = 1024 * 1024  # bytes per READ request at most (16 credits), or the server's limit
 LIST_BUFFER = 1024 * 1024  # bytes per QUERY_DIRECTORY answer: ~7000 entries
 PAYLOAD_PER_CREDIT = 65536
 CREDIT_TARGET = 512
-# NTSTATUS codes (MS-ERREF 2.3) as source errors, each with the host status it stands for.
-NOT_FOUND_STATUSES = {
-    0xC0000034,  # OBJECT_NAME_NOT_FOUND
-    0xC000003A,  # OBJECT_PATH_NOT_FOUND
-    0xC000000F,  # NO_SUCH_FILE
-    0xC0000033,  # OBJECT_NAME_INVALID
-    0xC00000CC,  # BAD_NETWORK_NAME (no such share)
-    0xC0000103,  # NOT_A_DIRECTORY
-    0xC00000BA,  # FILE_IS_A_DIRECTORY
-    0xC0000056,  # DELETE_PENDING
-    0xC0000123,  # FILE_DELETED
-    0xC0000039,  # OBJECT_PATH_INVALID
-}
-# The session itself refused (not a share or file): wrong user or password, a barred account.
-LOGON_STATUSES = {
-    0xC000006D,  # LOGON_FAILURE
-    0xC000006A,  # WRONG_PASSWORD
-    0xC0000072,  # ACCOUNT_DISABLED
-    0xC0000071,  # PASSWORD_EXPIRED
-    0xC000006E,  # ACCOUNT_RESTRICTION
-    0xC0000064,  # NO_SUCH_USER
-    0xC0000234,  # ACCOUNT_LOCKED_OUT
-    0xC000006F,  # INVALID_LOGON_HOURS
-    0xC0000070,  # INVALID_WORKSTATION
-    0xC0000193,  # ACCOUNT_EXPIRED
-    0xC0000224,  # PASSWORD_MUST_CHANGE
-}
-DENIED_STATUSES = {
-    0xC0000022,  # ACCESS_DENIED
-    0xC00000CA,  # NETWORK_ACCESS_DENIED
-    0xC0000043,  # SHARING_VIOLATION
-    *LOGON_STATUSES,
-}
 
 
-def connect_error(host: str, error: ValueError) -> SourceError:
-    """The source error for smbprotocol's ValueError around a failed TCP connect."""
-    cause = error.__cause__
-    if isinstance(cause, socket.gaierror):
-        return UnknownHostName(f"{host}: unknown host name")
-    if isinstance(cause, ConnectionRefusedError) or "refused" in str(error).lower():
-        return ConnectionRefused(f"{host}: connection refused")
-    if isinstance(cause, TimeoutError):
-        return SourceTimeout(f"{host}: no answer to the connection")
-    return HostUnreachable(f"{host}: no connection")
+def create_message(
+    handle: Open, path: str, options: int, access: int = READ_ACCESS
+) -> tuple[SMB2CreateRequest, Callable[[Request], Any]]:
+    """A read-only CREATE of `path` for `handle` (MS-SMB2 2.2.13), and smbprotocol's handler of
+    its answer (which files the handle's id, size and times)."""
+    message, receive = handle.create(
+        IMPERSONATION, access, 0, SHARE_ALL, FILE_OPEN, options, send=False
+    )
+    message["buffer_path"] = smb_name(path) or ROOT_NAME  # mapped characters, surrogates
+    return message, receive
 
 
-def status_error(status: int, what: str) -> SourceError:
-    """The source error for an NTSTATUS answer to one request."""
-    if status in NOT_FOUND_STATUSES:
-        return NotFound(f"{what}: not found")
-    if status in LOGON_STATUSES:
-        return AuthFailed(f"{what}: logon failure")
-    if status in DENIED_STATUSES:
-        return AccessDenied(f"{what}: access denied")
-    return SourceError(f"{what}: NTSTATUS 0x{status:08X}")
-
-
-def answered(request: Request) -> bool:
-    """Whether the receive thread has filed the final answer (not an interim STATUS_PENDING)."""
-    response = request.response
-    return response is not None and response["status"].get_value() != STATUS_PENDING
-
-
-class Create(SMB2CreateRequest):
-    """A read-only CREATE (MS-SMB2 2.2.13) packed once per name: smbprotocol packs and measures
-    a message at each send, and for a CREATE that cost as much as the rest of a folder's."""
-
-    def __init__(self, path: str = "", options: int = 0, access: int = READ_ACCESS) -> None:
-        self.packed_bytes = b""
-        super().__init__()
-        self["impersonation_level"] = IMPERSONATION
-        self["desired_access"] = access
-        self["share_access"] = SHARE_ALL
-        self["create_disposition"] = FILE_OPEN
-        self["create_options"] = options
-        self.name(path)
-
-    def name(self, path: str) -> Create:
-        self["buffer_path"] = smb_name(path) or b"\x00\x00"  # mapped characters, surrogates
-        self.packed_bytes = super().pack()
-        return self
-
-    def pack(self) -> bytes:
-        return self.packed_bytes
-
-    def __len__(self) -> int:
-        return len(self.packed_bytes)
-
-
-def file_id_of(create_body: bytes) -> bytes:
-    return create_body[64:80]  # MS-SMB2 2.2.14: FileId
+def epoch_us(moment: datetime) -> int:
+    """A FILETIME as smbprotocol gives it, in microseconds since 1970 as a listing has it."""
+    aware = moment if moment.tzinfo else moment.replace(tzinfo=UTC)  # its datetime.max: past 9999
+    return (aware - EPOCH) // timedelta(microseconds=1)
 
 
 class SMBSource:
@@ -172,7 +107,7 @@ class SMBSource:
         self._inflight: OrderedDict[tuple[str, str], list[Request]] = OrderedDict()
         self._ready: OrderedDict[tuple[str, str], list[Entry] | SourceError] = OrderedDict()
         self._ahead: list[tuple[str, str]] = []
-        self._compound: tuple[Create, Any, Any] | None = None  # see _issue
+        self._compound: tuple[SMB2CreateRequest, Any, Any] | None = None  # see _issue
         self._trees: dict[str, TreeConnect] = {}
         self._failure: SourceError | None = None
         self._expired = False
@@ -215,18 +150,19 @@ class SMBSource:
 
     def _guarded(self, call: Callable[[], T]) -> T:
         """Run a call smbprotocol waits on without a limit; the transport closes at the deadline."""
-        timer = threading.Timer(max(0.0, self._deadline - time.monotonic()), self._abort)
-        timer.daemon = True
-        timer.start()
+        done = threading.Event()
+        delay = max(0.0, self._deadline - time.monotonic())
+        # a daemon: a process that exits mid-call is not held until the deadline
+        threading.Thread(target=lambda: done.wait(delay) or self._abort(), daemon=True).start()
         try:
             return call()
         finally:
-            timer.cancel()
+            done.set()
 
     def _abort(self) -> None:
         self._expired = True
-        with suppress(OSError):  # wakes every waiter: the receive thread sees the socket end
-            self._conn.transport.close()
+        with suppress(Exception):  # wakes every waiter: the receive thread sees the socket end
+            self._conn.disconnect(close=False)
 
     def _bounded(self, what: str) -> _Bounded:
         return _Bounded(self, what)
@@ -245,7 +181,7 @@ class SMBSource:
         elif (
             isinstance(error, OSError | ConnectionError | EOFError)
             or "closed" in str(error)
-            or not self._conn.transport.connected  # e.g. an answer's signature did not verify
+            or not connection_open(self._conn)  # e.g. an answer's signature did not verify
         ):
             failure = HostUnreachable(f"{self.host.host}: connection lost ({what})")
         else:
@@ -286,8 +222,7 @@ class SMBSource:
         conn = self._conn
         charge = 1 + max(0, payload - 1) // PAYLOAD_PER_CREDIT if conn.supports_multi_credit else 1
         need = len(messages) - 1 + charge
-        window = conn.sequence_window
-        while window["high"] - window["low"] < need:
+        while credits(conn) < need:
             if not self._inflight:
                 raise ConnectionError(f"the server granted too few credits ({need} needed)")
             key = next(iter(self._inflight))
@@ -327,6 +262,37 @@ class SMBSource:
                 raise status_error(e.status, f"{self.host.host}: share {share!r}") from None
             self._trees[share] = tree
         return tree
+
+    def _open(self, tree: TreeConnect, path: str, options: int, access: int = READ_ACCESS) -> Open:
+        """CREATE `path` and take its answer through smbprotocol's Open, which files the file's
+        id, size and times; a refusal raises its SourceError."""
+        handle = Open(tree, "")
+        message, receive = create_message(handle, path, options, access)
+        request = self._send([message], tree)[0]
+        try:
+            self._guarded(lambda: receive(request))
+        except SMBResponseException as e:
+            raise status_error(e.status, f"{self.host.host}: open {path}") from None
+        return handle
+
+    def _close(self, handle: Open) -> None:
+        """CLOSE an Open (smbprotocol forgets it then); a refusal changes nothing: it is gone."""
+        message, receive = handle.close(send=False)
+        request = self._send([message], handle.tree_connect)[0]
+        with suppress(SMBResponseException):
+            self._guarded(lambda: receive(request))
+
+    @property
+    def usable(self) -> bool:
+        """False once the connection failed or was closed (every later call raises)."""
+        return self._failure is None and connection_open(self._conn)
+
+    def open_file(self, share: str, path: str, block: int = MAX_READ, depth: int = 3) -> SMBFile:
+        """The file at `path` opened for reading (NotFound when it is not there or a folder);
+        its reads ask `block` bytes at a time, up to `depth` READs ahead."""
+        with self._bounded(f"open {share}/{path}"):
+            handle = self._open(self._tree(share), path, FILE_NON_DIRECTORY_FILE)
+        return SMBFile(self, share, path, handle, block, depth)
 
     def close(self) -> None:
         if self._failure is None and self._session is not None:
@@ -381,44 +347,22 @@ class SMBSource:
         return b"".join(chunks)
 
     def _share_names(self) -> list[str]:
-        """SRVSVC NetrShareEnum (level 1) with impacket's DCE/RPC over this connection's pipe."""
-        from impacket.dcerpc.v5 import rpcrt, srvs, transport  # loads only when shares are listed
+        from sharecrawl.crawl_io.smb_shares import disk_shares  # impacket loads only for this
 
         tree = self._tree("IPC$")
-        pipe = Open(tree, "")
-        opened = self._request(Create("srvsvc", 0, PIPE_ACCESS), tree, "pipe srvsvc")
-        pipe.file_id = file_id_of(opened)
-        request = self._request
+        pipe = self._open(tree, "srvsvc", 0, PIPE_ACCESS)
 
-        class PipeTransport(transport.DCERPCTransport):
-            def connect(self) -> int:
-                return 1
+        def write(data: bytes) -> None:
+            self._request(pipe.write(data, send=False)[0], tree, "pipe write", len(data))
 
-            def disconnect(self) -> int:
-                return 1
-
-            def send(self, data: bytes, forceWriteAndx: int = 0, forceRecv: int = 0) -> None:
-                request(pipe.write(data, send=False)[0], tree, "pipe write", len(data))
-
-            def recv(self, forceRecv: int = 0, count: int = 0) -> bytes:
-                message = pipe.read(0, 65536, send=False)[0]
-                return read_data(request(message, tree, "pipe read", 65536))
+        def read() -> bytes:
+            message = pipe.read(0, 65536, send=False)[0]
+            return read_data(self._request(message, tree, "pipe read", 65536))
 
         try:
-            dce = rpcrt.DCERPC_v5(PipeTransport(self.host.hostname, self.host.port or 445))
-            dce.bind(srvs.MSRPC_UUID_SRVS)
-            answer = srvs.hNetrShareEnum(dce, 1, serverName=f"\\\\{self.host.hostname}\x00")
-        except rpcrt.DCERPCException as e:
-            raise SourceError(f"{self.host.host}: share enumeration failed ({e})") from None
+            return disk_shares(self.host, write, read)
         finally:
-            request(pipe.close(send=False)[0], tree, "pipe close")
-        shares = answer["InfoStruct"]["ShareInfo"]["Level1"]["Buffer"]
-        return [
-            share["shi1_netname"][:-1]
-            for share in shares
-            if share["shi1_type"] & 0xFFFF == srvs.STYPE_DISKTREE
-            and not share["shi1_type"] & srvs.STYPE_SPECIAL
-        ]
+            self._close(pipe)
 
     def _issue(self, key: tuple[str, str]) -> None:
         tree = self._tree(key[0])
@@ -426,10 +370,10 @@ class SMBSource:
         # One set of messages serves every folder (only the name changes): building them costs
         # more than sending them.
         if self._compound is None or self._compound[1]["output_buffer_length"].get_value() != size:
-            folder = Open(tree, "")
-            create = Create("", FILE_DIRECTORY_FILE)
+            folder = Open(tree, "")  # its file id: the CREATE's before it in the compound
+            create = create_message(folder, "", FILE_DIRECTORY_FILE)[0]
             self._compound = (create, self._query(folder, size), folder.close(send=False)[0])
-        self._compound[0].name(key[1])
+        self._compound[0]["buffer_path"] = smb_name(key[1]) or ROOT_NAME
         self._inflight[key] = self._send(list(self._compound), tree, size)
 
     @staticmethod
@@ -489,8 +433,7 @@ class SMBSource:
         share, path = key
         what = f"list {share}/{path}"
         tree = self._tree(share)
-        folder = Open(tree, "")
-        folder.file_id = file_id_of(self._request(Create(path, FILE_DIRECTORY_FILE), tree, what))
+        folder = self._open(tree, path, FILE_DIRECTORY_FILE)
         entries: list[Entry] = []
         error: SourceError | None = None
         size = self._list_buffer()
@@ -502,7 +445,7 @@ class SMBSource:
                 error = status_error(status, f"{self.host.host}: {what}")
             else:
                 append_query_entries(body, entries)
-        self._answer(self._send([folder.close(send=False)[0]], tree)[0])
+        self._close(folder)
         if error is not None:
             raise error
         entries.sort()
@@ -511,7 +454,7 @@ class SMBSource:
     def _read_once(self, tree: TreeConnect, path: str, offset: int, length: int) -> bytes:
         handle = Open(tree, "")
         compound = [
-            Create(path, FILE_NON_DIRECTORY_FILE),
+            create_message(handle, path, FILE_NON_DIRECTORY_FILE)[0],
             handle.read(offset, length, send=False)[0],
             handle.close(send=False)[0],
         ]
@@ -527,6 +470,98 @@ class SMBSource:
         if error is not None:
             raise error
         return data
+
+
+class SMBFile:
+    """A file opened for reading on a source's connection, used as the source is (one caller at
+    a time): its size and mtime as the listing stores them, and byte ranges read with up to
+    `depth` READs in flight, each call under the source's deadline."""
+
+    def __init__(
+        self, source: SMBSource, share: str, path: str, handle: Open, block: int, depth: int
+    ) -> None:
+        self.source, self.share, self.path = source, share, path
+        self._handle, self._block, self._depth = handle, max(1, block), max(1, depth)
+        name = path.rpartition("/")[2]
+        entry = Entry(name, False, handle.end_of_file, epoch_us(handle.last_write_time))
+        _, _, self.size, self.mtime_us = clamped(entry)
+        self._pending: deque[tuple[int, int, Request]] = deque()  # READs in flight: from, to
+        self._closed = False
+
+    def read(self, offset: int, length: int, ahead: int = 0) -> bytes:
+        """`length` bytes at `offset` (fewer at the end); `ahead` more bytes will be asked for
+        next, which are read ahead now."""
+        end = min(offset + length, self.size)
+        if offset >= end:
+            return b""
+        chunks: list[bytes] = []
+        with self.source._bounded(f"read {self.share}/{self.path}"):
+            pending = self._pending
+            if pending and pending[0][0] != offset:
+                self._drain()  # not the bytes read ahead: a seek
+            while offset < end:
+                if pending and pending[0][1] > end:
+                    self._drain()  # read ahead in other pieces than these
+                if not pending:
+                    self._ask(offset, end - offset)
+                self._ask_ahead(end + ahead)
+                start, stop, request = pending.popleft()
+                chunks.append(self._data(request))
+                offset += len(chunks[-1])
+                if len(chunks[-1]) < stop - start:  # shorter than it was when opened
+                    self._drain()
+                    break
+        return b"".join(chunks)
+
+    def _ask(self, offset: int, length: int) -> bool:
+        """Send a READ of these bytes unless the credits do not cover it now; the first READ in
+        flight is of as many bytes as they cover."""
+        conn = self.source._conn
+        available = credits(conn)
+        length = min(length, conn.max_read_size)
+        if not self._pending:
+            length = min(length, max(1, available) * PAYLOAD_PER_CREDIT)
+        charge = 1 + (length - 1) // PAYLOAD_PER_CREDIT if conn.supports_multi_credit else 1
+        if charge > available:
+            if self._pending:
+                return False  # the READs in flight bring credits back
+            raise ConnectionError(f"the server granted too few credits ({charge} needed)")
+        message = self._handle.read(offset, length, send=False)[0]
+        tree = self._handle.tree_connect
+        sid = tree.session.session_id
+        request = conn.send(message, sid, tree.tree_connect_id, credit_request=charge * 2)
+        self._pending.append((offset, offset + length, request))
+        return True
+
+    def _ask_ahead(self, end: int) -> None:
+        at = self._pending[-1][1] if self._pending else end
+        end = min(end, self.size)
+        while at < end and len(self._pending) < self._depth:
+            if not self._ask(at, min(self._block, end - at)):
+                return
+            at = self._pending[-1][1]
+
+    def _data(self, request: Request) -> bytes:
+        status, body = self.source._answer(request)
+        if status == STATUS_SUCCESS:
+            return read_data(body)
+        if status == STATUS_END_OF_FILE:
+            return b""
+        raise status_error(status, f"{self.source.host.host}: read {self.share}/{self.path}")
+
+    def _drain(self) -> None:
+        while self._pending:
+            self.source._answer(self._pending.popleft()[2])
+
+    def close(self) -> None:
+        """Close the file (the reads in flight answered first); on a failed connection there is
+        nothing left to close."""
+        if self._closed:
+            return
+        self._closed = True
+        with suppress(SourceError), self.source._bounded(f"close {self.share}/{self.path}"):
+            self._drain()
+            self.source._close(self._handle)
 
 
 def read_data(read_body: bytes) -> bytes:

@@ -25,6 +25,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from sharecrawl.crawl_io.processes import children, exit_with_parent
+from sharecrawl.crawl_io.terminal_log import setup_logging, verbose
 
 # What the fork server imports once.
 PRELOADED = [
@@ -68,7 +69,7 @@ def start_worker(
 ) -> tuple[BaseProcess, Connection]:
     """A worker running `target(conn, *args)`, and this end of `conn`, its own pipe."""
     ours, theirs = context.Pipe()
-    process = context.Process(target=target, args=(theirs, *args))
+    process = context.Process(target=_logged, args=(verbose(), target, theirs, *args))
     # multiprocessing re-runs the main script (as __mp_main__) in each worker, and Python 3.11
     # ignores a '__main__' preload: one that imports the pipeline costs a worker half a second
     main = sys.modules["__main__"]
@@ -84,6 +85,13 @@ def start_worker(
             main.__file__ = file
     theirs.close()  # the worker's end is the worker's alone
     return process, ours
+
+
+def _logged(verbose_log: bool, target: Callable[..., None], *args: object) -> None:
+    """A worker: `target(*args)` under the log rule of the process that started it (a fork
+    server's child has no logging set up)."""
+    setup_logging(verbose_log)
+    target(*args)
 
 
 class WorkerDied(Exception):

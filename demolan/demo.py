@@ -14,8 +14,8 @@ from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
 from sharecrawl.crawl_io.crawldb.lock import LOCK_NAME, CrawlLock
 from sharecrawl.crawl_io.sources import ConfigError
 from sharecrawl.demolan.lan import build_lan, change_lan
-from sharecrawl.pipeline import settings as config
 from sharecrawl.pipeline.rounds import run_round
+from sharecrawl.pipeline.settings import read_settings
 from sharecrawl.queries.status import format_report, round_report
 
 SEARCHES = (
@@ -53,7 +53,7 @@ def command_name() -> str:
     if found and script.exists() and Path(found).resolve() == script.resolve():
         return "sharecrawl"
     if not script.exists():
-        return "python -m cli.main"
+        return "python -m sharecrawl"
     shown = os.path.relpath(script)
     return str(script) if shown.startswith("..") else shown
 
@@ -70,16 +70,16 @@ def run_demo(workdir: Path) -> int:
         _clear(workdir, crawl.root / LOCK_NAME)
         hosts_file = build_lan(workdir)
         crawl.crawldb.mkdir(parents=True)
-        config.override(hosts_file=hosts_file, crawl_dir=crawl.root)
+        settings = read_settings(hosts_file=hosts_file, crawl_dir=crawl.root)
         print(f"demo LAN written to {workdir}: hosts in {hosts_file}")
         print(
-            f"scheduling policy: {config.sharecrawl().policy} (luigi.cfg's; "
+            f"scheduling policy: {settings.policy} (luigi.cfg's; "
             "`sharecrawl crawl --help` says what each one does)"
         )
         for n in (1, 2, 3):
             for change in change_lan(workdir, n):
                 print(f"  change: {change}")
-            run_round(str(crawl.root), n)
+            run_round(settings, n)
             print(format_report(round_report(crawl)))
     for query, options in SEARCHES:
         flags = "".join(f" --{k.replace('_', '-')}" for k in options)

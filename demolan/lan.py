@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
+import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from sharecrawl.demolan.catalog import (
     album_tags,
     fictional_albums,
 )
+from sharecrawl.demolan.cover_art import POSTER_SIZE, cover_jpeg, embed_cover
 from sharecrawl.demolan.templates import write_tagged
 
 OFFLINE_AT_STEP_3 = "katya-laptop"  # its folder moves to root/offline/ before round 3
@@ -86,13 +88,9 @@ def build_lan(root: Path, seed: int = 0) -> Path:
                 tags = album_tags(album, number)
                 writer.media(host, share, album_path(style, album, number, ext), fmt, tags)
                 every_song.append(tags)
-            if rng.random() < 0.5:
-                writer.other(
-                    host,
-                    share,
-                    str(Path(album_path(style, album, 1, ext)).parent) + "/cover.jpg",
-                    b"\xff\xd8\xff\xe0 cover art",
-                )
+            picture = "cover.jpg" if rng.random() < 0.5 else "folder.jpg"  # both are common
+            folder = str(Path(album_path(style, album, 1, ext)).parent)
+            writer.other(host, share, f"{folder}/{picture}", cover_jpeg(album.title))
     # Generic names whose song only the tags tell, some of them tags-poor (no album).
     for host in HOSTS:
         share, _, formats, _ = HOST_PLAN[host]
@@ -107,6 +105,11 @@ def build_lan(root: Path, seed: int = 0) -> Path:
         writer.media(host, share, path, fmt, MADONNA_MUSIC_TAGS)
     for host, share, path in VIDEOS:
         writer.media(host, share, path, "mp4", {})
+        if path.startswith("Films/"):  # a film's poster in its tags, as MP4 taggers put it
+            title = re.split(r"\.(?:19|20)\d\d\.", Path(path).name)[0].replace(".", " ")
+            film = hosts_dir / host / share / path
+            embed_cover(film, cover_jpeg(title, POSTER_SIZE))
+            _stamp(film, writer.clock)
     for host, share, path, data in OTHER_FILES:
         writer.other(host, share, path, data)
     # The same album folder on two hosts, byte for byte (identical subtrees).
@@ -145,6 +148,9 @@ def change_lan(root: Path, step: int) -> list[str]:
 
     def added(host: str, share: str, path: str, fmt: str, tags: dict) -> None:
         dest = writer.media(host, share, path, fmt, tags)
+        if tags.get("album"):  # the new albums on the page's first screen have covers
+            embed_cover(dest, cover_jpeg(tags["album"]))
+            _stamp(dest, clock)
         _stamp(dest.parent, clock)
         what = f" ({tags['artist']} – {tags['title']})" if tags else ""
         changes.append(f"added {host}/{share}/{path}{what}")

@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from mrjob.protocol import JSONProtocol, RawValueProtocol
 
 from sharecrawl.crawl_io.crawldb.atomic import write_atomic
@@ -21,7 +22,6 @@ from sharecrawl.jobs.runner import (
     JobRunner,
     ManifestJob,
     local_tasks,
-    read_part,
     run_job,
     write_manifest,
 )
@@ -152,7 +152,7 @@ class MRListingJobs(ManifestJob):
 
     def mapper(self, _: None, line: str) -> Iterator[tuple[list[str], Any]]:
         for path in self.part_paths(line):
-            listing = listing_columns(read_part(path, COLUMNS), path)
+            listing = listing_columns(pq.read_table(path, columns=COLUMNS), path)
             yield from listing_records(listing, self.state, self.by_host, self.jobs)
 
 

@@ -9,7 +9,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
-from mrjob.parse import is_uri
 from mrjob.protocol import JSONProtocol, RawValueProtocol
 
 from sharecrawl.crawl_io.crawldb.atomic import write_atomic
@@ -30,7 +29,6 @@ from sharecrawl.jobs.runner import (
     JobRunner,
     ManifestJob,
     manifest_path,
-    read_part,
     run_job,
     runner_of,
 )
@@ -57,10 +55,7 @@ class MRPrefixStats(ManifestJob):
         part = json.loads(line)
         sources = []
         for key in PART_KEYS:
-            paths = part.get(key) and [self.resolve(p) for p in part[key]]
-            if paths and any(is_uri(p) for p in paths):  # on a cluster: read them here
-                paths = pa.concat_tables([read_part(p) for p in paths])
-            sources.append(paths)
+            sources.append(part.get(key) and [self.resolve(p) for p in part[key]])
         for share, prefix, depth, *counts in prefix_rows(*sources, self.options.depth):
             # the key as one JSON string: Spark's harness groups by the decoded key (hashable)
             yield json.dumps([part["host"], share, prefix]), [depth, *counts]

@@ -4,28 +4,22 @@ and running a job with an mrjob runner."""
 
 from __future__ import annotations
 
-import glob
 import json
 import logging
 import os
 import posixpath
-import re
 import shutil
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from traceback import format_exception
 from typing import Any, cast
-from urllib.parse import urlsplit, urlunsplit
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from mrjob.job import MRJob
-from mrjob.parse import is_uri
 from mrjob.step import StepFailedException
 
 from sharecrawl.crawl_io.crawldb.atomic import write_atomic
@@ -41,7 +35,8 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class JobRunner:
     """Where the update jobs run: `inline` (pure functions, no mrjob), `local` (mrjob's inline
-    runner in the crawl's workers) or `spark` (`cluster_root`: `crawl_root` as the tasks see it)."""
+    runner in the crawl's workers) or `spark` (`cluster_root`: the path at which the cluster's
+    tasks see `crawl_root` mounted; empty: the same path)."""
 
     name: str = "local"
     spark_master: str = ""
@@ -68,25 +63,6 @@ def runner_of(runner: JobRunner | str) -> JobRunner:
     return runner if isinstance(runner, JobRunner) else JobRunner(runner)
 
 
-def read_part(path: str, columns: Sequence[str] | None = None) -> pa.Table:
-    """A Parquet part by local path, or by URI (hdfs://, file://) through mrjob's filesystem."""
-    if not is_uri(path):
-        return pq.read_table(path, columns=columns)
-    from mrjob.fs.composite import CompositeFilesystem
-    from mrjob.fs.hadoop import HadoopFilesystem
-    from mrjob.fs.local import LocalFilesystem
-
-    fs = CompositeFilesystem()
-    fs.add_fs("hadoop", HadoopFilesystem())
-    fs.add_fs("local", LocalFilesystem())
-    # cat takes a glob: the path's own *?[]{} are escaped (Hadoop's glob escapes with a backslash)
-    literal = (
-        re.sub(r"([*?\[\]{}\\])", r"\\\1", path) if path.startswith("hdfs:") else glob.escape(path)
-    )
-    data = b"".join(fs.cat(literal))
-    return pq.read_table(pa.BufferReader(data), columns=columns)
-
-
 class ManifestJob(MRJob):
     """A job whose input is a manifest: each line names what one mapper reads."""
 
@@ -96,12 +72,8 @@ class ManifestJob(MRJob):
 
     def resolve(self, path: str) -> str:
         base = self.options.base_dir
-        if not base or os.path.isabs(path) or is_uri(path):
+        if not base or os.path.isabs(path):
             return path
-        if is_uri(base):
-            url = urlsplit(base)
-            joined = posixpath.normpath(posixpath.join(url.path, path))
-            return urlunsplit(url._replace(path=joined))
         return os.path.normpath(os.path.join(base, path))
 
     def part_paths(self, line: str) -> list[str]:

@@ -20,19 +20,21 @@ from sharecrawl.pipeline.fetch_workers import fetch_hosts
 from sharecrawl.pipeline.generate import Generate
 from sharecrawl.pipeline.settings import (
     SMB_CONNECTIONS,
+    Settings,
+    SettingsParameter,
     round_shards,
     shard_connections,
-    sharecrawl,
-    smb_connections,
 )
 from sharecrawl.pipeline.shards import shard_hosts
 
 KNOWN = ["partition_id", "share", "root", "lo", "hi", "hash"]
 
 
-def fetch_pending(crawl_dir: str, round_: int, hosts: set[str] | None, crawlers: int) -> None:
+def fetch_pending(
+    crawl_dir: str, round_: int, hosts: set[str] | None, crawlers: int, timeout_s: float
+) -> None:
     """Fetch the round's fetch list (only `hosts`, when given), but for the hosts already
-    fetched, `crawlers` at once."""
+    fetched, `crawlers` at once, every SMB call within `timeout_s`."""
     crawl = CrawlDir(crawl_dir)
     seg = crawl.segment_dir(round_)
     shares = {h["host"]: h["shares"] for h in pq.read_table(seg / "inject.parquet").to_pylist()}
@@ -40,7 +42,6 @@ def fetch_pending(crawl_dir: str, round_: int, hosts: set[str] | None, crawlers:
     for p in crawl.read(round_ - 1, "partitions").select(["host", *KNOWN]).to_pylist():
         known[p.pop("host")].append(p)
     jobs: dict[str, HostJob] = {}
-    timeout_s = sharecrawl().host_timeout_s
     for row in pq.read_table(seg / "fetchlist.parquet").to_pylist():
         host = row["host"]
         if host not in jobs:
@@ -72,16 +73,17 @@ class FetchShard(luigi.Task):
     round = luigi.IntParameter()
     shard = luigi.IntParameter()
     shards = luigi.IntParameter()
+    settings = SettingsParameter()
 
     @property
     def resources(self) -> dict[str, int]:  # type: ignore[override]
         # no cap set (0): no resource, which a scheduler would otherwise cap at 1
-        if smb_connections() <= 0:
+        if self.settings.smb_connections <= 0:
             return {}
-        return {SMB_CONNECTIONS: shard_connections(sharecrawl())}
+        return {SMB_CONNECTIONS: shard_connections(self.settings)}
 
     def requires(self) -> Generate:  # and Inject, which Generate requires
-        return Generate(crawl_dir=self.crawl_dir, round=self.round)
+        return Generate(crawl_dir=self.crawl_dir, round=self.round, settings=self.settings)
 
     def output(self) -> luigi.LocalTarget:
         seg = CrawlDir(self.crawl_dir).segment_dir(self.round)
@@ -91,14 +93,16 @@ class FetchShard(luigi.Task):
         fetchlist = pq.read_table(self.input().path)
         assigned = shard_hosts(fetchlist, self.shards)
         hosts = {h for h, shard in assigned.items() if shard == self.shard}
-        fetch_pending(self.crawl_dir, self.round, hosts, shard_connections(sharecrawl()))
+        at_once, timeout_s = shard_connections(self.settings), self.settings.host_timeout_s
+        fetch_pending(self.crawl_dir, self.round, hosts, at_once, timeout_s)
         with self.output().open("w") as out:  # Luigi's atomic write: whole or absent
             out.write(f"{len(hosts)} hosts, worker {socket.gethostname()} pid {os.getpid()}\n")
 
 
-def shard_tasks(crawl_dir: str, round_: int, shards: int) -> list[FetchShard]:
+def shard_tasks(crawl_dir: str, round_: int, shards: int, settings: Settings) -> list[FetchShard]:
     return [
-        FetchShard(crawl_dir=crawl_dir, round=round_, shard=i, shards=shards) for i in range(shards)
+        FetchShard(crawl_dir=crawl_dir, round=round_, shard=i, shards=shards, settings=settings)
+        for i in range(shards)
     ]
 
 
@@ -107,9 +111,11 @@ class Fetch(luigi.Task):
 
     crawl_dir = luigi.Parameter()
     round = luigi.IntParameter()
+    settings = SettingsParameter()
 
     def requires(self) -> list[FetchShard]:
-        return shard_tasks(self.crawl_dir, self.round, round_shards(sharecrawl()))
+        shards = round_shards(self.settings)
+        return shard_tasks(self.crawl_dir, self.round, shards, self.settings)
 
     def output(self) -> luigi.LocalTarget:
         seg = CrawlDir(self.crawl_dir).segment_dir(self.round)
@@ -118,7 +124,8 @@ class Fetch(luigi.Task):
     def run(self) -> None:
         # the shards fetched every host; a host missed (shards of another count done by a
         # killed run) is fetched here
-        fetch_pending(self.crawl_dir, self.round, None, sharecrawl().crawlers)
+        settings = self.settings
+        fetch_pending(self.crawl_dir, self.round, None, settings.crawlers, settings.host_timeout_s)
         # (the driver, under the crawl lock) a fetch worker killed mid-shard left its part's
         # temporary file: gone with it, or another machine's once stale (crawl_io.crawldb.tempfiles)
         remove_stale_temp_files(self.crawl_dir)

@@ -27,7 +27,7 @@ from sharecrawl.pipeline.scheduling.choice import Budget, PartitionState
 from sharecrawl.pipeline.scheduling.history import Histories
 from sharecrawl.pipeline.scheduling.policies import get_policy
 from sharecrawl.pipeline.scheduling.signals import ScanPlan, apply_signals
-from sharecrawl.pipeline.settings import sharecrawl
+from sharecrawl.pipeline.settings import SettingsParameter
 
 log = logging.getLogger("sharecrawl")
 KEYS = ("host", "partition_id", "share", "root", "lo", "hi", "hash")
@@ -83,16 +83,17 @@ def rules_changed(crawl: CrawlDir, round_: int) -> bool:
 class Generate(luigi.Task):
     crawl_dir = luigi.Parameter()
     round = luigi.IntParameter()
+    settings = SettingsParameter()
 
     def requires(self) -> Inject:
-        return Inject(crawl_dir=self.crawl_dir, round=self.round)
+        return Inject(crawl_dir=self.crawl_dir, round=self.round, settings=self.settings)
 
     def output(self) -> luigi.LocalTarget:
         seg = CrawlDir(self.crawl_dir).segment_dir(self.round)
         return luigi.LocalTarget(seg / "fetchlist.parquet")
 
     def run(self) -> None:
-        settings = sharecrawl()
+        settings = self.settings
         crawl = CrawlDir(self.crawl_dir)
         hosts = pq.read_table(self.input().path).to_pylist()
         online = {h["host"]: h["online"] for h in hosts}

@@ -74,8 +74,8 @@ def denied_hashes(files: pa.Table, log: pa.Table) -> dict[str, str]:
 def merged_media(old: pa.Table, fetched: pa.Table, files: pa.Table) -> tuple[pa.Table, pa.Table]:
     """Stored tags of files still present unchanged, plus the tags read this round; each
     with its file's partition. And what changed for the search index
-    (crawl_io.crawldb.media_changes): the paths of stored rows not kept, and the rows read
-    this round. A kept row is its stored row but for its partition, so nothing else can
+    (crawl_io.crawldb.media_changes): the stored rows not kept, and the rows read this
+    round. A kept row is its stored row but for its partition, so nothing else can
     differ."""
     con = cursor()
     for name, table in (("old", old), ("fetched", fetched), ("files", files)):
@@ -90,12 +90,19 @@ def merged_media(old: pa.Table, fetched: pa.Table, files: pa.Table) -> tuple[pa.
             SELECT *, true AS fresh FROM fetched
         ),
         merged AS (
-            SELECT k.* REPLACE (f.partition_id AS partition_id), false AS gone FROM kept k
+            -- first seen: the stored row's, a moved file's own (its tags came with it), else
+            -- its files row's; last changed: this scan for a row read anew
+            SELECT k.* REPLACE (
+                f.partition_id AS partition_id,
+                coalesce(k.first_seen, f.first_seen) AS first_seen,
+                CASE WHEN fresh THEN f.last_seen
+                     ELSE coalesce(k.last_changed, k.tagged_at) END AS last_changed
+            ), false AS gone FROM kept k
             JOIN files f ON f.share = k.share AND f.path = k.path
         )
         SELECT * FROM merged
         UNION ALL BY NAME
-        SELECT o.host, o.share, o.path, true AS gone FROM old o
+        SELECT o.*, true AS gone FROM old o
         ANTI JOIN (SELECT share, path FROM merged WHERE NOT fresh) m
             ON m.share = o.share AND m.path = o.path
         ORDER BY share, path

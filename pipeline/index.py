@@ -9,6 +9,9 @@ import logging
 import luigi
 
 from sharecrawl.crawl_io.crawldb.crawldir import VERSION_NAME, CrawlDir
+from sharecrawl.crawl_io.crawldb.disk_full import is_disk_full
+from sharecrawl.crawl_io.crawldb.scrub import add_mend, mend_version
+from sharecrawl.pipeline.settings import SettingsParameter
 from sharecrawl.pipeline.targets import IndexedVersion
 from sharecrawl.pipeline.update import Update
 
@@ -40,11 +43,12 @@ def full_build_reason(crawl: CrawlDir, live: int, full_every: int) -> str | None
 class Index(luigi.Task):
     crawl_dir = luigi.Parameter()
     round = luigi.IntParameter()
+    settings = SettingsParameter()
     # a full build every this many versions at most; in luigi.cfg's [Index] section
     full_every = luigi.IntParameter(default=24, significant=False)
 
     def requires(self) -> Update:
-        return Update(crawl_dir=self.crawl_dir, round=self.round)
+        return Update(crawl_dir=self.crawl_dir, round=self.round, settings=self.settings)
 
     def output(self) -> IndexedVersion:
         return IndexedVersion(self.crawl_dir, self.round)
@@ -70,4 +74,11 @@ class Index(luigi.Task):
                 first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
                 reason = f"updating it failed ({first})"
         log.info("sharecrawl: building the search index in full: %s", reason)
-        build_index(crawl.version_dir(live), crawl.index)
+        try:
+            build_index(crawl.version_dir(live), crawl.index)
+        except (duckdb.Error, OSError, pa.ArrowException) as e:
+            # a media part that does not read: mended as `check --repair` mends it, then again
+            if is_disk_full(e) or (mended := mend_version(crawl, live)) is None:
+                raise
+            add_mend(crawl.segment_dir(self.round), self.round, mended)
+            build_index(crawl.version_dir(live), crawl.index)

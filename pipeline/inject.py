@@ -13,13 +13,13 @@ import luigi
 import pyarrow as pa
 
 from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir, read_parquet, write_parquet
-from sharecrawl.crawl_io.discover import PROBE_THREADS, probe
+from sharecrawl.crawl_io.discover import NOT_SMB, PROBE_THREADS, probe
 from sharecrawl.crawl_io.liveness import check_hosts
 from sharecrawl.crawl_io.schema import HOSTS
 from sharecrawl.crawl_io.sources import HostURL, read_hosts_lines
 from sharecrawl.pipeline.discovery import IDENTITY_COLUMNS, SWEEPS, Sweeper, identity_fields
 from sharecrawl.pipeline.rules_store import RulesStore
-from sharecrawl.pipeline.settings import sharecrawl
+from sharecrawl.pipeline.settings import SettingsParameter
 from sharecrawl.pipeline.targets import PublishedRound
 
 log = logging.getLogger("sharecrawl")
@@ -56,15 +56,16 @@ def host_rows(hosts: list[HostURL], timeout_s: float) -> list[dict]:
     for (key, lines), check, identity in zip(by_key.items(), checks, said, strict=True):
         every = any(h.share is None for h in lines)
         shares = [] if every else sorted({h.share for h in lines if h.share})
+        garbage = identity is not None and identity.not_smb  # not crawled: it speaks no SMB
         rows.append(
             {
                 "host": key,
                 "url": lines[0].line_url if len({h.share for h in lines}) == 1 else lines[0].url,
                 "shares": shares,
-                "online": check.online,
-                "error": check.error,
+                "online": check.online and not garbage,
+                "error": f"{key}: {NOT_SMB}" if garbage else check.error,
                 "checked_at": now,
-                "status": check.status,
+                "status": "error" if garbage else check.status,
                 "notify_trusted": lines[0].notify_trusted,  # the same on every line of a host
                 **(identity_fields(identity) if identity and not identity.error else {}),
             }
@@ -75,6 +76,7 @@ def host_rows(hosts: list[HostURL], timeout_s: float) -> list[dict]:
 class Inject(luigi.Task):
     crawl_dir = luigi.Parameter()
     round = luigi.IntParameter()
+    settings = SettingsParameter()
 
     def requires(self) -> list[luigi.Task]:
         # rounds chain: this round reads the last one's version
@@ -88,7 +90,7 @@ class Inject(luigi.Task):
         )
 
     def run(self) -> None:
-        settings = sharecrawl()
+        settings = self.settings
         hosts, ranges = read_hosts_lines(settings.hosts_file, settings.allow_wide_ranges)
         seg = CrawlDir(self.crawl_dir).segment_dir(self.round)
         store = RulesStore(self.crawl_dir, settings.rules_file or None)
@@ -100,11 +102,15 @@ class Inject(luigi.Task):
             crawl = CrawlDir(self.crawl_dir)
             last = crawl.segment_dir(self.round - 1) / "discover.parquet"
             before = read_parquet(last, SWEEPS).to_pylist()  # absent: empty
+            urls: dict[str, HostURL] = {}
+            for h in hosts:
+                urls.setdefault(h.host, h)
             sweeper = Sweeper(
                 crawl.read(self.round - 1, "hosts").to_pylist(),
                 {s["line"]: s["swept_at"] for s in before if s["swept_at"]},
                 {r["host"] for r in rows},
                 settings,
+                listed=[(r, urls[r["host"]]) for r in rows if urls[r["host"]].scheme == "smb"],
             )
             listed = {(h.hostname, h.port or 445) for h in hosts if h.scheme == "smb"}
             found, sweeps = sweeper.rows(ranges, listed)

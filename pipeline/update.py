@@ -8,13 +8,18 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import duckdb
 import luigi
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from mrjob.step import StepFailedException
 
 from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir, host_file, read_parquet
+from sharecrawl.crawl_io.crawldb.disk_full import is_disk_full
+from sharecrawl.crawl_io.crawldb.history import prune_changes
 from sharecrawl.crawl_io.crawldb.media_changes import ChangesRecord
+from sharecrawl.crawl_io.crawldb.scrub import ScrubRecord, mend_version
 from sharecrawl.crawl_io.schema import FETCHLOG, HOSTS, LISTING, MEDIA, PARTITIONS
 from sharecrawl.crawl_io.sources import CONFIG_STATUSES, HOST_OK, UNREACHABLE_STATUSES
 from sharecrawl.jobs.crawl_rules import load_rules
@@ -31,11 +36,13 @@ from sharecrawl.pipeline.inject import Inject
 from sharecrawl.pipeline.publish import VersionBuild
 from sharecrawl.pipeline.scheduling.history import Histories
 from sharecrawl.pipeline.scheduling.rates import DEFAULT_WINDOW_S
-from sharecrawl.pipeline.settings import job_runner, sharecrawl
+from sharecrawl.pipeline.settings import SettingsParameter, job_runner
 from sharecrawl.pipeline.stats_parts import read_old_stats, write_stats
 from sharecrawl.pipeline.targets import PublishedVersion
 
 REPLACED = ("changed", "new")
+# how a read of a damaged part fails (a job's task: StepFailedException)
+READ_FAILURES = (duckdb.Error, pa.ArrowException, OSError, StepFailedException)
 LOST = ("unreachable", "timeout")
 EWMA = 0.3  # weight of this round's measurement in a host's cost estimates
 
@@ -157,18 +164,32 @@ def updated_hosts(
 class Update(luigi.Task):
     crawl_dir = luigi.Parameter()
     round = luigi.IntParameter()
+    settings = SettingsParameter()
 
     def requires(self) -> dict[str, luigi.Task]:
-        return {
-            "fetch": Fetch(crawl_dir=self.crawl_dir, round=self.round),
-            "inject": Inject(crawl_dir=self.crawl_dir, round=self.round),
-        }
+        where = {"crawl_dir": self.crawl_dir, "round": self.round, "settings": self.settings}
+        return {"fetch": Fetch(**where), "inject": Inject(**where)}
 
     def output(self) -> PublishedVersion:
         return PublishedVersion(self.crawl_dir, self.round)
 
     def run(self) -> None:
-        settings = sharecrawl()
+        try:
+            self.update()
+        except READ_FAILURES as error:
+            # a linked part of version N-1 that does not read, which the scrub had not reached:
+            # N-1 mended as `check --repair` mends it, then the update again from it
+            crawl = CrawlDir(self.crawl_dir)
+            if is_disk_full(error) or self.round == 1 or crawl.current() >= self.round:
+                raise
+            mended = mend_version(crawl, self.round - 1)
+            if mended is None:
+                raise
+            self.update(mended)
+
+    def update(self, mended: ScrubRecord | None = None) -> None:
+        """Build version N from N-1 and the segment, and publish it."""
+        settings = self.settings
         crawl = CrawlDir(self.crawl_dir)
         crawl.drop_unpublished()
         prev, seg = self.round - 1, crawl.segment_dir(self.round)
@@ -179,7 +200,8 @@ class Update(luigi.Task):
         runner = job_runner(settings, crawl.root)
 
         paces = (settings.list_s_per_folder, settings.tag_s_per_file)
-        hosts = updated_hosts(crawl.read(prev, "hosts"), inject, log, paces)
+        old_hosts = crawl.read(prev, "hosts")
+        hosts = updated_hosts(old_hosts, inject, log, paces)
         listed = {h["host"] for h in hosts}
         old_partitions = crawl.read(prev, "partitions")
         replaced = {r["partition_id"] for r in log if r["status"] in REPLACED}
@@ -228,9 +250,10 @@ class Update(luigi.Task):
             lost |= rewrite_host(build, stored, change)
             if change.media_changes is not None:
                 media_changes.add(host, *change.media_parts, change.media_changes)
+        build.scrub(settings.scrub_mb_per_round, mended)  # a slice of the linked parts verified
         # partitions whose stored rows were lost to a damaged part (found by a stat, on
-        # linking, or on reading a touched host's parts): what this round did not list
-        # again is listed as new by the next one
+        # linking, on reading a touched host's parts, or by the scrub): what this round did
+        # not list again is listed as new by the next one
         if stored is not None:
             lost |= stored.lost_partitions(old_partitions)
         lost -= replaced
@@ -270,4 +293,9 @@ class Update(luigi.Task):
         )
         carried = set() if complete else set(listed)
         write_stats(build, stats, old_stats, touched | lost_hosts, carried - redo_stats)
-        build.publish(stats)
+        # the history: what the round changed, and every media row of a host it retired
+        retired = set(old_hosts["host"].to_pylist()) - listed
+        gone = [stored.read_host("media", h) for h in sorted(retired)] if stored else []
+        build.write_changes(media_changes, pa.concat_tables([MEDIA.empty_table(), *gone]))
+        build.publish(stats, settings)
+        prune_changes(crawl.crawldb, settings.history_days, build.published or datetime.now(UTC))

@@ -9,7 +9,9 @@ import pyarrow as pa
 
 from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir, read_parquet
 from sharecrawl.crawl_io.crawldb.integrity import dropped_effect
-from sharecrawl.crawl_io.crawldb.version_manifest import dropped_parts
+from sharecrawl.crawl_io.crawldb.round_times import read_round_times
+from sharecrawl.crawl_io.crawldb.scrub import read_record
+from sharecrawl.crawl_io.crawldb.version_manifest import dropped_parts, published_time
 from sharecrawl.crawl_io.duck import cursor
 from sharecrawl.crawl_io.readable import human_bytes, plural, readable_path, readable_text
 from sharecrawl.crawl_io.schema import FETCHLOG, HOST_NAME_SQL, HOSTS
@@ -19,7 +21,10 @@ from sharecrawl.jobs.hint_counts import hints_report
 MAX_LINES = 20  # per list in the text report; --json lists everything
 # what status reads of a round's sweeps (pipeline.discovery.SWEEPS) and of its moved hosts
 SWEEP_COUNTS = pa.schema(
-    [(c, pa.int64()) for c in ("n_addresses", "n_answered", "n_smb", "n_new", "n_moved", "n_gone")]
+    [
+        (c, pa.int64())
+        for c in ("n_addresses", "n_answered", "n_smb", "n_new", "n_moved", "n_gone", "n_retired")
+    ]
     + [("line", pa.string()), ("swept", pa.bool_())]
 )
 MOVES = pa.schema([("host", pa.string()), ("moved_from", pa.string()), HOSTS.field("address")])
@@ -79,8 +84,11 @@ def round_report(crawl: CrawlDir) -> dict:
         for h, status in zip(host_rows, statuses, strict=True)
         if status != HOST_OK
     ]
+    published = published_time(crawl.version_dir(last))
     return {
         "round": last,
+        **read_round_times(crawl, last),  # started, finished, stage_seconds
+        "published": None if published is None else published.isoformat(timespec="seconds"),
         "partitions": {
             "scanned": scanned,
             **{k: counts.get(k, 0) for k in ("unchanged", "changed", "new", "gone")},
@@ -110,8 +118,15 @@ def round_report(crawl: CrawlDir) -> dict:
         "scan_reasons": by_reason,
         "hints": hints_report(crawl.root, partitions, by_reason),
         "dropped_parts": dropped_parts(crawl.version_dir(last)),
+        "scrub": scrub_report(crawl, last),
         **discovery_report(crawl, last, names),
     }
+
+
+def scrub_report(crawl: CrawlDir, last: int) -> dict | None:
+    """The round's scrub of the parts it linked forward (None: it ran none)."""
+    record = read_record(crawl.segment_dir(last))
+    return None if record is None else record.report()
 
 
 def discovery_report(crawl: CrawlDir, last: int, names: dict[str, str]) -> dict:
@@ -122,7 +137,9 @@ def discovery_report(crawl: CrawlDir, last: int, names: dict[str, str]) -> dict:
         return {}
     inject = read_parquet(seg / "inject.parquet", MOVES).to_pylist()
     moved = [r | {"name": names.get(r["host"], r["host"])} for r in inject if r["moved_from"]]
-    return {"sweeps": sweeps, "moved": moved}
+    for sweep in sweeps:  # a round before retiring counted none
+        sweep["n_retired"] = sweep["n_retired"] or 0
+    return {"sweeps": sweeps, "moved": moved, "retired": sum(s["n_retired"] for s in sweeps)}
 
 
 def format_report(report: dict) -> str:
@@ -155,6 +172,7 @@ def format_report(report: dict) -> str:
             f"{'swept' if sweep['swept'] else 'rechecked'}, {sweep['n_answered']} answered, "
             f"{sweep['n_smb']} SMB; hosts {sweep['n_new']} new, {sweep['n_moved']} moved, "
             f"{sweep['n_gone']} gone"
+            + (f", {sweep['n_retired']} retired" if sweep["n_retired"] else "")
         )
     for m in report.get("moved", []):
         lines.append(f"  {readable_text(m['name'])} moved: {m['moved_from']} -> {m['address']}")
@@ -219,12 +237,69 @@ def _capped(head: str, lines: list[str]) -> list[str]:
 
 
 def config_failure_line(report: dict) -> str:
-    """One line for a round in which every host that answered refused us."""
-    statuses = [h["status"] for h in report["hosts_not_crawled"]]
-    what = _statuses([s for s in statuses if s in CONFIG_STATUSES], counted=True)
-    shares = "the shares the hosts file names, " if "share_not_found" in statuses else ""
-    return (
-        f"round {report['round']}: every host that answered refused the crawler ({what}): "
-        f"check {shares}SHARECRAWL_SMB_USER/PASSWORD or the credentials file and the shares' "
-        "permissions; the round is published and nothing indexed was lost"
+    """One line for a round in which every host that answered refused us or lacks a share
+    the hosts file names (each such share named, with the shares its host has)."""
+    hosts = [h for h in report["hosts_not_crawled"] if h["status"] in CONFIG_STATUSES]
+    what = _statuses([h["status"] for h in hosts], counted=True)
+    missing = [
+        f"{readable_text(h['name'])}: {_without_host(h['error'], h['host'])}"
+        for h in hosts
+        if h["status"] == "share_not_found"
+    ]
+    shown = "; ".join(missing[:3]) + ("; ..." if len(missing) > 3 else "")
+    credentials = "SHARECRAWL_SMB_USER/PASSWORD or the credentials file and the shares' permissions"
+    if not missing:
+        head = f"every host that answered refused the crawler ({what}): check {credentials}"
+    elif len(missing) == len(hosts):
+        head = f"a share the hosts file names is missing ({what}): {shown}; check the hosts file"
+    else:
+        head = (
+            f"no host that answered was crawled as the hosts file says ({what}): check "
+            f"{credentials}, and the hosts file's shares ({shown})"
+        )
+    return f"round {report['round']}: {head}; the round is published and nothing indexed was lost"
+
+
+def attention(report: dict) -> tuple[list[str], bool]:
+    """What a person should look at after a round (`crawl --quiet` prints these lines alone),
+    and whether the round needs one (exit status 1): no host answered at all, every host that
+    answered refused us, or damage the round did not mend. Hosts switched off are normal."""
+    n, lines = report["round"], []
+    for h in report["hosts_not_crawled"]:
+        if h["status"] in CONFIG_STATUSES or h["status"] == "error":
+            lines.append(
+                f"round {n}: {readable_text(h['name'])}: {h['status'].replace('_', ' ')}: "
+                f"{_without_host(h['error'], h['host'])}"
+            )
+    lines += [
+        f"round {n}: {readable_path(e['host'] + '/' + e['share'])}: {e['status']}: "
+        f"{_without_host(e['error'], e['host'])}"
+        for e in report["error_list"]
+        if e["share"] is not None
+    ]
+    lines = lines[:MAX_LINES] + (
+        [f"round {n}: ... and {len(lines) - MAX_LINES} more (status --json lists them all)"]
+        if len(lines) > MAX_LINES
+        else []
     )
+    hosts = report["hosts"]
+    silent = hosts["total"] > 0 and all(
+        status in UNREACHABLE_STATUSES for status in hosts["by_status"]
+    )
+    if silent:
+        every = [status for status, k in hosts["by_status"].items() for _ in range(k)]
+        lines.append(
+            f"round {n}: no host answered ({_statuses(every, counted=True)}): check this "
+            "machine's network and the hosts file; the round is published and nothing indexed "
+            "was lost"
+        )
+    if report["config_failure"]:
+        lines.append(config_failure_line(report))
+    scrub = report.get("scrub") or {}
+    unmended = scrub.get("damaged", 0) - scrub.get("restored", 0) - scrub.get("dropped", 0)
+    if unmended > 0:
+        lines.append(
+            f"round {n}: {plural(unmended, 'damaged part')} not mended: run `sharecrawl check "
+            "--repair`"
+        )
+    return lines, silent or report["config_failure"] or unmended > 0

@@ -1,5 +1,7 @@
-"""DuckDB views over the live crawldb version for analysts' SQL, in queries.sandbox. A damaged
-part takes no query down: parts the manifest does not vouch for have their footers read when
+"""DuckDB views over a kept crawldb version (the live one unless `sql --at`) for analysts' SQL,
+in queries.sandbox, with the crawl's history up to it (`changes`, `versions`, `fetchlog`; the
+search index's `works` and `copies` are the live version's alone). A damaged part takes no
+query down: parts the manifest does not vouch for have their footers read when
 the views are defined; a part that does not read is left out with one warning (a failed query
 runs again without it), and a table with no readable part is an empty view of its schema."""
 
@@ -18,8 +20,10 @@ import pyarrow as pa
 from sharecrawl.crawl_io.crawldb.crawldir import PER_HOST_TABLES, CrawlDir
 from sharecrawl.crawl_io.crawldb.fetchlogs import fetchlog_parts
 from sharecrawl.crawl_io.crawldb.hints import HINTS, HintsStore
+from sharecrawl.crawl_io.crawldb.history import change_parts
 from sharecrawl.crawl_io.crawldb.host_parts import table_parts
-from sharecrawl.crawl_io.schema import TABLES
+from sharecrawl.crawl_io.crawldb.versions import versions_table
+from sharecrawl.crawl_io.schema import CHANGES, COLUMNS_ADDED, TABLES
 from sharecrawl.jobs.subtree_hash import duplicate_folders_sql
 from sharecrawl.queries.part_damage import (
     absent,
@@ -51,10 +55,18 @@ _QUERY_ERRORS = tuple(
     "OutOfMemory Interrupt".split()
 )
 _VIEW_SOURCES = {"duplicate_folders": "folders"}  # views over another view
-# The crawldb's tables and the hints `sharecrawl watch` keeps beside them.
-VIEW_TABLES = {**TABLES, "hints": HINTS}
+# The crawldb's tables, its history and the hints `sharecrawl watch` keeps beside them.
+VIEW_TABLES = {**TABLES, "hints": HINTS, "changes": CHANGES}
 INDEX_VIEWS = frozenset({"works", "copies"})  # the search index's, when it exists
-VIEW_NAMES = frozenset(VIEW_TABLES) | frozenset(_VIEW_SOURCES) | INDEX_VIEWS
+COMPUTED_VIEWS = frozenset({"versions"})  # crawl_io.crawldb.versions, from the manifests
+VIEW_NAMES = frozenset(VIEW_TABLES) | frozenset(_VIEW_SOURCES) | INDEX_VIEWS | COMPUTED_VIEWS
+
+
+def _required(name: str) -> pa.Schema:
+    """The columns every part of table `name` has (older parts lack COLUMNS_ADDED's)."""
+    schema = VIEW_TABLES[name]
+    added = COLUMNS_ADDED.get(name, ())
+    return pa.schema([f for f in schema if f.name not in added])
 
 
 def _sources(tables: frozenset[str]) -> frozenset[str]:
@@ -109,12 +121,18 @@ class CrawlViews:
         fetchlogs = fetchlog_parts(segments, version) if "fetchlog" in defined else []
         hints = HintsStore(self.crawl.root).parts() if "hints" in defined else []
         hints = [p.resolve() for p in hints]
+        crawldb = self.crawl.crawldb
+        changes = (
+            [p.resolve() for p in change_parts(crawldb, version)] if "changes" in defined else []
+        )
         vouched = vouched_by_manifest(self.version_dir)
         for name in [n for n in VIEW_TABLES if n in defined]:
             if name == "fetchlog":
                 parts = fetchlogs
             elif name == "hints":
                 parts = hints
+            elif name == "changes":
+                parts = changes
             elif name in PER_HOST_TABLES:
                 parts = table_parts(self.version_dir, name)
             else:
@@ -122,16 +140,19 @@ class CrawlViews:
             self._table(name, parts, checked is None or name in checked, vouched)
         if "duplicate_folders" in defined:
             self.con.execute(f"CREATE VIEW duplicate_folders AS {duplicate_folders_sql('folders')}")
-        if defined & INDEX_VIEWS:
+        if "versions" in defined:
+            self.con.register("_versions", versions_table(self.crawl, version))
+            self.con.execute("CREATE VIEW versions AS SELECT * FROM _versions")
+        if defined & INDEX_VIEWS and version == self.crawl.current():  # the live one's
             self._attach_index()
-        lock(self.con, [self.version_dir], fetchlogs + hints, self._temp, limits)
+        lock(self.con, [self.version_dir], fetchlogs + hints + changes, self._temp, limits)
 
     def _table(
         self, name: str, parts: list[Path], check: bool, vouched: Callable[[Path], bool]
     ) -> None:
         """Define the view of table `name` over those of `parts` that read: checked, the footers
         of parts the manifest does not vouch for (all, should DuckDB fail); else, existence."""
-        schema = VIEW_TABLES[name]
+        schema = _required(name)
         if check:
             suspects = [p for p in parts if not vouched(p)]
             why = dict(zip(suspects, damages(self.con, suspects, schema), strict=True))
@@ -175,13 +196,23 @@ class CrawlViews:
             self._create(name, [])
 
     def _create(self, name: str, parts: list[Path]) -> None:
-        if parts:
+        added = COLUMNS_ADDED.get(name, ())
+        if parts:  # parts with and without the columns added later: matched by name
             files = ", ".join(quote(str(p)) for p in parts)
-            source = f"read_parquet([{files}])"
+            source = f"read_parquet([{files}]{', union_by_name = true' if added else ''})"
         else:  # no readable part: an empty view with the table's columns
             self.con.register(f"_{name}_empty", VIEW_TABLES[name].empty_table())
             source = f"_{name}_empty"
         self.con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {source}")
+        missing = [c for c in added if parts and c not in self._columns(name)]
+        if missing:  # no part has them yet: nulls
+            fields = [VIEW_TABLES[name].field(c) for c in missing]
+            self.con.register(
+                f"_{name}_added", pa.table([pa.nulls(1, f.type) for f in fields], pa.schema(fields))
+            )
+            self.con.execute(
+                f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {source}, _{name}_added"
+            )
 
     def _report(self, part: Path, why: str) -> None:
         root = self.crawl.root.resolve()
@@ -246,6 +277,11 @@ def query(
     """Run an analyst's SQL in the sandbox, returning `fetch(connection, checked statement)`.
     Raises SQLRefused for what the sandbox does not run, SQLError for a failure or `limits`."""
     statement = checked_statement(sql)  # refused before a view is defined
+    if statement.tables & INDEX_VIEWS and version != crawl.current():
+        raise SQLRefused(
+            "works and copies are the live version's search index: over an older version "
+            "(sql --at) query media and files"
+        )
     try:
         views = CrawlViews(crawl, version, warn, statement.tables, not statement.functions, limits)
     except (duckdb.Error, OSError) as e:  # a folder it may not read, say

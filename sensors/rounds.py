@@ -16,6 +16,7 @@ from sharecrawl.crawl_io.crawldb.crawldir import CrawlDamaged, CrawlDir
 from sharecrawl.crawl_io.crawldb.hints import HintsStore
 from sharecrawl.crawl_io.crawldb.lock import EXIT_LOCKED, LOCK_NAME, CrawlLock
 from sharecrawl.crawl_io.processes import alive
+from sharecrawl.crawl_io.terminal_log import verbose
 from sharecrawl.jobs.hint_counts import count_hints
 
 log = logging.getLogger("sharecrawl")
@@ -102,7 +103,10 @@ class HintRounds:
         # A round for hints lists a few folders: the inline runner runs its jobs in the round's
         # own process, where the local runner would start a process per job step.
         crawl = ["crawl", "--rounds", "1", "--hinted-only", "--runner", "inline"]
-        command = [sys.executable, "-m", "sharecrawl.cli.main", *crawl, *args]
+        if verbose():
+            crawl.append("--verbose")
+        # -P: the folder watch runs in is not on the child's sys.path to shadow a library
+        command = [sys.executable, "-P", "-m", "sharecrawl", *crawl, *args]
         self.child = subprocess.Popen(command, stdin=subprocess.DEVNULL)
         self.child_started = now
         log.info("sharecrawl: watch: a round for the hints started (pid %d)", self.child.pid)

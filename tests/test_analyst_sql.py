@@ -1,9 +1,14 @@
-"""The SQL examples of docs/analysts.md, each run with `sharecrawl sql` on a small crawl."""
+"""The SQL examples of docs/analysts.md, each run with `sharecrawl sql` on a small crawl (the
+history's on a crawl of three rounds), and its Python blocks, which read the tables without
+sharecrawl, each run as a script beside that crawl."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +24,12 @@ def doc_queries() -> dict[str, str]:
     """Name (the `-- ` line opening a ```sql block) -> query."""
     blocks = re.findall(r"```sql\n(.*?)```", DOC.read_text(), re.S)
     return {b.splitlines()[0].removeprefix("-- ").strip(): b for b in blocks}
+
+
+def doc_scripts() -> dict[str, str]:
+    """Name (the `# ` line opening a ```python block) -> script."""
+    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
+    return {b.splitlines()[0].removeprefix("# ").strip(): b for b in blocks}
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +65,10 @@ def test_every_block_is_named_and_tested() -> None:
         "duplicate folders",
         "folders without media",
         "changes by folder",
+        *HISTORY,
     }
     assert set(doc_queries()) == tested
+    assert set(doc_scripts()) == {f"the live version with {lib}" for lib in LIBRARIES}
 
 
 def test_largest_media_folders(sql: Callable[[str], list[dict]]) -> None:
@@ -153,3 +166,101 @@ def test_text_output_is_a_row_a_line_whatever_a_share_names_or_tags(
     assert lan.cli("sql", "--json", query) == 0
     [row] = json.loads(capsys.readouterr().out)
     assert row == {"path": name, **tags}
+
+
+HISTORY = (
+    "new this week",
+    "gone this month and from where",
+    "media bytes by week",
+    "hosts online by day",
+    "busiest hosts by changes",
+)
+LIBRARIES = ("duckdb", "pyarrow", "polars")
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> LAN:
+    """Round 1: pc-1 an album of three, pc-2 a song and a video. Round 2: pc-1 a song added and
+    one retagged, pc-2's song deleted. Round 3: pc-2 switched off."""
+    lan = LAN(tmp_path_factory.mktemp("history"))
+    for i in range(3):
+        lan.media("pc-1", f"music/Abba/{i:02d}.mp3", artist="ABBA", title=f"t{i}")
+    lan.media("pc-2", "music/x.mp3", artist="Kino", title="Kukushka")
+    lan.media("pc-2", "video/clip.mp4", "mp4")
+    lan.write_hosts("pc-1", "pc-2")
+    lan.crawl()
+    lan.media("pc-1", "music/Abba/03.mp3", artist="ABBA", title="t3")
+    lan.media("pc-1", "music/Abba/00.mp3", artist="ABBA", title="t0 (live)")
+    (lan.host("pc-2") / "music" / "x.mp3").unlink()
+    lan.crawl()
+    lan.host("pc-2").rename(lan.root / "pc-2-away")
+    lan.crawl()
+    return lan
+
+
+@pytest.fixture
+def history_sql(history: LAN, run_json: Callable[..., object]) -> Callable[[str], list[dict]]:
+    queries = doc_queries()
+    return lambda name: run_json(history, "sql", queries[name])  # type: ignore[return-value]
+
+
+def test_new_this_week(history_sql: Callable[[str], list[dict]]) -> None:
+    rows = history_sql("new this week")
+    assert [(r["host"], r["share"], r["path"]) for r in rows][:1] == [
+        ("pc-1", "music", "Abba/03.mp3")
+    ]
+    assert len(rows) == 6  # the first round's five, and round 2's one
+
+
+def test_gone_this_month_and_from_where(history: LAN, history_sql, run_json) -> None:
+    rows = history_sql("gone this month and from where")
+    [size] = run_json(
+        history, "sql", "--at", "v000001", "SELECT size FROM media WHERE path = 'x.mp3'"
+    )
+    assert rows == [
+        {
+            "host": "pc-2",
+            "share": "music",
+            "n_deleted": 1,
+            "bytes": size["size"],
+            "some_paths": ["x.mp3"],
+        }
+    ]
+
+
+def test_media_bytes_by_week(history: LAN, history_sql, run_json) -> None:
+    rows = history_sql("media bytes by week")
+    [now] = run_json(
+        history, "sql", "SELECT count(*) AS media, sum(size) AS media_bytes FROM media"
+    )
+    assert rows[-1]["media"] == now["media"] == 5  # pc-2 switched off keeps its video
+    assert rows[-1]["media_bytes"] == now["media_bytes"]
+
+
+def test_hosts_online_by_day(history_sql: Callable[[str], list[dict]]) -> None:
+    rows = history_sql("hosts online by day")  # two days, should the rounds span midnight
+    assert min(r["least"] for r in rows) == 1 and max(r["most"] for r in rows) == 2
+    assert {r["hosts"] for r in rows} == {2}
+
+
+def test_busiest_hosts_by_changes(history_sql: Callable[[str], list[dict]]) -> None:
+    rows = [tuple(r.values()) for r in history_sql("busiest hosts by changes")]
+    assert rows == [("pc-1", 2, 1, 0, 1), ("pc-2", 1, 0, 1, 0)]
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_reading_without_sharecrawl(crawled: LAN, library: str) -> None:
+    """Each script reads the live version as docs/analysts.md shows, from the crawl's parent
+    folder, in a Python that has the library (polars is no dependency: skipped without it)."""
+    if importlib.util.find_spec(library) is None:
+        pytest.skip(f"{library} is not installed here (not a sharecrawl dependency)")
+    script = doc_scripts()[f"the live version with {library}"]
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=crawled.root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "pc-1" in done.stdout and "pc-2" in done.stdout

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from sharecrawl.crawl_io.crawldb.lock import EXIT_LOCKED
-from tests.cliproc import REPO
+from tests.cliproc import REPO, cli_argv
 from tests.conftest import LAN
 from tests.test_lock import crawl_command, tree
 from tests.test_pipeline import build
@@ -59,22 +59,12 @@ def test_a_refused_crawl_imports_nothing_heavy_and_writes_nothing(
     lan.write_hosts("alpha")
     before = tree(crawl)
     done = subprocess.run(
-        [
-            sys.executable,
-            "-X",
-            "importtime",
-            "-m",
-            "sharecrawl.cli.main",
-            "crawl",
-            "--crawl-dir",
-            str(crawl),
-            "--hosts-file",
-            str(lan.hosts_file),
-        ],
+        cli_argv("crawl", "--crawl-dir", str(crawl), "--hosts-file", str(lan.hosts_file)),
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"},  # -X importtime
     )
     assert done.returncode == EXIT_LOCKED
     lines = [ln for ln in done.stderr.splitlines() if not ln.startswith("import time:")]
@@ -98,7 +88,7 @@ def test_a_refused_crawl_without_crawl_dir_flag_reads_the_config(
     cfg = tmp_path / "site.cfg"
     cfg.write_text(f"[sharecrawl]\ncrawl_dir = {crawl}\nhosts_file = {lan.hosts_file}\n")
     done = subprocess.run(
-        [sys.executable, "-m", "sharecrawl.cli.main", "crawl"],
+        cli_argv("crawl"),
         cwd=REPO,
         text=True,
         capture_output=True,
@@ -118,7 +108,7 @@ def test_demo_takes_the_crawl_lock_and_clears_nothing(
     (workdir / "hosts").mkdir()
     before = tree(workdir)
     done = subprocess.run(
-        [sys.executable, "-m", "sharecrawl.cli.main", "demo", "--workdir", str(workdir)],
+        cli_argv("demo", "--workdir", str(workdir)),
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -175,15 +165,7 @@ def test_ctrl_c_while_a_command_starts_is_one_line(lan: LAN) -> None:
     lan.crawl()
     first = max(0.1, 3 * _interpreter_start_s())
     commands = {
-        "search": [
-            sys.executable,
-            "-m",
-            "sharecrawl.cli.main",
-            "search",
-            "--crawl-dir",
-            str(lan.crawl_dir),
-            "madonna",
-        ],
+        "search": cli_argv("search", "--crawl-dir", str(lan.crawl_dir), "madonna"),
         "crawl": crawl_command(lan),
     }
     stopped, outcomes = 0, []

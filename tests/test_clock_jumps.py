@@ -98,7 +98,8 @@ def test_a_watched_silent_partition_scanned_in_the_future_is_not_skipped() -> No
     assert seen.silent == 1
 
 
-# -- real rounds over file:// hosts, the round's time moved (pipeline.generate.round_now) ----
+# -- real rounds over file:// hosts, the round's time moved (pipeline.generate.round_now, in
+# this process's rounds) ----------------------------------------------------------------------
 
 
 def ahead_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -119,7 +120,7 @@ def test_a_round_after_the_clock_jumped_scans_and_says_so(
     real = generate.round_now()
     monkeypatch.setattr(generate, "round_now", lambda: real + jump)
     caplog.set_level(logging.INFO, "sharecrawl")
-    lan.crawl()
+    lan.crawl_here()  # in this process, whose clock moved
     if jump < 0:
         assert ahead_lines(caplog) == [
             "sharecrawl: round 2: 3 partitions last scanned in the future (the clock moved "
@@ -136,12 +137,14 @@ def test_a_round_after_the_clock_jumped_scans_and_says_so(
     monkeypatch.undo()  # the clock right again: the stored times are of the clock in use
     caplog.clear()
     watch(lan)
-    lan.crawl()
+    lan.crawl_here()
     assert ahead_lines(caplog) == []
     assert scanned(lan) == [("beta", "share", "scheduled")]  # alpha's silence trusted again
 
 
-def test_a_hint_from_the_future_is_taken_as_now(lan: LAN, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_hint_from_the_future_is_taken_as_now(
+    lan: LAN, capsys: pytest.CaptureFixture[str]
+) -> None:
     build(lan)
     lan.crawl()
     watch(lan)
@@ -161,9 +164,10 @@ def test_a_hint_from_the_future_is_taken_as_now(lan: LAN, caplog: pytest.LogCapt
         )
     finally:
         writer.close()
-    caplog.set_level(logging.INFO, "sharecrawl")
+    capsys.readouterr()
     lan.crawl()
-    assert ahead_lines(caplog) == [
+    ahead = [line for line in capsys.readouterr().err.splitlines() if "in the future" in line]
+    assert ahead == [
         "sharecrawl: round 2: 1 hint seen in the future (the clock moved back?): treated as now"
     ]
     assert scanned(lan) == [("alpha", "music", "hint"), ("beta", "share", "scheduled")]

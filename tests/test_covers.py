@@ -1,5 +1,6 @@
 """`GET /cover/{id}` of a real `sharecrawl serve`: covers from a picture beside the files or
-from the tags, scaled, cached under the crawl dir; hostile pictures give the placeholder."""
+from the tags, scaled, cached under the crawl dir; hostile pictures give the placeholder, which
+says why in its X-Reason header."""
 
 from __future__ import annotations
 
@@ -109,6 +110,7 @@ def test_no_usable_picture_gives_the_placeholder(served, q) -> None:
     status, headers, body = request(served, cover_of(served, q))
     assert status == 200 and headers["content-type"] == "image/svg+xml"
     assert body.startswith(b"<svg") and b'width="120"' in body
+    assert headers["x-reason"] == "No picture is beside the file or in its tags."
 
 
 def test_ids_not_in_the_index_give_the_placeholder(served) -> None:
@@ -116,6 +118,8 @@ def test_ids_not_in_the_index_give_the_placeholder(served) -> None:
         status, headers, _ = request(served, link)
         assert (status, headers["content-type"]) == (200, "image/svg+xml")
         assert headers["cache-control"] == "no-cache"
+        gone = "No copy with this id is in the index now, or its host is offline."
+        assert headers["x-reason"] == gone
 
 
 def test_the_cache_keeps_its_cap_evicting_the_oldest(tmp_path: Path) -> None:

@@ -19,7 +19,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -33,6 +32,7 @@ import pytest
 
 from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
 from sharecrawl.pipeline.targets import IndexedVersion
+from tests.cliproc import cli_argv
 from tests.conftest import LAN
 from tests.media import make_media
 from tests.smbd import SmbServer, chmod_tree, make_base_dir
@@ -55,6 +55,7 @@ TIMES = {
     "first_seen",
     "last_seen",
     "tagged_at",
+    "last_changed",
     "last_scan",
     "last_change",
     "started",
@@ -185,10 +186,7 @@ class Setup:
 
 
 def crawl_process(setup: Setup, crawl_dir: Path, tmpdir: Path) -> subprocess.Popen:
-    cmd = [
-        sys.executable,
-        "-m",
-        "sharecrawl.cli.main",
+    cmd = cli_argv(
         "crawl",
         "--rounds",
         "1",
@@ -198,7 +196,7 @@ def crawl_process(setup: Setup, crawl_dir: Path, tmpdir: Path) -> subprocess.Pop
         str(setup.hosts_file),
         "--runner",
         "inline",
-    ]
+    )
     env = {**os.environ, "LUIGI_CONFIG_PATH": str(setup.cfg), "TMPDIR": str(tmpdir)}
     return subprocess.Popen(
         cmd,

@@ -15,8 +15,8 @@ import luigi
 from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
 from sharecrawl.jobs.mr_listing import MRListingJobs
 from sharecrawl.jobs.runner import run_job, write_manifest
-from sharecrawl.pipeline import settings as config
 from sharecrawl.pipeline.fetch import Fetch
+from sharecrawl.pipeline.settings import read_settings
 from sharecrawl.pipeline.update import listing_parts
 from tests.conftest import LAN
 from tests.test_lock import crawl_command
@@ -36,9 +36,11 @@ def test_round_stopped_before_publish_is_finished_by_the_next_run(lan: LAN, run_
 
     # Round 2 fetched, then the process "died" while writing version 2: a half-written
     # temporary folder and even a finished but unpublished v000002.
-    config.override(hosts_file=lan.hosts_file, crawl_dir=lan.crawl_dir, runner="inline")
+    settings = read_settings(hosts_file=lan.hosts_file, crawl_dir=lan.crawl_dir, runner="inline")
     assert luigi.build(
-        [Fetch(crawl_dir=str(lan.crawl_dir), round=2)], local_scheduler=True, log_level="WARNING"
+        [Fetch(crawl_dir=str(lan.crawl_dir), round=2, settings=settings)],
+        local_scheduler=True,
+        log_level="WARNING",
     )
     (crawl.crawldb / ".v000002.tmp" / "files").mkdir(parents=True)
     (crawl.crawldb / ".v000002.tmp" / "files" / "alpha.parquet").write_bytes(b"PAR1 half")
@@ -120,9 +122,11 @@ def test_a_crawl_dir_moved_mid_round_finishes_the_round_at_its_new_path(
     build(lan)
     lan.crawl()
     lan.media("alpha", "music/new/track09.mp3", artist="Nautilus Pompilius", title="Skovannye")
-    config.override(hosts_file=lan.hosts_file, crawl_dir=lan.crawl_dir, runner="inline")
+    settings = read_settings(hosts_file=lan.hosts_file, crawl_dir=lan.crawl_dir, runner="inline")
     assert luigi.build(
-        [Fetch(crawl_dir=str(lan.crawl_dir), round=2)], local_scheduler=True, log_level="WARNING"
+        [Fetch(crawl_dir=str(lan.crawl_dir), round=2, settings=settings)],
+        local_scheduler=True,
+        log_level="WARNING",
     )
     old = lan.crawl_dir
     seg = CrawlDir(old).segment_dir(2)

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sharecrawl.crawl_io import workers
-from tests.cliproc import run_cli
+from tests.cliproc import fork_server_workers, run_cli
 from tests.conftest import LAN
 from tests.media import make_media
 from tests.smbd import SmbServer, free_port, make_base_dir
@@ -210,17 +209,6 @@ def test_status_json_of_a_round_before_the_status_column(lan: LAN, run_json) -> 
     assert json.dumps(status)
 
 
-def fork_server_children() -> list[int]:
-    """The processes the crawl's fork server started: its workers."""
-    server = workers.server_pid()
-    if server is None:
-        return []
-    try:
-        return [int(p) for p in Path(f"/proc/{server}/task/{server}/children").read_text().split()]
-    except OSError:  # the server is gone
-        return []
-
-
 def sockets_to(port: int) -> set[int]:
     """The inodes of the TCP sockets connected to `port` on this machine."""
     inodes = set()
@@ -236,7 +224,7 @@ def worker_connected_to(port: int) -> int | None:
     """The fork server's child that holds a connection to `port`: the fetch worker of the
     host listening there."""
     inodes = sockets_to(port)
-    for pid in fork_server_children():
+    for pid in fork_server_workers(os.getpid()):  # the crawl command's workers
         try:
             targets = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
         except OSError:  # gone meanwhile

@@ -17,7 +17,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sharecrawl.cli.main import main
 from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
 from sharecrawl.crawl_io.sources import ConfigError, parse_host_url, read_hosts_file
 from sharecrawl.web.views import windows_path
@@ -164,17 +163,17 @@ def test_ipv6_hosts_are_crawled_end_to_end(lan: LAN, servers, capsys) -> None:
 def test_a_round_left_with_an_unreadable_url_completes(lan: LAN, capsys) -> None:
     """An older release wrote IPv6 URLs without brackets into a round's inject and fetch
     list and then failed that round, and every rerun of it, even with the line removed."""
-    from sharecrawl.pipeline import settings as config
     from sharecrawl.pipeline.generate import Generate
     from sharecrawl.pipeline.inject import Inject
+    from sharecrawl.pipeline.settings import read_settings
 
     lan.media("alpha", "music/song.mp3", artist="Madonna", title="Music")
     lan.write_hosts("alpha")
     lan.crawl()
     port = free_port()
     lan.hosts_file.write_text(f"file://{lan.host('alpha')}\nsmb://[::ffff:127.0.0.1]:{port}/m\n")
-    config.override(hosts_file=str(lan.hosts_file), crawl_dir=str(lan.crawl_dir))
-    Inject(crawl_dir=str(lan.crawl_dir), round=2).run()
+    settings = read_settings(hosts_file=lan.hosts_file, crawl_dir=lan.crawl_dir)
+    Inject(crawl_dir=str(lan.crawl_dir), round=2, settings=settings).run()
     inject_path = CrawlDir(lan.crawl_dir).segment_dir(2) / "inject.parquet"
     rows = pq.read_table(inject_path).to_pylist()
     old_key = f"::ffff:127.0.0.1:{port}"
@@ -182,7 +181,7 @@ def test_a_round_left_with_an_unreadable_url_completes(lan: LAN, capsys) -> None
         if row["host"] != "alpha":  # as the old release stored it, and as if it answered
             row.update(host=old_key, url=f"smb://{old_key}/m", online=True, status="ok")
     pq.write_table(pa.Table.from_pylist(rows, pq.read_schema(inject_path)), inject_path)
-    Generate(crawl_dir=str(lan.crawl_dir), round=2).run()
+    Generate(crawl_dir=str(lan.crawl_dir), round=2, settings=settings).run()
     lan.write_hosts("alpha")  # the operator took the line out
 
     assert lan.cli("crawl", "--rounds", "1") == 0  # round 2, resumed
@@ -243,8 +242,7 @@ def test_every_hosts_file_is_refused_at_once_or_read_back_as_itself(data: bytes)
         try:
             hosts = read_hosts_file(lan.hosts_file)
         except ConfigError:
-            args = ["--crawl-dir", str(lan.crawl_dir), "--hosts-file", str(lan.hosts_file)]
-            assert main(["crawl", *args]) == 2
+            assert lan.cli("crawl") == 2
             assert not lan.crawl_dir.exists()
             return
     for h in hosts:

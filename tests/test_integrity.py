@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -20,11 +19,12 @@ from sharecrawl.crawl_io.crawldb.version_manifest import (
     version_parts,
 )
 from sharecrawl.crawl_io.schema import MEDIA
+from tests.cliproc import cli_argv
 from tests.conftest import LAN
 from tests.test_pipeline import build
 
 FILE_COLUMNS = ["host", "share", "path", "name", "is_dir", "size", "mtime", "partition_id"]
-MEDIA_COLUMNS = [n for n in MEDIA.names if n != "tagged_at"]
+MEDIA_COLUMNS = [n for n in MEDIA.names if n not in ("tagged_at", "first_seen", "last_changed")]
 
 
 def rows(crawl: CrawlDir, version: int, table: str, columns: list[str]) -> list[dict]:
@@ -194,15 +194,12 @@ def test_a_broken_current_gives_one_line_and_no_traceback_from_the_command(lan: 
     (crawl.crawldb / "CURRENT").write_text("")
     for command in ("status", "crawl"):
         proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "sharecrawl.cli.main",
+            cli_argv(
                 command,
                 "--crawl-dir",
                 str(lan.crawl_dir),
                 *(["--hosts-file", str(lan.hosts_file)] if command == "crawl" else []),
-            ],
+            ),
             capture_output=True,
             text=True,
             timeout=300,

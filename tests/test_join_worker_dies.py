@@ -14,13 +14,13 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from sharecrawl.crawl_io.crawldb.tempfiles import TEMP_NAME
+from tests.cliproc import cli_argv
 from tests.conftest import LAN
 from tests.test_scale_out import build, host_keys, running_luigid, tables
 from tests.test_scale_out_retry import RETRY_LUIGID, group_members, wait_for
@@ -51,7 +51,7 @@ def crawl_process(
         env["SHARECRAWL_TEST_MACHINE"] = machine
     with open(log, "w") as out:  # the child keeps its own descriptor
         return subprocess.Popen(
-            [*prefix, sys.executable, "-m", "sharecrawl.cli.main", "crawl", *args],
+            [*prefix, *cli_argv("crawl", *args)],
             cwd=REPO,
             env=env,
             stdout=out,

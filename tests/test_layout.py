@@ -419,7 +419,7 @@ def test_an_import_against_the_layers_is_found() -> None:
         {
             "crawl_io/x.py": "def f():\n    from pipeline.y import g\n",
             "queries/q.py": "import pipeline.y\n",
-            "web/w.py": "from cli.main import main\nfrom sensors import s\n",
+            "web/w.py": "from cli.parser import parser\nfrom sensors import s\n",
             "cli/main.py": "from web import w\nfrom jobs import j\n",
             "jobs/j.py": "from tests.media import make_media\n",
         }

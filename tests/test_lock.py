@@ -13,6 +13,7 @@ import pytest
 
 from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
 from sharecrawl.crawl_io.crawldb.lock import EXIT_LOCKED, CrawlLock, CrawlLocked
+from tests.cliproc import cli_argv
 from tests.conftest import LAN
 from tests.test_pipeline import build
 
@@ -24,10 +25,7 @@ def tree(root: Path) -> dict[str, tuple[int, int]]:
 
 
 def crawl_command(lan: LAN) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "sharecrawl.cli.main",
+    return cli_argv(
         "crawl",
         "--crawl-dir",
         str(lan.crawl_dir),
@@ -35,7 +33,7 @@ def crawl_command(lan: LAN) -> list[str]:
         str(lan.hosts_file),
         "--runner",
         "inline",
-    ]
+    )
 
 
 def test_a_second_lock_is_refused_at_once_naming_the_holder(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cliproc import console_script
 from tests.conftest import LAN
 
 
@@ -189,6 +190,7 @@ def test_damaged_crawldb_fails_the_round_with_exit_1(lan: LAN, capsys) -> None:
     build(lan)
     lan.crawl()
     (lan.crawl_dir / "crawldb" / "v000001" / "partitions.parquet").write_bytes(b"not parquet")
+    capsys.readouterr()
     assert lan.cli("crawl") == 1
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "partitions.parquet" in err and "--repair" in err
@@ -212,13 +214,11 @@ def test_duplicate_folders_view_finds_an_album_on_two_hosts(lan: LAN, run_json) 
     assert rows[0]["n_files"] == 3
 
 
-def test_fetch_progress_is_plain_log_lines_without_a_terminal(lan: LAN, caplog) -> None:
-    import logging
-
+def test_fetch_progress_is_plain_log_lines_without_a_terminal(lan: LAN, capsys) -> None:
     build(lan)
-    caplog.set_level(logging.INFO, logger="sharecrawl.fetch")
-    lan.crawl()
-    lines = [r.getMessage() for r in caplog.records if r.name == "sharecrawl.fetch"]
+    capsys.readouterr()
+    lan.crawl()  # its stderr a pipe, not a terminal
+    lines = capsys.readouterr().err.splitlines()
     assert any(line.startswith("alpha: 1 partition (1 new)") for line in lines), lines
     assert any(line.startswith("beta: ") and "tags read" in line for line in lines), lines
 
@@ -230,14 +230,11 @@ def test_fetch_workers_do_not_rerun_the_main_script(lan: LAN, tmp_path: Path, ru
     lan.media("pc-2", "music/b.mp3", artist="B")
     lan.write_hosts("pc-1", "pc-2")
     runs = tmp_path / "main-runs"
-    script = tmp_path / "crawl_script.py"
-    script.write_text(
-        "import os, sys\n"
-        f"with open({str(runs)!r}, 'a') as f: f.write(__name__ + '\\n')\n"
-        "from sharecrawl.cli.main import main\n"
-        "if __name__ == '__main__':\n"
-        "    sys.exit(main(sys.argv[1:]))\n"
-    )
+    # the console script, and a line that notes each run of it (as __main__ or __mp_main__)
+    script = tmp_path / "sharecrawl"
+    shebang, rest = Path(console_script()).read_text().split("\n", 1)
+    noting = f"with open({str(runs)!r}, 'a') as f: f.write(__name__ + '\\n')\n"
+    script.write_text(f"{shebang}\n{noting}{rest}")
     args = [
         "crawl",
         "--crawl-dir",

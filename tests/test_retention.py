@@ -43,7 +43,8 @@ def test_the_last_rounds_are_kept_and_the_crawl_reads_as_before(
     luigi_cfg("[sharecrawl]\nkeep_rounds = 2\n")
     four_rounds(lan)
     crawl = CrawlDir(lan.crawl_dir)
-    assert names(crawl.crawldb) == ["CURRENT", "FORMAT", "v000003", "v000004"]
+    assert names(crawl.crawldb) == ["CURRENT", "FORMAT", "changes", "v000003", "v000004"]
+    assert len(names(crawl.crawldb / "changes")) == 4  # the history stays (history_days)
     assert names(crawl.segments) == ["fetchlogs", "r000003", "r000004"]
     # round 1's song lives on in the parts rounds 3 and 4 linked forward
     assert titles(run_json, lan, "madonna") == ["Music"]
@@ -92,7 +93,7 @@ def test_a_removal_cut_short_is_finished_by_the_next_crawl(
         (left / "files" / "alpha.parquet").write_bytes(b"half deleted")
     luigi_cfg("[sharecrawl]\nkeep_rounds = 2\n")
     lan.crawl()
-    assert names(crawl.crawldb) == ["CURRENT", "FORMAT", "v000001", "v000002"]
+    assert names(crawl.crawldb) == ["CURRENT", "FORMAT", "changes", "v000001", "v000002"]
     assert names(crawl.segments) == ["r000001", "r000002"]  # nothing old to remove yet
 
 
@@ -108,7 +109,7 @@ def test_a_keep_of_one_is_refused_before_anything_is_written(
 
 
 def test_an_old_round_that_cannot_be_removed_is_one_warning_and_the_round_stands(
-    lan: LAN, luigi_cfg: Callable[[str], None], caplog: pytest.LogCaptureFixture
+    lan: LAN, luigi_cfg: Callable[[str], None], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Version 1 made immutable (chattr +i: even root cannot rename it): the round after
     round 2 publishes, says in one warning what stayed, and the next round tries again."""
@@ -122,12 +123,13 @@ def test_an_old_round_that_cannot_be_removed_is_one_warning_and_the_round_stands
         pytest.skip("chattr +i is refused here (needs root and a file system that has it)")
     try:
         luigi_cfg("[sharecrawl]\nkeep_rounds = 2\n")
-        with caplog.at_level("WARNING", logger="sharecrawl"):
-            lan.crawl()
+        capsys.readouterr()
+        lan.crawl()
         assert crawl.current() == 3
         assert names(crawl.segments) == ["fetchlogs", "r000002", "r000003"]  # round 1's went
-        assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
-            f"sharecrawl: cannot remove the old round's {pinned} (Operation not permitted)"
+        assert capsys.readouterr().err.splitlines() == [
+            "alpha: 1 partition (1 unchanged), 1 entry, 0 tags read",
+            f"sharecrawl: cannot remove the old round's {pinned} (Operation not permitted)",
         ]
     finally:
         subprocess.run(["chattr", "-i", str(pinned)], check=True)

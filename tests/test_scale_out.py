@@ -26,9 +26,9 @@ from sharecrawl.jobs.mr_listing import run_listing_jobs
 from sharecrawl.jobs.runner import JobRunner
 from sharecrawl.pipeline.fetch import FetchShard
 from sharecrawl.pipeline.rounds import share_connection_cap
-from sharecrawl.pipeline.settings import smb_connections
+from sharecrawl.pipeline.settings import read_settings
 from sharecrawl.pipeline.shards import shard_hosts
-from tests.cliproc import run_cli
+from tests.cliproc import cli_argv, run_cli
 from tests.conftest import LAN
 from tests.luigid import LUIGID, LuigidFailed
 from tests.luigid import running_luigid as luigid_process
@@ -169,16 +169,7 @@ def two_processes_share_a_round(lan: LAN, luigid: int, tmp_path: Path) -> None:
     worker_cfg.write_text(cfg.read_text().replace("fetch_shards = 4", "fetch_shards = 3"))
     repo = Path(__file__).resolve().parents[1]
     worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "sharecrawl.cli.main",
-            "crawl",
-            "--join",
-            "--crawl-dir",
-            str(central),
-            *scheduler,
-        ],
+        cli_argv("crawl", "--join", "--crawl-dir", str(central), *scheduler),
         cwd=repo,
         env={**env, "LUIGI_CONFIG_PATH": str(worker_cfg)},
         stdout=subprocess.PIPE,
@@ -188,10 +179,7 @@ def two_processes_share_a_round(lan: LAN, luigid: int, tmp_path: Path) -> None:
     )
     try:
         driver = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "sharecrawl.cli.main",
+            cli_argv(
                 "crawl",
                 "--crawl-dir",
                 str(central),
@@ -202,7 +190,7 @@ def two_processes_share_a_round(lan: LAN, luigid: int, tmp_path: Path) -> None:
                 "--runner",
                 "inline",
                 *scheduler,
-            ],
+            ),
             cwd=repo,
             env=env,
             stdout=subprocess.PIPE,
@@ -263,12 +251,56 @@ def host_keys(seg: Path, names: list[str]) -> list[str]:
 def test_a_central_scheduler_without_a_cap_is_told_ours(tmp_path: Path) -> None:
     with running_luigid(tmp_path / "bare", "") as port:
         assert resources(port) == {}
-        share_connection_cap(f"http://127.0.0.1:{port}/")
-        assert resources(port) == {"smb_connections": smb_connections()}
-    assert smb_connections() == 64  # luigi.cfg's
+        ours = read_settings(scheduler_url=f"http://127.0.0.1:{port}/")
+        assert share_connection_cap(ours) == ours  # no cap there: ours stands
+        assert resources(port) == {"smb_connections": 64}  # luigi.cfg's
 
 
 # -- the jobs on a Spark standalone cluster --------------------------------------------------
+
+
+def test_the_zip_a_cluster_gets_is_enough_to_import_the_jobs(tmp_path: Path) -> None:
+    """What `--py-files` ships (jobs.runner.packages_zip): the package's __init__, jobs and
+    crawl_io, from which an interpreter with no sharecrawl installed imports the job modules
+    Spark runs."""
+    import sysconfig
+    import zipfile
+
+    from sharecrawl.jobs.runner import packages_zip
+
+    shipped = packages_zip(tmp_path)
+    names = set(zipfile.ZipFile(shipped).namelist())
+    assert {
+        "sharecrawl/__init__.py",
+        "sharecrawl/jobs/mr_listing.py",
+        "sharecrawl/jobs/mr_prefix_stats.py",
+        "sharecrawl/crawl_io/schema.py",
+        "sharecrawl/crawl_io/crawldb/atomic.py",
+    } <= names
+    assert not any(n.startswith(("sharecrawl/pipeline/", "sharecrawl/cli/")) for n in names)
+    # -S: no site, so neither the venv's .pth files nor its editable install of sharecrawl;
+    # the dependencies' folders (pyarrow, mrjob) named on the path alone
+    deps = sorted({sysconfig.get_paths()[k] for k in ("purelib", "platlib")})
+    probe = (
+        "import sharecrawl.jobs.mr_listing as a, sharecrawl.jobs.mr_prefix_stats as b\n"
+        "print(a.__file__)\nprint(b.MRPrefixStats.__module__)"
+    )
+
+    def run(*path: str) -> subprocess.CompletedProcess[str]:
+        env = {"PYTHONPATH": os.pathsep.join(path), "PATH": os.environ.get("PATH", "")}
+        argv = [sys.executable, "-S", "-P", "-c", probe]
+        return subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True)
+
+    alone = run(*deps)
+    assert alone.returncode == 1 and "No module named 'sharecrawl'" in alone.stderr
+    with_zip = run(str(shipped), *deps)
+    assert with_zip.returncode == 0, with_zip.stderr
+    assert with_zip.stdout.splitlines() == [
+        str(shipped / "sharecrawl" / "jobs" / "mr_listing.py"),
+        "sharecrawl.jobs.mr_prefix_stats",
+    ]
+
+
 SPARK_HOME = Path(sys.executable).parents[1] / "lib" / "python3.11" / "site-packages" / "pyspark"
 
 
@@ -377,8 +409,14 @@ def test_the_listing_jobs_on_a_spark_standalone_cluster_equal_the_inline_runner(
     parts, state, _ = job_inputs(tmp_path)
     inline = run_listing_jobs(parts, tmp_path / "inline", state, JobRunner("inline"))
     assert inline.plan["create"] and inline.summaries
+    # the executors see the crawl dir mounted elsewhere (cluster_crawl_dir): here a symlink
+    mount = tmp_path.parent / f"{tmp_path.name}-mount"
+    mount.symlink_to(tmp_path, target_is_directory=True)
     with spark_cluster(tmp_path / "spark", workers=2) as master:
-        runner = JobRunner("spark", spark_master=master, crawl_root=str(tmp_path))
+        runner = JobRunner(
+            "spark", spark_master=master, crawl_root=str(tmp_path), cluster_root=str(mount)
+        )
+        assert runner.task_path(tmp_path / "jobs") == f"{mount}/jobs"
         on_spark = run_listing_jobs(parts, tmp_path / "jobs", state, runner)
     assert on_spark.summaries == inline.summaries
     assert on_spark.plan == inline.plan
@@ -418,7 +456,7 @@ def test_a_shard_holds_its_connections_within_the_cap(
     """A shard asks for `crawlers` SMB connections, never more than the cap (it would never
     run); no cap, no resource (a scheduler caps an unknown resource at 1)."""
     luigi_cfg(f"[resources]\nsmb_connections = {cap}\n[sharecrawl]\ncrawlers = {crawlers}\n")
-    shard = FetchShard(crawl_dir="/nowhere", round=1, shard=0, shards=1)
+    shard = FetchShard(crawl_dir="/nowhere", round=1, shard=0, shards=1, settings=read_settings())
     assert shard.resources == expected
 
 
@@ -430,24 +468,10 @@ def test_a_worker_that_cannot_reach_the_scheduler_says_so_in_one_line(tmp_path: 
     cfg.write_text(
         f"[core]\ndefault_scheduler_url = http://127.0.0.1:{free_port()}/\n"
         "rpc_retry_attempts = 1\nrpc_retry_wait = 0\n"
+        "[sharecrawl]\nround_seconds = 5\n"  # how long a worker waits for the round
     )
     with CrawlLock(crawl_dir).acquire():  # its driver
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "sharecrawl.pipeline.rounds",
-                "--join",
-                str(crawl_dir),
-                "--wait-s",
-                "5",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=Path(__file__).resolve().parents[1],
-            env={**os.environ, "LUIGI_CONFIG_PATH": str(cfg)},
-        )
+        done = run_cli("crawl", "--join", "--crawl-dir", str(crawl_dir), config=cfg, timeout_s=120)
     assert done.returncode == 1
     assert done.stderr.splitlines()[-1].startswith(
         "sharecrawl: error: cannot reach the central scheduler at http://127.0.0.1:"

@@ -13,7 +13,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from tests.cliproc import cli_argv
 from tests.conftest import LAN
 from tests.media import make_media
 from tests.smbd import SmbServer, make_base_dir
@@ -70,7 +70,7 @@ def host_key(server: SmbServer) -> str:
 def crawl_process(args: list[str], cfg: Path, log: Path) -> subprocess.Popen:
     with open(log, "w") as out:  # the child keeps its own descriptor
         return subprocess.Popen(
-            [sys.executable, "-m", "sharecrawl.cli.main", "crawl", *args],
+            cli_argv("crawl", *args),
             cwd=REPO,
             env={**os.environ, "LUIGI_CONFIG_PATH": str(cfg)},
             stdout=out,

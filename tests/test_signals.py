@@ -29,9 +29,10 @@ from sharecrawl.crawl_io.crawldb.tempfiles import (
     remove_stale_temp_files,
     stale_temp_files,
 )
-from sharecrawl.pipeline import settings as config
+from sharecrawl.pipeline.settings import read_settings
 from sharecrawl.pipeline.update import Update
 from sharecrawl.queries.index_store import index_version
+from tests.cliproc import cli_argv
 from tests.conftest import LAN
 from tests.media import make_media
 from tests.smbd import SmbServer, make_base_dir
@@ -117,10 +118,7 @@ def crawl_tmpdir() -> Iterator[Path]:
 
 def start_crawl(lan: LAN, cfg: Path, tmpdir: Path, runner: str = "inline") -> CrawlProcess:
     stderr = lan.root / "crawl.stderr"
-    cmd = [
-        sys.executable,
-        "-m",
-        "sharecrawl.cli.main",
+    cmd = cli_argv(
         "crawl",
         "--rounds",
         "1",
@@ -130,7 +128,7 @@ def start_crawl(lan: LAN, cfg: Path, tmpdir: Path, runner: str = "inline") -> Cr
         str(lan.hosts_file),
         "--runner",
         runner,
-    ]
+    )
     env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg), "TMPDIR": str(tmpdir)}
     with open(stderr, "wb") as err:
         proc = subprocess.Popen(
@@ -322,9 +320,11 @@ def test_a_round_killed_after_publish_is_finished_by_its_index(lan: LAN, run_jso
     build(lan)
     lan.crawl()
     lan.media("alpha", "music/new/track09.mp3", artist="Nautilus Pompilius", title="Skovannye")
-    config.override(hosts_file=lan.hosts_file, crawl_dir=lan.crawl_dir, runner="inline")
+    settings = read_settings(hosts_file=lan.hosts_file, crawl_dir=lan.crawl_dir, runner="inline")
     assert luigi.build(
-        [Update(crawl_dir=str(lan.crawl_dir), round=2)], local_scheduler=True, log_level="WARNING"
+        [Update(crawl_dir=str(lan.crawl_dir), round=2, settings=settings)],
+        local_scheduler=True,
+        log_level="WARNING",
     )
     crawl = CrawlDir(lan.crawl_dir)
     assert crawl.current() == 2 and index_version(crawl.index) == "v000001"

@@ -7,19 +7,20 @@ from __future__ import annotations
 import json
 import os
 import signal
-import threading
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
 
 from bench.progress import track
-from sharecrawl.cli.main import main
+from sharecrawl.crawl_io.processes import alive
 from sharecrawl.pipeline.scheduling.policies import POLICY_NAMES
 from sharecrawl.simulator.bound import freshness_bound
 from sharecrawl.simulator.lan import SimParams, build_lan, overlapping
 from sharecrawl.simulator.simulate import simulate
-from tests.test_workers import children_of_the_fork_server
+from tests.cliproc import cli_argv, fork_server_workers, run_cli
 
 SMALL = {"hosts": 50, "days": 1.0, "crawlers": 1, "seed": 7, "warmup_days": 0.5}
 RATE_ONLY = [name for name in POLICY_NAMES if name != "sensors"]  # not told of changes
@@ -35,12 +36,12 @@ POLICY_KEYS = {
 }
 
 
-def run_cli(argv: list[str]) -> int:
-    """`sharecrawl simulate ARGV`'s exit status."""
-    try:
-        return main(["simulate", *argv])
-    except SystemExit as e:  # argparse: help printed, or one line for a bad option
-        return int(e.code or 0)
+def run_simulate(argv: list[str]) -> int:
+    """`sharecrawl simulate ARGV`'s exit status; its output on this process's stdout, stderr."""
+    done = run_cli("simulate", *argv)
+    sys.stdout.write(done.stdout)
+    sys.stderr.write(done.stderr)
+    return done.returncode
 
 
 def without_time(metrics: dict) -> dict:
@@ -95,32 +96,38 @@ def test_workers_give_the_same_results(small_run: dict) -> None:
         assert a == b
 
 
-def test_a_worker_killed_is_one_line_and_ends_the_others(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def test_a_worker_killed_is_one_line_and_ends_the_others() -> None:
     """SIGKILL (as the kernel's out-of-memory killer sends) to one of the two workers of a
     long simulation: the command says so in one line and exits 1, at once, and no worker
     is left (the other one was ended, not waited for)."""
     argv = ["--hosts", "1000", "--days", "30", "--policies", "optimal,poisson", "--workers", "2"]
-    exits: list[int] = []
-    before = children_of_the_fork_server()
-    thread = threading.Thread(target=lambda: exits.append(run_cli(argv)), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 120
-    while len(workers := children_of_the_fork_server() - before) < 2:
-        if time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert len(workers) == 2, "the simulation's two workers did not start within 120 s"
-    time.sleep(0.5)  # into the replay
-    os.kill(min(workers), signal.SIGKILL)
-    thread.join(timeout=60)
-    assert exits == [1], "the simulation went on after one of its workers was killed"
-    err = capsys.readouterr().err.strip()
+    command = subprocess.Popen(
+        cli_argv("simulate", *argv),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(workers := fork_server_workers(command.pid)) < 2:
+            if time.monotonic() > deadline or command.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert len(workers) == 2, "the simulation's two workers did not start within 120 s"
+        time.sleep(0.5)  # into the replay
+        os.kill(min(workers), signal.SIGKILL)
+        _, err = command.communicate(timeout=60)
+    finally:
+        if command.poll() is None:
+            os.killpg(command.pid, signal.SIGKILL)
+            command.wait()
+    assert command.returncode == 1, "the simulation went on after one of its workers was killed"
+    err = err.strip()
     assert err.splitlines() == [err]
     assert "sharecrawl simulate: a worker process was killed by SIGKILL" in err
     assert "fewer --workers" in err
-    assert not children_of_the_fork_server() & workers
+    assert not any(alive(pid) for pid in workers)
 
 
 def test_synthetic_lan_has_the_promised_shape() -> None:
@@ -141,10 +148,10 @@ def test_synthetic_lan_has_the_promised_shape() -> None:
 
 def test_cli_json_and_table(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--hosts", "20", "--days", "0.5", "--warmup-days", "0.25", "--crawlers", "1"]
-    assert run_cli([*args, "--json", "--policies", "roundrobin,optimal"]) == 0
+    assert run_simulate([*args, "--json", "--policies", "roundrobin,optimal"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out["policies"]) == {"roundrobin", "optimal"}
-    assert run_cli([*args, "--policies", "poisson", "--workers", "1"]) == 0
+    assert run_simulate([*args, "--policies", "poisson", "--workers", "1"]) == 0
     table = capsys.readouterr().out
     assert "poisson" in table and "bound" in table
 
@@ -161,7 +168,7 @@ def test_cli_json_and_table(capsys: pytest.CaptureFixture[str]) -> None:
 def test_cli_rejects_bad_arguments(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert run_cli(argv) == 2
+    assert run_simulate(argv) == 2
     assert message in capsys.readouterr().err
 
 
@@ -255,7 +262,7 @@ def test_notifications_follow_the_watch() -> None:
 def test_nothing_on_stderr_but_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert list(track([1, 2, 3], "items")) == [1, 2, 3]  # the benchmarks' bars: not a terminal
     assert (
-        run_cli(
+        run_simulate(
             [
                 "--hosts",
                 "10",
@@ -278,10 +285,10 @@ def test_nothing_on_stderr_but_errors(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_cli_lists_policies_and_checks_notify_share(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_cli(["--help"]) == 0
+    assert run_simulate(["--help"]) == 0
     text = capsys.readouterr().out
     assert all(f"  {name} " in text for name in POLICY_NAMES) and "--notify-share" in text
-    assert run_cli(["--notify-share", "1.5"]) == 2
+    assert run_simulate(["--notify-share", "1.5"]) == 2
     assert "--notify-share" in capsys.readouterr().err
 
 

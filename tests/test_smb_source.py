@@ -1,4 +1,5 @@
-"""SMBSource against real Samba servers (tests/smbd.py): listings, reads, tags, failures."""
+"""SMBSource against real Samba servers (tests/smbd.py): listings, reads, tags, failures, and
+files opened for streaming (SMBFile)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from sharecrawl.crawl_io.sources import (
     parse_host_url,
 )
 from tests import smbd
-from tests.smbd import FORBIDDEN_NAMES, SmbServer, free_port, make_tree
+from tests.smbd import FORBIDDEN_NAMES, SmbServer, free_port, make_base_dir, make_tree
 
 pytestmark = pytest.mark.smb
 
@@ -337,3 +338,97 @@ def test_tree_generator_counts(tmp_path) -> None:
     on_disk = sum(1 for p in (tmp_path / "media").rglob("*") if p.is_file())
     assert counts["files"] == on_disk  # the counts say what the shared tree holds
     assert on_disk >= 300
+
+
+# -- files opened for streaming (SMBFile) ----------------------------------------------------
+
+BIG = 5_000_000
+
+
+@pytest.fixture
+def big_file(smbd_factory) -> tuple[SmbServer, bytes]:
+    """A server whose media share holds big.bin: BIG random bytes, several READs' worth."""
+    root = make_base_dir() / "tree"
+    (root / "media").mkdir(parents=True)
+    (root / "private").mkdir()
+    data = os.urandom(BIG)
+    (root / "media" / "big.bin").write_bytes(data)
+    return smbd_factory(root_dir=root), data
+
+
+def test_an_open_file_is_as_listed_and_reads_ranges_with_reads_ahead(big_file) -> None:
+    server, data = big_file
+    with guest(server) as remote:
+        (entry,) = remote.listdir("media", "")
+        on_disk = (server.root_dir / "media" / "big.bin").stat()
+        file = remote.open_file("media", "big.bin", block=1 << 20, depth=3)
+        assert (file.size, file.mtime_us) == (entry.size, entry.mtime_us)
+        assert (file.size, file.mtime_us) == (BIG, on_disk.st_mtime_ns // 1000)
+        # as a stream reads: a first chunk, then blocks, the rest announced as coming
+        assert file.read(0, 256 * 1024, BIG) == data[: 256 * 1024]
+        assert len(file._pending) == 2  # 3 in flight while it waited; the next two wait
+        at, pieces = 256 * 1024, []
+        while at < BIG:
+            pieces.append(file.read(at, 1 << 20, BIG - at - (1 << 20)))
+            at += len(pieces[-1])
+        assert b"".join(pieces) == data[256 * 1024 :]
+        assert file.read(4_500_000, 100, 400_000) == data[4_500_000:4_500_100]  # a seek
+        assert file.read(10, 20) == data[10:30]  # back, past the reads ahead
+        assert file.read(0, 100, BIG) == data[:100]  # reads ahead of 1 MiB from byte 100 on
+        assert file.read(100, 1_500_000) == data[100:1_500_100]  # ending inside one of them
+        assert file.read(BIG - 5, 100) == data[-5:]  # fewer at the end
+        assert file.read(BIG + 10, 5) == b""
+        file.close()
+        file.close()  # once is enough
+        assert remote.usable and remote.listdir("media", "") == [entry]
+
+
+def test_opening_what_is_not_a_readable_file_keeps_the_connection(smb_server) -> None:
+    with guest(smb_server) as remote:
+        with pytest.raises(NotFound):
+            remote.open_file("media", "no such file.mp3")
+        with pytest.raises(NotFound):
+            remote.open_file("media", "Music")  # a folder
+        with pytest.raises(AccessDenied):
+            remote.open_file("private", "secret.txt")
+        name = FORBIDDEN_NAMES[1]  # a mapped character in the name
+        file = remote.open_file("media", name)
+        assert file.read(0, 1 << 20) == (smb_server.root_dir / "media" / name).read_bytes()
+        file.close()
+        assert remote.usable
+
+
+def test_a_file_cut_short_after_it_was_opened_reads_short(big_file) -> None:
+    server, data = big_file
+    with guest(server) as remote:
+        file = remote.open_file("media", "big.bin")
+        os.truncate(server.root_dir / "media" / "big.bin", 1000)  # its owner, on the host
+        assert file.read(0, 5000, BIG - 5000) == data[:1000]
+        assert file.read(1000, 5000) == b""
+        file.close()
+        again = remote.open_file("media", "big.bin")
+        assert again.size == 1000  # what Streams compares with the listing
+        again.close()
+
+
+def test_a_server_hung_mid_stream_hits_the_deadline(big_file) -> None:
+    server, data = big_file
+    remote = guest(server, timeout_s=2)
+    file = remote.open_file("media", "big.bin", block=1 << 20, depth=3)
+    assert file.read(0, 1 << 20, BIG) == data[: 1 << 20]
+    server.pause()
+    try:
+
+        def stream_on() -> None:
+            for at in range(1 << 20, BIG, 1 << 20):
+                file.read(at, 1 << 20, BIG - at)
+
+        error = run_bounded(stream_on)
+        assert isinstance(error, SourceTimeout), error
+        assert not remote.usable
+        file.close()  # nothing left to close: no error, no wait
+    finally:
+        server.resume()
+    with pytest.raises(SourceTimeout):  # the connection is never reused
+        remote.open_file("media", "big.bin")
+    remote.close()

@@ -23,10 +23,10 @@ DEPTH, MIN_ENTRIES = 3, 1  # luigi.cfg's stats_depth and stats_min_entries
 
 
 @pytest.fixture(autouse=True)
-def small_groups(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(
-        sharecrawl.crawl_io.crawldb.part_groups, "GROUP_ROWS", 8
-    )  # one share a group
+def small_groups(lan: LAN, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One share a group; the LAN's rounds run in this process, which sees it."""
+    monkeypatch.setattr(sharecrawl.crawl_io.crawldb.part_groups, "GROUP_ROWS", 8)
+    monkeypatch.setattr(lan, "crawl", lan.crawl_here)
 
 
 def build(lan: LAN) -> None:

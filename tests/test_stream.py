@@ -1,9 +1,12 @@
 """`GET /copy/{id}` of a real `sharecrawl serve`: copies streamed from file:// hosts and real
-smbd shares, with their names, ranges, validators, and the copies it must not serve."""
+smbd shares, with their names, ranges, validators, and the copies it must not serve; covers
+read from a share; the streams' pool of SMB connections (web.copy_source) on a real smbd."""
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
+import io
 import os
 import re
 import socket
@@ -12,8 +15,21 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
+from mutagen.id3 import APIC, ID3
+from PIL import Image
 
-from sharecrawl.queries.search_results import copy_link
+from sharecrawl.crawl_io.sources import parse_host_url
+from sharecrawl.queries.search_results import copy_id, copy_link
+from sharecrawl.web.copy_source import (
+    MOVED,
+    UNREACHABLE,
+    Changed,
+    Copy,
+    NotStreamable,
+    Streams,
+    StreamSettings,
+)
+from sharecrawl.web.covers import read_all
 from tests.cliproc import run_cli
 from tests.conftest import LAN
 from tests.media import make_media
@@ -235,6 +251,12 @@ def test_streams_past_the_cap_wait_for_a_slot(files_lan, monkeypatch, tmp_path) 
 # -- SMB -------------------------------------------------------------------------------------
 
 
+def picture(colour: str, fmt: str) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (400, 300), colour).save(out, fmt)
+    return out.getvalue()
+
+
 def crawl(lan: LAN, config: Path) -> None:
     """A round in a child process, as cron runs it: its workers see the password it has."""
     args = ["--crawl-dir", str(lan.crawl_dir), "--hosts-file", str(lan.hosts_file)]
@@ -253,6 +275,12 @@ def smb_lan(
         make_media(root / "media" / "Hostile" / name, artist="Hostile", title=f"Song {n}")
     big_mp3(root / "media" / "Big.mp3")
     big_mp3(root / "media" / "Held.mp3", None, HELD, "Held")
+    tagged = make_media(root / "media" / "Album" / "01.mp3", artist="Tagged", title="One")
+    tags = ID3(tagged)
+    tags.add(APIC(encoding=3, mime="image/png", type=3, desc="front", data=picture("blue", "PNG")))
+    tags.save(tagged)
+    make_media(root / "media" / "Beside" / "01.mp3", artist="Beside", title="Two")
+    (root / "media" / "Beside" / "Folder.jpg").write_bytes(picture("red", "JPEG"))
     (root / "private").mkdir()
     guest = smbd_factory(root_dir=root)
     private_root = make_base_dir() / "tree"
@@ -333,3 +361,61 @@ def test_a_host_hung_mid_stream_ends_it_and_frees_its_slot(smb_lan, monkeypatch,
     finally:
         held.close()
         served.stop()
+
+
+@pytest.mark.smb
+def test_smb_covers_are_read_from_the_share(smb_lan) -> None:
+    lan, guest, _, _ = smb_lan
+    host = f"127.0.0.1:{guest.port}"
+    served = Server(lan.crawl_dir)
+    try:
+        for path, colour in (("Album/01.mp3", (0, 0, 255)), ("Beside/01.mp3", (255, 0, 0))):
+            status, headers, body = request(served, f"/cover/{copy_id(host, 'media', path)}")
+            assert (status, headers["content-type"]) == (200, "image/jpeg"), (path, headers)
+            with Image.open(io.BytesIO(body)) as image:
+                assert image.size == (240, 180)
+                pixel = image.convert("RGB").getpixel((120, 90))
+            assert all(abs(a - b) <= 8 for a, b in zip(pixel, colour, strict=True)), pixel
+    finally:
+        served.stop()
+
+
+@pytest.mark.smb
+def test_smb_streams_share_a_pooled_connection_and_say_what_failed(smbd_factory) -> None:
+    root = make_base_dir() / "tree"
+    path = big_mp3(root / "media" / "Big.mp3")
+    (root / "private").mkdir()
+    server = smbd_factory(root_dir=root)
+    listed = path.stat()
+    copy = Copy(parse_host_url(server.url), "media", "Big.mp3", BIG, listed.st_mtime_ns // 1000)
+    streams = Streams(StreamSettings(timeout_s=2))
+    first = streams.open(copy)
+    assert read_all(first, BIG) == path.read_bytes()
+    first.close()
+    second = streams.open(copy)
+    assert second.source is first.source  # the host's connection, back from the pool
+    second.close()
+    with pytest.raises(Changed) as changed:
+        streams.open(dataclasses.replace(copy, size=BIG + 1))
+    assert str(changed.value).startswith("The file changed since the crawl listed it")
+    with pytest.raises(Changed) as moved:
+        streams.open(dataclasses.replace(copy, path="Gone.mp3"))
+    assert str(moved.value) == MOVED
+    third = streams.open(copy)
+    assert third.source is first.source  # refusals leave the connection good
+    server.pause()
+    try:
+        with pytest.raises(NotStreamable) as hung:
+            third.read(BIG * 9 // 10, 1 << 20)
+        assert str(hung.value) == UNREACHABLE
+        third.close()
+    finally:
+        server.resume()
+    fourth = streams.open(copy)
+    assert fourth.source is not first.source  # past a deadline: a new connection
+    assert fourth.read(5, 10) == path.read_bytes()[5:15]
+    fourth.close()
+    server.kill()
+    with pytest.raises(NotStreamable) as gone:
+        streams.open(copy)
+    assert str(gone.value) == UNREACHABLE

@@ -244,16 +244,17 @@ def test_a_name_that_is_not_unicode_keeps_its_folder() -> None:
     assert storable("\ud800") == ""
 
 
-def test_a_crawl_dir_where_hints_cannot_go_gets_one_line(tmp_path: Path, capsys) -> None:
-    from sharecrawl.cli.main import main
+def test_a_crawl_dir_where_hints_cannot_go_gets_one_line(tmp_path: Path) -> None:
+    from tests.cliproc import run_cli
 
     (tmp_path / "crawl" / "crawldb").mkdir(parents=True)
     (tmp_path / "crawl" / "hints").write_text("not a folder")
     hosts = tmp_path / "hosts.txt"
     hosts.write_text("smb://127.0.0.1:1/media\n")
     args = ["watch", "--hosts-file", str(hosts), "--crawl-dir", str(tmp_path / "crawl")]
-    assert main([*args, "--seconds", "1"]) == 2
-    err = capsys.readouterr().err
+    done = run_cli(*args, "--seconds", "1")
+    assert done.returncode == 2
+    err = done.stderr
     assert err.startswith("sharecrawl: error: cannot write hints to") and err.count("\n") == 1
-    assert main([*args, "--seconds", "0"]) == 2  # bad input: nothing is written
+    assert run_cli(*args, "--seconds", "0").returncode == 2  # bad input: nothing is written
     assert (tmp_path / "crawl" / "hints").read_text() == "not a folder"

@@ -19,9 +19,9 @@ from urllib.parse import urlencode
 
 import pytest
 
-from sharecrawl.cli.main import main
 from sharecrawl.web.facets import with_field
 from sharecrawl.web.views import windows_path
+from tests.cliproc import run_cli
 from tests.conftest import LAN
 from tests.test_web_lan import HOSTILE_NAME, HOSTILE_TITLE, PADDING, Server, server, web_lan
 
@@ -47,7 +47,7 @@ QUERIES = [
 
 def cli_search(lan: LAN, capsys: pytest.CaptureFixture[str], *args: str) -> list[dict]:
     capsys.readouterr()
-    assert main(["search", "--crawl-dir", str(lan.crawl_dir), "--json", *args]) == 0
+    assert lan.cli("search", "--json", *args) == 0
     return json.loads(capsys.readouterr().out)
 
 
@@ -67,7 +67,7 @@ def test_unknown_fields_are_named_on_the_page_and_on_stderr(
     assert "colour:" in data["view"]["notice"] and "artist" in data["view"]["notice"]
     assert server.api(q="madonna")[1]["view"]["notice"] is None
     capsys.readouterr()
-    assert main(["search", "--crawl-dir", str(web_lan.crawl_dir), "madonna", "colour:red"]) == 0
+    assert web_lan.cli("search", "madonna", "colour:red") == 0
     err = capsys.readouterr().err
     assert err.startswith("sharecrawl: warning: unknown field colour:") and err.count("\n") == 1
 
@@ -249,17 +249,19 @@ def test_on_loopback_only_requests_for_loopback_names_are_answered(server: Serve
     assert status_for(f"127.0.0.1:{port}") == 200
 
 
-def test_bad_crawl_dir_and_busy_port_are_one_line(tmp_path: Path, server: Server, capsys) -> None:
+def test_bad_crawl_dir_and_busy_port_are_one_line(tmp_path: Path, server: Server) -> None:
     (tmp_path / "photos").mkdir()
     (tmp_path / "photos" / "cat.jpg").write_bytes(b"jpeg")
-    assert main(["serve", "--crawl-dir", str(tmp_path / "photos")]) == 2
-    err = capsys.readouterr().err.strip()
+    refused = run_cli("serve", "--crawl-dir", str(tmp_path / "photos"))
+    assert refused.returncode == 2
+    err = refused.stderr.strip()
     assert err.startswith("sharecrawl: error:") and "\n" not in err
     port = server.url.rsplit(":", 1)[1]
     crawl = tmp_path / "crawl"
     (crawl / "crawldb").mkdir(parents=True)
-    assert main(["serve", "--crawl-dir", str(crawl), "--port", port]) == 2
-    err = capsys.readouterr().err.strip()
+    refused = run_cli("serve", "--crawl-dir", str(crawl), "--port", port)
+    assert refused.returncode == 2
+    err = refused.stderr.strip()
     assert "cannot listen on 127.0.0.1:" in err and "\n" not in err
 
 

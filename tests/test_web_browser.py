@@ -53,16 +53,24 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+def start_chromium(profile: Path, network_log: bool = False) -> WebDriver:
+    """Headless Chromium with its own profile folder; its console log kept, and with
+    `network_log` its DevTools network events (`get_log("performance")`)."""
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in CHROMIUM_FLAGS:
         options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    options.add_argument(f"--user-data-dir={profile}")
+    logs = {"browser": "ALL"} | ({"performance": "ALL"} if network_log else {})
+    options.set_capability("goog:loggingPrefs", logs)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(30)
+    return driver
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+    driver = start_chromium(tmp_path_factory.mktemp("chromium-profile"))
     yield driver
     driver.quit()
 

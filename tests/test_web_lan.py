@@ -9,7 +9,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cliproc import cli_argv
 from tests.conftest import LAN
 
 REPO = Path(__file__).resolve().parents[1]
@@ -104,17 +104,14 @@ class Server:
     """`sharecrawl serve` in its own session on a free 127.0.0.1 port; stop() ends it."""
 
     def __init__(self, crawl_dir: Path, *extra: str) -> None:
-        command = [
-            sys.executable,
-            "-m",
-            "sharecrawl.cli.main",
+        command = cli_argv(
             "serve",
             "--crawl-dir",
             str(crawl_dir),
             "--port",
             "0",
             *extra,
-        ]
+        )
         self.process = subprocess.Popen(
             command,
             cwd=REPO,

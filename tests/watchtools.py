@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sharecrawl.crawl_io.crawldb.hints import HintsStore
+from tests.cliproc import cli_argv
 from tests.smbd import SmbServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -107,10 +107,7 @@ class WatchProcess:
         cfg = work / "watch.cfg"
         cfg.write_text("[sharecrawl]\nhost_timeout_s = 5\nliveness_timeout_s = 1\n" + config)
         self.stderr_path = work / "watch.stderr"
-        command = [
-            sys.executable,
-            "-m",
-            "sharecrawl.cli.main",
+        command = cli_argv(
             "watch",
             "--hosts-file",
             str(self.hosts_file),
@@ -119,7 +116,7 @@ class WatchProcess:
             "--rules-file",
             str(self.rules_file),
             *args,
-        ]
+        )
         environment = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg)}
         self.started_at = datetime.now(UTC)
         with open(self.stderr_path, "wb") as stderr:

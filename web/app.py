@@ -29,6 +29,7 @@ from sharecrawl.web import pages
 from sharecrawl.web.copy_source import Streams, StreamSettings
 from sharecrawl.web.covers import Covers, cache_mb, cover_route
 from sharecrawl.web.live import LiveIndex, Unavailable
+from sharecrawl.web.serve_metrics import ServeMetrics
 from sharecrawl.web.stream import copy_route, withhold_links
 
 HERE = Path(__file__).resolve().parent
@@ -135,6 +136,7 @@ def create_app(
     """The app serving `crawl_dir`; `loopback_only` when it listens on a loopback address."""
     live = LiveIndex(crawl_dir)
     streams = Streams(stream or StreamSettings())
+    metrics = ServeMetrics(live)
     live.on_open = lambda file: _warm_in_background(live, file)
     templates = Environment(
         loader=FileSystemLoader(HERE / "templates"),
@@ -184,6 +186,8 @@ def create_app(
         Route("/copy/{id}", copy_route(live, streams), methods=["GET", "HEAD"]),
         Route("/cover/{id}", cover_route(Covers(live, streams, cache_mb())), methods=["GET"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+        Route("/metrics", metrics.metrics, methods=["GET"]),
+        Route("/healthz", metrics.healthz, methods=["GET", "HEAD"]),
     ]
 
     def look_once() -> None:
@@ -202,6 +206,7 @@ def create_app(
     app.add_middleware(security_headers)
     if loopback_only:
         app.add_middleware(loopback_host_only)
+    app.add_middleware(metrics.wrap)  # outermost: every answer counted, a 421 too
     app.state.live = live
     app.state.streams = streams
     return app

@@ -1,7 +1,7 @@
-"""A copy's bytes for `GET /copy/{id}` (docs/web.md, "Streaming a copy"): the id looked up
-among the served index's online copies, the file opened on its share (SMB over one pooled
-connection per host, or file:// without following links) and checked against the listing;
-the streams' caps, and a deadline on every SMB call."""
+"""A copy's bytes for `GET /copy/{id}` and covers (docs/web.md, "Streaming a copy"): the id
+looked up among the served index's online copies, the file opened on its share (SMB through
+crawl_io.smb, each stream on a connection of the host's pool; or file:// without following
+links) and checked against the listing; the streams' caps. Every SMB call has a deadline."""
 
 from __future__ import annotations
 
@@ -11,25 +11,40 @@ import os
 import re
 import stat
 import threading
-import time
-from collections import Counter, deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from sharecrawl.crawl_io.smb_names import smb_path
-from sharecrawl.crawl_io.sources import ConfigError, HostURL, credentials_for, parse_host_url
+from sharecrawl.crawl_io.checked import clamped, name_on_host
+from sharecrawl.crawl_io.filesource import host_bytes
+from sharecrawl.crawl_io.sources import (
+    AccessDenied,
+    ConfigError,
+    Entry,
+    HostUnreachable,
+    HostURL,
+    NotFound,
+    SourceError,
+    credentials_for,
+    parse_host_url,
+)
 from sharecrawl.queries.index_store import IndexFile
 from sharecrawl.queries.search_results import COPY_ID_SQL
+
+if TYPE_CHECKING:
+    from sharecrawl.crawl_io.smb import SMBSource
 
 ID = re.compile(r"[0-9a-f]{16}")
 UNREACHABLE = "The copy's host cannot be reached now."
 MOVED = "The file is no longer where the index saw it."
-for _name in ("smbprotocol", "smbclient"):  # a line per SMB message otherwise, at INFO
-    logging.getLogger(_name).setLevel(logging.WARNING)
+NO_NAME = "The file's name no longer leads to it."
+CHANGED = (
+    "The file changed since the crawl listed it (its size or time differs); "
+    "search again after the next round."
+)
+logging.getLogger("smbprotocol").setLevel(logging.WARNING)  # a line per SMB message at INFO
 
 
 class NotStreamable(Exception):
@@ -63,12 +78,28 @@ class Copy:
 
     @property
     def name(self) -> str:
+        """The file's name as stored (crawl_io.checked.safe_name)."""
         return self.path.rpartition("/")[2]
+
+    def names_on_host(self) -> list[str]:
+        """The share's and each path name as the host names them (the stored names' inverse,
+        crawl_io.checked): what is opened. Changed when one cannot name a file there (a
+        stored `\\x2f`, `\\x00`, or an empty or dot name that only a hostile host lists)."""
+        names = [name_on_host(self.share), *map(name_on_host, self.path.split("/"))]
+        if any(n in ("", ".", "..") or "/" in n or "\0" in n for n in names):
+            raise Changed(NO_NAME)
+        return names
+
+    @property
+    def shown_name(self) -> str:
+        """The host's name for a download: a byte that is not UTF-8, or an unpaired UTF-16
+        unit, is U+FFFD (a header's filename* is UTF-8, RFC 8187 §3.2.1)."""
+        name = name_on_host(self.name)
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in name)
 
 
 BLOCK = 2 * 1024 * 1024  # a stream's reads after its first (fastest in bench/stream.py)
 SMB_AHEAD = 3  # SMB reads asked for before they are wanted, so that the host never waits
-CREDIT_BYTES = 65536  # what one SMB credit pays for (MS-SMB2 §3.1.5.2)
 
 
 class Reader(Protocol):
@@ -118,9 +149,10 @@ class FileReader:
     """A file below a file:// host's folder, every name opened without following links."""
 
     def __init__(self, copy: Copy) -> None:
-        parts = [copy.share, *copy.path.split("/")]
-        if any(p in ("", ".", "..") for p in parts):
-            raise Changed("The file's name no longer leads to it.")
+        try:
+            parts = list(map(host_bytes, copy.names_on_host()))
+        except NotFound:  # a lone surrogate no byte stands for: no file's name
+            raise Changed(NO_NAME) from None
         try:
             folder = os.open(copy.host.hostname, os.O_RDONLY | os.O_DIRECTORY)
         except OSError:
@@ -150,105 +182,45 @@ class FileReader:
 
 
 class SmbReader:
-    """A file on an SMB share, through smbclient and the pool's connection to its host."""
+    """A file on an SMB share, on a connection of the pool's for its host (given back after)."""
 
     def __init__(self, copy: Copy, pool: Streams) -> None:
-        import smbclient
-        from smbprotocol.exceptions import SMBOSError
-
-        host = copy.host
-        port = host.port or 445
-        credentials = credentials_for(host)
-        session = {
-            "username": credentials.user or "guest",  # unknown users map to guest (Samba)
-            "password": (credentials.password or "") if credentials.user else "",
-            "port": port,
-            "connection_cache": pool.connections,
-            "connection_timeout": max(1, int(pool.settings.timeout_s)),
-            "auth_protocol": "ntlm",
-            "require_signing": bool(credentials.user),  # a guest session cannot sign
-        }
-        unc = f"\\\\{host.hostname}\\{copy.share}\\{smb_path(copy.path)}"
-        # A guest session has no key to sign the check of the negotiation with (the crawler's
-        # SMB source does not make that check either)
-        smbclient.ClientConfig(require_secure_negotiate=False)
-        self.pool, self.host = pool, host
-        try:
-            with pool.host_lock(host.host), pool.deadline(host):  # one connection per host
-                smbclient.register_session(host.hostname, **session)
-        except Exception:  # refused, timed out, logon failure: the host is not there for us
-            pool.forget(host)
-            raise NotStreamable(UNREACHABLE) from None
-        try:
-            with pool.deadline(host):
-                st = smbclient.stat(unc, **session)
-                # shared: other streams of the file, and its owner, may open it meanwhile
-                shared = {"buffering": 0, "share_access": "rwd"}
-                self.file = smbclient.open_file(unc, mode="rb", **shared, **session)
-        except SMBOSError:
-            raise Changed(MOVED) from None
-        except Exception:
-            pool.forget(host)
-            raise NotStreamable(UNREACHABLE) from None
-        self.size, self.mtime_us = st.st_size, st.st_mtime_ns // 1000
-        self.pending: deque[tuple[int, int, Callable, Any]] = deque()  # from, to, answer
+        self.pool, self.host = pool, copy.host
+        share, *names = copy.names_on_host()
+        for fresh in (False, True):
+            self.source, reused = pool.connection(copy.host, fresh)
+            try:
+                self.file = self.source.open_file(share, "/".join(names), BLOCK, SMB_AHEAD)
+                break
+            except (NotFound, AccessDenied):
+                pool.give_back_connection(copy.host, self.source)
+                raise Changed(MOVED) from None
+            except HostUnreachable:
+                if not reused:
+                    raise NotStreamable(UNREACHABLE) from None
+                # the host closed the pooled connection meanwhile (a restart): once more
+            except SourceError:
+                if not self.source.usable:  # it timed out, or the connection broke
+                    raise NotStreamable(UNREACHABLE) from None
+                pool.give_back_connection(copy.host, self.source)
+                raise  # an answer it should not give: a server error
+        self.size, self.mtime_us = self.file.size, self.file.mtime_us
 
     def read(self, offset: int, length: int, ahead: int = 0) -> bytes:
-        """Through the file's Open, several reads in flight (smbclient's file object waits for
-        each read before it asks for the next, and copies the bytes twice more)."""
-        length = min(length, self.size - offset)
-        if length <= 0:
-            return b""
-        with self.pool.deadline(self.host, self.file.fd.connection):
-            if self.pending and self.pending[0][0] != offset:
-                self._drain()  # not the bytes read ahead: a seek
-            if not self.pending:
-                self._ask(offset, length)
-            self._ask_ahead(offset + length, ahead)
-            *_, receive, request = self.pending.popleft()
-            return receive(request)
-
-    def _ask(self, offset: int, length: int) -> bool:
-        """Send a read of these bytes unless the host's credits do not cover it now (the first
-        read in flight: of as many bytes as they cover)."""
-        fd = self.file.fd
-        window = fd.connection.sequence_window
-        credits = window["high"] - window["low"]
-        if not self.pending:
-            length = min(length, max(1, credits) * CREDIT_BYTES)
-        charge = (length - 1) // CREDIT_BYTES + 1
-        if self.pending and charge > credits:
-            return False  # the reads in flight bring credits back
-        message, receive = fd.read(offset, length, send=False)
-        tree = fd.tree_connect
-        request = fd.connection.send(
-            message, tree.session.session_id, tree.tree_connect_id, credit_request=charge * 2
-        )
-        self.pending.append((offset, offset + length, receive, request))
-        return True
-
-    def _ask_ahead(self, at: int, ahead: int) -> None:
-        end = min(self.size, at + ahead)
-        if self.pending:
-            at = self.pending[-1][1]
-        while at < end and len(self.pending) < SMB_AHEAD:
-            length = min(BLOCK, end - at, self.file.fd.connection.max_read_size)
-            if not self._ask(at, length):
-                return
-            at += length
-
-    def _drain(self) -> None:
-        while self.pending:
-            *_, receive, request = self.pending.popleft()
-            receive(request)
+        """Through the file's Open, several reads in flight; a host gone or hung mid-stream is
+        NotStreamable."""
+        try:
+            return self.file.read(offset, length, ahead)
+        except (NotFound, AccessDenied):
+            raise Changed(MOVED) from None
+        except SourceError:
+            if not self.source.usable:
+                raise NotStreamable(UNREACHABLE) from None
+            raise
 
     def close(self) -> None:
-        try:
-            with self.pool.deadline(self.host, self.file.fd.connection):
-                self._drain()
-                self.file.close()
-        except Exception:  # the connection is gone (closed by a deadline): nothing to close
-            pass
+        self.file.close()
+        self.pool.give_back_connection(self.host, self.source)
 
 
 def keep_freed_buffers() -> None:
@@ -271,12 +243,9 @@ class Streams:
         if settings.enabled:
             keep_freed_buffers()
         self.settings = settings
-        self.connections: dict = {}  # smbclient's connection cache, this server's own
         self._lock = threading.Lock()
-        self._host_locks: dict[str, threading.Lock] = {}
         self._open: Counter[str] = Counter()
-        self._deadlines: dict[object, tuple[float, HostURL, Any]] = {}
-        self._watchdog: threading.Thread | None = None
+        self._idle: dict[str, list[SMBSource]] = {}  # a host's URL -> connections no stream uses
 
     def withheld(self, host: HostURL) -> str | None:
         """Why this host's copies are not streamed by this server, or None."""
@@ -294,50 +263,35 @@ class Streams:
                 )
         return None
 
-    @contextmanager
-    def host_lock(self, host: str) -> Iterator[None]:
-        with self._lock:
-            lock = self._host_locks.setdefault(host, threading.Lock())
-        with lock:
-            yield
+    def connection(self, host: HostURL, fresh: bool = False) -> tuple[SMBSource, bool]:
+        """A connection to the host for one stream, and whether it was the pool's: an idle one,
+        unless `fresh`, else a new one (NotStreamable when the host cannot be reached)."""
+        from sharecrawl.crawl_io.smb import SMBSource  # the SMB stack loads for SMB hosts alone
 
-    def forget(self, host: HostURL, connection: Any = None) -> None:
-        """Drop a host's connection (`connection`, or the pooled one) after a failure or past a
-        deadline; the next stream connects anew."""
-        key = f"{host.hostname.lower()}:{host.port or 445}"
-        with self._lock:
-            if connection is None or self.connections.get(key) is connection:
-                connection = self.connections.pop(key, connection)
-        if connection is not None:
-            try:  # no logoff first: a hung host would never answer it
-                connection.disconnect(close=False)
-            except Exception:  # already broken: nothing to close cleanly
-                pass
-
-    @contextmanager
-    def deadline(self, host: HostURL, connection: Any = None) -> Iterator[None]:
-        """Close the connection if the SMB calls inside take longer than the timeout: they
-        then fail (smbprotocol waits for an answer without one)."""
-        token = object()
-        with self._lock:
-            self._deadlines[token] = (time.monotonic() + self.settings.timeout_s, host, connection)
-            if self._watchdog is None:  # started on first use: `serve` forks its workers first
-                self._watchdog = threading.Thread(target=self._watch, daemon=True)
-                self._watchdog.start()
+        while not fresh:
+            with self._lock:
+                idle = self._idle.get(host.url)
+                source = idle.pop() if idle else None
+            if source is None:
+                break
+            if source.usable:
+                return source, True
+            source.close()  # closed meanwhile: a timed-out stream's, or by the host
         try:
-            yield
-        finally:
-            with self._lock:
-                del self._deadlines[token]
+            credentials = credentials_for(host)
+            return SMBSource(host, credentials, self.settings.timeout_s, window=1), False
+        except (SourceError, ConfigError):  # refused, timed out, a logon failure: not for us
+            raise NotStreamable(UNREACHABLE) from None
 
-    def _watch(self) -> None:
-        while True:  # a deadline is met within a quarter of the timeout (a thread per call
-            time.sleep(min(1.0, self.settings.timeout_s / 4))  # would cost more than the read)
-            now = time.monotonic()
-            with self._lock:
-                late = [(h, c) for due, h, c in self._deadlines.values() if due < now]
-            for host, connection in late:
-                self.forget(host, connection)
+    def give_back_connection(self, host: HostURL, source: SMBSource) -> None:
+        """Keep a stream's connection for the host's next (a failed one, or past the host's
+        cap of streams, is closed)."""
+        with self._lock:
+            idle = self._idle.setdefault(host.url, [])
+            if source.usable and len(idle) < self.settings.per_host:
+                idle.append(source)
+                return
+        source.close()
 
     def take(self, host: str) -> None:
         """Count one more stream of `host`; Busy past a cap."""
@@ -352,13 +306,13 @@ class Streams:
             self._open[host] -= 1
 
     def open(self, copy: Copy) -> Reader:
-        """The copy opened and checked against the listing (Changed when it differs)."""
+        """The copy opened and checked against the listing as the crawl stored it, clamped
+        alike (crawl_io.checked.clamped: a year 10000 is stored as 9999); Changed when it
+        differs."""
         reader: FileReader | SmbReader
         reader = FileReader(copy) if copy.host.scheme == "file" else SmbReader(copy, self)
-        if (reader.size, reader.mtime_us) != (copy.size, copy.mtime_us):
+        live = clamped(Entry("file", False, reader.size, reader.mtime_us))
+        if (live.size, live.mtime_us) != (copy.size, copy.mtime_us):
             reader.close()
-            raise Changed(
-                "The file changed since the crawl listed it (its size or time differs); "
-                "search again after the next round."
-            )
+            raise Changed(CHANGED)
         return reader

@@ -1,6 +1,7 @@
 """`GET /cover/{id}`: the cover of the work whose copy has this id as a small JPEG, made on first
 view and kept in `<crawl_dir>/covers/` (docs/web.md, "Covers"); anything that goes wrong
-answers the placeholder SVG, so a page never shows a broken image."""
+answers the placeholder SVG with why in its `X-Reason` header, so a page never shows a broken
+image."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from sharecrawl.crawl_io.crawldb.atomic import write_atomic
 from sharecrawl.crawl_io.crawldb.host_parts import parse_part_file, table_parts
 from sharecrawl.crawl_io.rangefile import RangeFile
 from sharecrawl.queries.index_store import IndexFile
+from sharecrawl.web.conditions import etag_matches
 from sharecrawl.web.copy_source import Busy, Changed, Copy, NotStreamable, Reader, Streams, find
 from sharecrawl.web.live import LiveIndex, Unavailable
 
@@ -38,6 +40,8 @@ MAX_PIXELS = 40_000_000  # a bigger image is refused before it is decoded
 COVER_NAMES = ("folder.jpg", "cover.jpg", "front.jpg", "poster.jpg")
 CACHE_HEADERS = {"cache-control": "public, max-age=604800"}  # a week; the ETag names the bytes
 PLACEHOLDER = (Path(__file__).parent / "static" / "cover.svg").read_bytes()
+NO_PICTURE = "No picture is beside the file or in its tags."
+MAKE_FAILED = "The server failed to make this cover; the error is in its log."
 log = logging.getLogger("sharecrawl.web")
 Image.MAX_IMAGE_PIXELS = MAX_PIXELS  # Pillow's decompression-bomb guard, tighter
 
@@ -103,6 +107,10 @@ def thumbnail(data: bytes) -> bytes | None:
                 return out.getvalue()
     except Exception:  # corrupt, truncated, a bomb, an unknown format: no cover
         return None
+
+
+class Withheld(Exception):
+    """The server does not read this copy's host (--no-stream, or crawled with credentials)."""
 
 
 class Covers:
@@ -184,11 +192,12 @@ class Covers:
         return total
 
     def get(self, copy_id: str) -> tuple[bytes, str] | None:
-        """(JPEG, ETag) of the cover of the copy with this id, or None: the placeholder."""
+        """(JPEG, ETag) of the cover of the copy with this id, or None: no picture (the
+        placeholder); Withheld when this server does not read the copy's host."""
         with self.live.acquire() as file:
             copy = find(file, copy_id)
-            if self.streams.withheld(copy.host):
-                return None
+            if why := self.streams.withheld(copy.host):
+                raise Withheld(why)
             listing = f"{copy.host.host}\0{copy.share}\0{copy.path}\0{copy.size}\0{copy.mtime_us}"
             key = hashlib.sha256(listing.encode("utf-8", "surrogatepass")).hexdigest()[:32]
             path = self.folder / f"{key}.jpg"
@@ -200,6 +209,12 @@ class Covers:
         return (data, f'"{key}"') if data else None
 
 
+def placeholder(why: str, headers: dict[str, str]) -> Response:
+    """The placeholder SVG, saying why in a header (ASCII: a header holds Latin-1 only)."""
+    reason = why.encode("ascii", "replace").decode()
+    return Response(PLACEHOLDER, 200, headers | {"x-reason": reason}, "image/svg+xml")
+
+
 def cover_route(covers: Covers):
     """The endpoint of `GET /cover/{id}`; reads run two at a time, beside the page's."""
     limiter = functools.cache(lambda: anyio.CapacityLimiter(2))  # made inside the event loop
@@ -209,15 +224,20 @@ def cover_route(covers: Covers):
             found = await anyio.to_thread.run_sync(
                 covers.get, request.path_params["id"], limiter=limiter()
             )
-        except (NotStreamable, Unavailable, Changed, Busy, OSError) as e:
+        except (NotStreamable, Unavailable, Changed, Busy, Withheld, OSError) as e:
             # no cover now, but maybe on the next look: cached briefly
             log.debug("sharecrawl: serve: no cover for %s: %s", request.path_params["id"], e)
-            return Response(PLACEHOLDER, 200, {"cache-control": "no-cache"}, "image/svg+xml")
+            why = str(e) if not isinstance(e, OSError) else "The picture could not be read."
+            return placeholder(why, {"cache-control": "no-cache"})
+        except Exception:  # a bug or a library's surprise: still no broken image
+            log.exception("sharecrawl: serve: making the cover of %s", request.path_params["id"])
+            return placeholder(MAKE_FAILED, {"cache-control": "no-cache"})
         if found is None:
-            return Response(PLACEHOLDER, 200, CACHE_HEADERS, "image/svg+xml")
+            return placeholder(NO_PICTURE, CACHE_HEADERS)
         data, etag = found
         headers = CACHE_HEADERS | {"etag": etag}
-        if request.headers.get("if-none-match") == etag:
+        if_none = request.headers.get("if-none-match")
+        if if_none is not None and etag_matches(if_none, etag, weak=True):  # RFC 9110 §13.1.2
             return Response(status_code=304, headers=headers)
         return Response(data, 200, headers, "image/jpeg")
 

@@ -1,16 +1,17 @@
 """What is new, and the status line, read once per served version from the pinned index and
-that version's crawldb folder (files' first_seen). A work is new when every copy of it was
-first seen within NEW_DAYS of the version's newest addition."""
+the crawl's history up to that version (the `changes` rows, crawl_io.crawldb.history). A work
+is new when every copy of it was added within NEW_DAYS of the version's newest addition (a
+copy moved, changed or retagged is not new)."""
 
 from __future__ import annotations
 
-import os
-from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 
-from sharecrawl.crawl_io.crawldb.host_parts import table_parts
+from sharecrawl.crawl_io.crawldb.crawldir import VERSION_NAME
+from sharecrawl.crawl_io.crawldb.history import change_parts
+from sharecrawl.crawl_io.crawldb.version_manifest import published_time
 from sharecrawl.queries.index_store import IndexFile
 
 NEW_DAYS = 7
@@ -24,7 +25,8 @@ _WORK_COLUMNS = (
 
 def new_works(file: IndexFile, version_dir: Path, days: int = NEW_DAYS) -> list[dict]:
     """Work rows (search results' columns, `first_seen`) new in the last `days`, newest first."""
-    parts = [str(p) for p in table_parts(version_dir, "files")]
+    version = VERSION_NAME.fullmatch(version_dir.name)
+    parts = [str(p) for p in change_parts(version_dir.parent, int(version[1]))] if version else []
     if not parts:
         return []
     with file.cursor() as con:
@@ -32,12 +34,13 @@ def new_works(file: IndexFile, version_dir: Path, days: int = NEW_DAYS) -> list[
             rows = con.execute(
                 f"""
             WITH f AS (
-                SELECT host, share, path, first_seen FROM read_parquet(?)
-                WHERE NOT is_dir AND first_seen IS NOT NULL
+                SELECT host, share, path, published AS first_seen FROM read_parquet(?)
+                WHERE change = 'added'
             ),
             fresh AS (
-                SELECT host, share, path, first_seen FROM f
+                SELECT host, share, path, max(first_seen) AS first_seen FROM f
                 WHERE first_seen >= (SELECT max(first_seen) FROM f) - INTERVAL {int(days)} DAY
+                GROUP BY ALL
             ),
             candidates AS (
                 SELECT DISTINCT c.work_id FROM idx.copies c JOIN fresh USING (host, share, path)
@@ -57,7 +60,7 @@ def new_works(file: IndexFile, version_dir: Path, days: int = NEW_DAYS) -> list[
                 """,
                 [parts],
             )
-        except duckdb.Error:  # a damaged files part: the page works without the new list
+        except duckdb.Error:  # a damaged history part: the page works without the new list
             return []
         columns = [d[0] for d in rows.description or ()]
         return [dict(zip(columns, row, strict=True)) for row in rows.fetchall()]
@@ -65,15 +68,12 @@ def new_works(file: IndexFile, version_dir: Path, days: int = NEW_DAYS) -> list[
 
 def status(file: IndexFile, version_dir: Path) -> dict:
     """Hosts online, media files and works of the version, and when it was published (its
-    hosts table is the last thing a round writes)."""
+    MANIFEST.json's time)."""
     with file.cursor() as con:
         online, total = con.execute(
             "SELECT count(*) FILTER (WHERE online), count(*) FROM idx.hosts"
         ).fetchone()
-    try:
-        published = datetime.fromtimestamp(os.stat(version_dir / "hosts.parquet").st_mtime, UTC)
-    except OSError:
-        published = None
+    published = published_time(version_dir)
     return {
         "version": file.version,
         "hosts_online": int(online),

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sharecrawl.web.serve_metrics import start_counting, stop_counting
+
 if TYPE_CHECKING:
     from sharecrawl.web.copy_source import StreamSettings
 
@@ -103,6 +105,7 @@ def serve(
 ) -> int:
     """Serve the search page of `crawl_dir` until interrupted; 0 on a clean stop."""
     sock = listen(host, port)
+    counting = start_counting()  # before the app (and prometheus-client) is imported
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     print(
@@ -110,13 +113,16 @@ def serve(
         file=sys.stderr,
         flush=True,
     )
-    if workers > 1:
-        if stream is not None:  # each process counts its own streams: the caps are shared out
-            per_host, total = -(-stream.per_host // workers), -(-stream.total // workers)
-            stream = dataclasses.replace(stream, per_host=per_host, total=total)
-        code = _run_workers(crawl_dir, sock, workers, stream)
-    else:
-        _run_one(crawl_dir, sock, stream)
-        code = 0
+    try:
+        if workers > 1:
+            if stream is not None:  # each process counts its own streams: the caps shared out
+                per_host, total = -(-stream.per_host // workers), -(-stream.total // workers)
+                stream = dataclasses.replace(stream, per_host=per_host, total=total)
+            code = _run_workers(crawl_dir, sock, workers, stream)
+        else:
+            _run_one(crawl_dir, sock, stream)
+            code = 0
+    finally:
+        stop_counting(counting)
     print("sharecrawl: stopped", file=sys.stderr)
     return code

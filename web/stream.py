@@ -1,28 +1,33 @@
 """`GET /copy/{id}` as HTTP (docs/web.md, "Streaming a copy"): one byte range (RFC 9110
 §14; several, or a malformed one, get the whole file as §14.2 allows), validators from the
-listing, `Content-Disposition` by RFC 6266, the next block read while one is sent."""
+listing and the preconditions of §13 (web/conditions.py), `Content-Disposition` by RFC 6266,
+the next block read while one is sent, and a send that makes no progress for
+`stream_timeout_s` the stream's end."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from email.utils import format_datetime
 from typing import Any
 from urllib.parse import quote
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 from anyio.streams.memory import MemoryObjectSendStream
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
+from sharecrawl.crawl_io.checked import mtime_datetime
 from sharecrawl.crawl_io.mediatypes import extension
 from sharecrawl.crawl_io.sources import ConfigError, parse_host_url
 from sharecrawl.queries.index_store import IndexFile
+from sharecrawl.web.conditions import Unsatisfiable, evaluate, parse_range, range_applies
 from sharecrawl.web.copy_source import (
     BLOCK,
+    UNREACHABLE,
     Busy,
     Changed,
     Copy,
@@ -35,6 +40,9 @@ from sharecrawl.web.live import LiveIndex, Unavailable
 
 FIRST_CHUNK = 256 * 1024  # the first bytes sooner: a player starts on them
 AHEAD = 1  # blocks read and waiting, besides the one being sent and the one being read
+# The refusals' sentences besides copy_source's: the page shows them beside the copy
+STREAMS_OFF = "Streaming is off on this server (it was started with --no-stream)."
+READ_FAILED = "The server failed to read this copy; the error is in its log."
 log = logging.getLogger("sharecrawl.web")
 
 CONTENT_TYPES = {
@@ -60,32 +68,6 @@ CONTENT_TYPES = {
 }
 
 
-class Unsatisfiable(Exception):
-    pass
-
-
-def parse_range(header: str, size: int) -> tuple[int, int] | None:
-    """The one byte range (first, last) a Range header asks of `size` bytes; None to send
-    the whole file (no header, a malformed one, several ranges); Unsatisfiable for 416."""
-    unit, _, spec = header.partition("=")
-    if unit.strip().lower() != "bytes" or "," in spec:
-        return None
-    first, dash, last = spec.strip().partition("-")
-    if not dash or not (first or last) or not (first + last).isdigit():
-        return None
-    if not first:  # the last n bytes
-        if int(last) == 0 or size == 0:
-            raise Unsatisfiable
-        return max(0, size - int(last)), size - 1
-    start = int(first)
-    end = min(int(last), size - 1) if last else size - 1
-    if last and int(last) < start:
-        return None
-    if start >= size:
-        raise Unsatisfiable
-    return start, end
-
-
 def content_disposition(kind: str, name: str) -> str:
     """RFC 6266: the name in UTF-8 (RFC 8187) and an ASCII fallback for old clients."""
     fallback = "".join(c if " " <= c <= "~" and c not in '"\\%' else "_" for c in name)
@@ -94,7 +76,7 @@ def content_disposition(kind: str, name: str) -> str:
 
 
 def _validators(copy: Copy) -> dict[str, str]:
-    modified = datetime.fromtimestamp(copy.mtime_us // 1_000_000, UTC)
+    modified = mtime_datetime(copy.mtime_us).replace(microsecond=0)
     return {
         "etag": f'"{copy.size:x}-{copy.mtime_us:x}"',
         "last-modified": format_datetime(modified, usegmt=True),
@@ -107,7 +89,8 @@ def _text(message: str, status: int, headers: dict[str, str] | None = None) -> R
 
 class _Stream(StreamingResponse):
     """Bytes `first`..`last` of an open file, the next block read while one is sent; the file
-    is closed however the response ends (sent, client gone, read failed)."""
+    is closed however the response ends (sent, client gone, read failed, or a send that made
+    no progress for `send_timeout_s`: a client that takes no bytes must not hold a slot)."""
 
     def __init__(
         self,
@@ -116,20 +99,39 @@ class _Stream(StreamingResponse):
         name: str,
         close: Callable[[], None],
         threads: anyio.CapacityLimiter,
+        send_timeout_s: float,
         *args: Any,
         **kw: Any,
     ) -> None:
-        super().__init__(iter(()), *args, **kw)
+        self._ahead, body = anyio.create_memory_object_stream[bytes](AHEAD)
+        super().__init__(body, *args, **kw)
         self._reader, self._span, self._name = reader, span, name
         self._close, self._threads = close, threads
+        self._send_timeout_s, self._sent = send_timeout_s, 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        ahead, self.body_iterator = anyio.create_memory_object_stream[bytes](AHEAD)
         try:
             async with anyio.create_task_group() as tasks:
-                tasks.start_soon(self._read_ahead, ahead, tasks.cancel_scope)
+                tasks.start_soon(self._read_ahead, self._ahead, tasks.cancel_scope)
+
+                async def timed_send(message: Message) -> None:
+                    # uvicorn's send waits while the socket's buffers are full: a client
+                    # reading nothing waits it for ever
+                    with anyio.move_on_after(self._send_timeout_s) as waited:
+                        await send(message)
+                    if waited.cancelled_caught:
+                        log.warning(
+                            "Streaming %s stopped at byte %d: the client took no bytes for %g s",
+                            self._name,
+                            self._span[0] + self._sent,
+                            self._send_timeout_s,
+                        )
+                        tasks.cancel_scope.cancel()  # the response ends unfinished
+                        await anyio.lowlevel.checkpoint()
+                    self._sent += len(message.get("body", b""))
+
                 try:
-                    await super().__call__(scope, receive, send)
+                    await super().__call__(scope, receive, timed_send)
                 except ClientDisconnect:
                     pass  # the client went away: nothing more to send
                 finally:
@@ -164,25 +166,30 @@ class _Stream(StreamingResponse):
 
 def withhold_links(live: LiveIndex, streams: Streams, status: int, data: dict) -> tuple:
     """The payload with `link: null` for copies this server does not stream (--no-stream,
-    or hosts crawled with credentials without --stream-authenticated)."""
+    or hosts crawled with credentials without --stream-authenticated), and the page's copies
+    (those with a `why`) saying why."""
     settings = streams.settings
     if settings.enabled and settings.authenticated:
         return status, data
-    withheld: frozenset[str] = frozenset()
+    withheld: dict[str, str] = {}
     if settings.enabled:
 
-        def load(file: IndexFile) -> frozenset[str]:
+        def load(file: IndexFile) -> dict[str, str]:
             with file.cursor() as con:
                 rows = con.execute("SELECT host, url FROM hosts").fetchall()
-            return frozenset(h for h, url in rows if _withheld(streams, url))
+            return {h: why for h, url in rows if (why := _withheld(streams, url))}
 
         with live.acquire() as file:
-            withheld = file.cached(f"withheld:{settings.enabled}:{settings.authenticated}", load)
+            key = f"withheld-why:{settings.enabled}:{settings.authenticated}"
+            withheld = file.cached(key, load)
 
     def walk(item: object) -> None:
         if isinstance(item, dict):
-            if item.get("link") and (not settings.enabled or item.get("host") in withheld):
+            why = STREAMS_OFF if not settings.enabled else withheld.get(item.get("host") or "")
+            if item.get("link") and why:
                 item["link"] = None
+                if "why" in item:
+                    item["why"] = why
             for value in item.values():
                 walk(value)
         elif isinstance(item, list):
@@ -193,11 +200,12 @@ def withhold_links(live: LiveIndex, streams: Streams, status: int, data: dict) -
     return status, data
 
 
-def _withheld(streams: Streams, url: str | None) -> bool:
+def _withheld(streams: Streams, url: str | None) -> str | None:
+    """Why this server does not stream the copies of the host with this URL, or None."""
     try:
-        return url is None or streams.withheld(parse_host_url(url)) is not None
+        return UNREACHABLE if url is None else streams.withheld(parse_host_url(url))
     except ConfigError:
-        return True
+        return UNREACHABLE
 
 
 def copy_route(live: LiveIndex, streams: Streams) -> Callable[[Request], Awaitable[Response]]:
@@ -215,7 +223,7 @@ def copy_route(live: LiveIndex, streams: Streams) -> Callable[[Request], Awaitab
 
     async def endpoint(request: Request) -> Response:
         if not streams.settings.enabled:
-            return _text("Streaming is off on this server (it was started with --no-stream).", 404)
+            return _text(STREAMS_OFF, 404)
         try:
             copy = await anyio.to_thread.run_sync(lookup, request.path_params["id"])
         except (NotStreamable, Unavailable) as e:
@@ -224,14 +232,18 @@ def copy_route(live: LiveIndex, streams: Streams) -> Callable[[Request], Awaitab
         if withheld:
             return _text(withheld, 404)
         headers = _validators(copy)
-        if request.headers.get("if-none-match") in (headers["etag"], "*"):
+        modified = mtime_datetime(copy.mtime_us)
+        decided = evaluate(request.headers, headers["etag"], modified, request.method)
+        if decided == 304:
             return Response(status_code=304, headers=headers)
+        if decided == 412:
+            return _text("The copy is not the one the request's conditions name.", 412)
         kind = "attachment" if request.query_params.get("download") else "inline"
-        headers["content-disposition"] = content_disposition(kind, copy.name)
+        headers["content-disposition"] = content_disposition(kind, copy.shown_name)
         headers["accept-ranges"] = "bytes"
         wanted = request.headers.get("range")
-        if_range = request.headers.get("if-range")
-        if if_range is not None and if_range not in headers.values():
+        etag, last_modified = headers["etag"], headers["last-modified"]
+        if not range_applies(request.headers.get("if-range"), etag, last_modified):
             wanted = None  # the client's copy is of other bytes: send them all
         try:
             span = parse_range(wanted, copy.size) if wanted else None
@@ -247,6 +259,10 @@ def copy_route(live: LiveIndex, streams: Streams) -> Callable[[Request], Awaitab
         except (NotStreamable, Changed) as e:
             streams.give_back(copy.host.host)
             return _text(str(e), 404 if isinstance(e, NotStreamable) else 409)
+        except Exception:  # a bug or a library's surprise: the page says so in words
+            streams.give_back(copy.host.host)
+            log.exception("Opening %s/%s/%s failed", copy.host.host, copy.share, copy.path)
+            return _text(READ_FAILED, 500)
         except BaseException:
             streams.give_back(copy.host.host)
             raise
@@ -267,7 +283,8 @@ def copy_route(live: LiveIndex, streams: Streams) -> Callable[[Request], Awaitab
             await anyio.to_thread.run_sync(close, limiter=limiter())
             return Response(status_code=status, headers=headers, media_type=media_type)
         name = f"{copy.host.host}/{copy.share}/{copy.path}"
-        args = (reader, (start, end), name, close, limiter(), status, headers)
+        timeout_s = streams.settings.timeout_s
+        args = (reader, (start, end), name, close, limiter(), timeout_s, status, headers)
         return _Stream(*args, media_type=media_type)
 
     return endpoint

@@ -79,6 +79,7 @@ def copy_row(row: dict, hosts: HostInfo, best: bool) -> dict:
         "online": bool(row["online"]),
         "best": best,
         "link": copy_link(host, share, path, row["online"]),  # streams it (web/stream.py)
+        "why": None,  # why an online copy has no link: set by web/stream.withhold_links
         "play": player(row),
     }
 

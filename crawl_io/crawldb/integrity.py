@@ -157,7 +157,7 @@ def repair_crawl(crawl: CrawlDir) -> Repair:
             "is unfinished); restore it from a backup, or move it aside to start over"
         )
         return Repair(lines, False)
-    aside = crawl.root / DAMAGED_DIR / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    aside = aside_dir(crawl)
     if chosen.version != live:
         newer = [crawl.version_dir(v) for v in crawl.versions() if v > chosen.version]
         newer += [
@@ -175,7 +175,7 @@ def repair_crawl(crawl: CrawlDir) -> Repair:
             )
     else:
         lines.append(f"{chosen.name}: CURRENT already names the newest usable version")
-    lines += _repair_parts(crawl, chosen, aside)
+    lines += [r.line for r in repair_parts(crawl, chosen.version, chosen.problems, aside)]
     fetchlogs = [path for path, _ in damaged_fetchlogs(crawl.segments)]
     for path in _move_aside(crawl, fetchlogs, aside):
         lines.append(
@@ -185,36 +185,61 @@ def repair_crawl(crawl: CrawlDir) -> Repair:
     return Repair(lines, True, index is not None or indexed != chosen.name, chosen.version)
 
 
-def _repair_parts(crawl: CrawlDir, report: VersionReport, aside: Path) -> list[str]:
-    """Restore each damaged or missing part of the version from an intact copy, else drop it
-    from the manifest, so that `check` passes. A part the manifest does not list goes aside."""
-    vdir = crawl.version_dir(report.version)
+@dataclass(frozen=True)
+class PartRepair:
+    """What mending one part of a version did (`check --repair`, a round's scrub)."""
+
+    rel: str  # relative to the version
+    what: str  # what was wrong with it
+    line: str  # one line for people, naming the part
+    source: Path | None = None  # the other version's intact copy it was restored from
+    dropped: bool = False  # dropped from the manifest: read as a missing part
+
+    @property
+    def restored_from(self) -> str | None:
+        return None if self.source is None else self.source.parent.parent.name
+
+
+def repair_parts(
+    crawl: CrawlDir, version: int, problems: list[tuple[str, str]], aside: Path
+) -> list[PartRepair]:
+    """Mend each (relative path, what is wrong) part of a published version in place, so that
+    `check` passes: restore it from another version's separate, intact copy, else move it to
+    `aside` and drop it from the manifest (readers take it for a missing part). A part the
+    manifest does not list goes aside. Run under the crawl lock."""
+    vdir = crawl.version_dir(version)
     manifest = vm.read_manifest(vdir)
-    lines, dropped = [], []
-    for rel, what in report.problems:
+    repairs: list[PartRepair] = []
+    dropped: list[str] = []
+    for rel, what in problems:
         path = vdir / rel
         entry = None if manifest is None else manifest.get(rel)
-        source = None if entry is None else _intact_copy(crawl, report.version, rel, entry)
+        source = None if entry is None else _intact_copy(crawl, version, rel, entry)
         if source is not None:
             tmp = temp_name(path)
             os.link(source, tmp)
             if path.exists():
                 _move_aside(crawl, [path], aside, keep=True)
             rename_into_place(tmp, path)
-            lines.append(f"{path}: restored from {source.parent.parent.name} ({what})")
+            line = f"{path}: restored from {source.parent.parent.name} ({what})"
+            repairs.append(PartRepair(rel, what, line, source=source))
             continue
         moved = _move_aside(crawl, [path] if path.exists() else [], aside)
         where = f"; moved to {aside}" if moved else ""
         if entry is None:  # a part no round wrote
-            lines.append(f"{path}: {what}{where}")
+            repairs.append(PartRepair(rel, what, f"{path}: {what}{where}"))
             continue
         dropped.append(rel)
-        lines.append(
-            f"{path}: dropped from {vm.MANIFEST_NAME} ({what}{where}): {dropped_effect(rel)}"
-        )
+        line = f"{path}: dropped from {vm.MANIFEST_NAME} ({what}{where}): {dropped_effect(rel)}"
+        repairs.append(PartRepair(rel, what, line, dropped=True))
     if dropped:
         vm.drop_parts(vdir, dropped)
-    return lines
+    return repairs
+
+
+def aside_dir(crawl: CrawlDir) -> Path:
+    """Where one repair moves what it takes out of the crawldb: damaged/<UTC time>/."""
+    return crawl.root / DAMAGED_DIR / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
 def _intact_copy(crawl: CrawlDir, version: int, rel: str, entry: vm.PartEntry) -> Path | None:

@@ -30,22 +30,28 @@ SCHEMA = pa.schema(
 )
 
 
-def host_changes(changed_paths: pa.Table, came: pa.Table) -> pa.Table:
+def host_changes(old_rows: pa.Table, came: pa.Table) -> pa.Table:
     """A host's rows of the record: each path changed or come once (`came` false: the index
-    deletes its rows), then the media rows `came` (`came` true: the index inserts them)."""
-    paths = (
-        pa.concat_tables([changed_paths.select(PATH_COLUMNS), came.select(PATH_COLUMNS)])
-        .group_by(PATH_COLUMNS, use_threads=False)
-        .aggregate([])
+    deletes its rows), with the stored row's values where there was one (`old_rows`, the
+    stored rows not kept; nulls for a path that only came: the round's history tells added
+    from changed by them), then the media rows `came` (`came` true: the index inserts them)."""
+    new_paths = came.select(PATH_COLUMNS).join(
+        old_rows.select(PATH_COLUMNS), keys=PATH_COLUMNS, join_type="left anti", use_threads=False
     )
-    n = len(paths)
-    gone = pa.table(
-        {f.name: paths[f.name] if f.name in PATH_COLUMNS else pa.nulls(n, f.type) for f in SCHEMA}
+    n = len(new_paths)
+    only_came = pa.table(
+        {
+            f.name: new_paths[f.name] if f.name in PATH_COLUMNS else pa.nulls(n, f.type)
+            for f in SCHEMA
+        }
         | {"came": pa.repeat(False, n)},
         schema=SCHEMA,
     )
-    new = came.select(list(INDEXED_COLUMNS)).append_column("came", pa.repeat(True, len(came)))
-    return pa.concat_tables([gone, new.cast(SCHEMA)])
+    rows = [(old_rows, False), (came, True)]
+    old, new = (
+        t.select(list(INDEXED_COLUMNS)).append_column("came", pa.repeat(c, len(t))) for t, c in rows
+    )
+    return pa.concat_tables([old.cast(SCHEMA), only_came, new.cast(SCHEMA)])
 
 
 @dataclass

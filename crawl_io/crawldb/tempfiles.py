@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sharecrawl.crawl_io.crawldb.atomic import machine
 from sharecrawl.crawl_io.crawldb.crawldir import SEGMENT_NAME, CrawlDir
+from sharecrawl.crawl_io.crawldb.history import changes_dir
 from sharecrawl.crawl_io.processes import alive
 
 TEMP_NAME = re.compile(r"^\..+\.tmp(?:(?P<pid>\d+)@(?P<machine>[^/]+?))?(?:\.wal)?$")
@@ -44,7 +45,7 @@ def stale_temp_files(root: str | os.PathLike) -> list[Path]:
         live = crawl.current()
     except (ValueError, OSError):
         live = 0  # an unreadable CURRENT: look at every segment
-    folders = [crawl.root, crawl.crawldb, crawl.index.parent]
+    folders = [crawl.root, crawl.crawldb, changes_dir(crawl.crawldb), crawl.index.parent]
     found = [p for folder in folders for p in folder_entries(folder) if _writer_gone(p)]
     for segment in folder_entries(crawl.segments):
         if number := SEGMENT_NAME.fullmatch(segment.name):

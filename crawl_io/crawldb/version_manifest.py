@@ -1,14 +1,19 @@
 """A version's MANIFEST.json: every Parquet part's size and SHA-256 (and the parts `check
---repair` dropped), and the checks of a part against its entry."""
+--repair` dropped), the version's publish time and, for the files and media parts, their rows
+and bytes (what the `versions` view sums); and the checks of a part against its entry. A
+manifest written before the time or the counts existed reads as well: its time is the file's
+mtime (it is written last, as the version is published) and its parts are counted when asked."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sharecrawl.crawl_io.crawldb.atomic import write_atomic
@@ -21,13 +26,38 @@ class ManifestError(ValueError):
     """A manifest that does not parse: the version it describes is not complete."""
 
 
+COUNTED = ("files/", "media/")  # parts whose rows and bytes the manifest records
+PUBLISHED_KEY = "published"
+
+
 @dataclass(frozen=True)
 class PartEntry:
     size: int
     sha256: str
+    rows: int | None = None  # a files or media part's rows (None: not recorded)
+    folders: int | None = None  # of those, folders (files parts)
+    bytes: int | None = None  # the sum of its files' sizes
 
 
 Manifest = dict[str, PartEntry]  # path relative to the version folder -> entry
+_COUNTS = ("rows", "folders", "bytes")
+
+
+def _entry(e: dict) -> PartEntry:
+    counts = {k: int(e[k]) for k in _COUNTS if e.get(k) is not None}
+    return PartEntry(int(e["size"]), str(e["sha256"]), **counts)
+
+
+def counted(rel: str, path: Path, entry: PartEntry) -> PartEntry:
+    """`entry` with the part's rows, folders and bytes, for a files or media part."""
+    if not rel.startswith(COUNTED):
+        return entry
+    folders = "is_dir" in pq.read_schema(path).names
+    table = pq.read_table(path, columns=["size", "is_dir"] if folders else ["size"])
+    files = table.filter(pc.invert(table["is_dir"])) if folders else table
+    n_folders = table.num_rows - files.num_rows if folders else None
+    total = pc.sum(files["size"]).as_py() or 0
+    return PartEntry(entry.size, entry.sha256, table.num_rows, n_folders, total)
 
 
 def file_sha256(path: Path) -> str:
@@ -46,7 +76,7 @@ def _record(vdir: Path) -> tuple[Manifest, Manifest] | None:
     try:
         record = json.loads(path.read_bytes())
         found = tuple(
-            {rel: PartEntry(int(e["size"]), str(e["sha256"])) for rel, e in entries.items()}
+            {rel: _entry(e) for rel, e in entries.items()}
             for entries in (record["parts"], record.get("dropped", {}))
         )
         if any(rel.startswith("/") or ".." in rel.split("/") for m in found for rel in m):
@@ -65,26 +95,50 @@ def read_manifest(vdir: Path) -> Manifest | None:
     return None if record is None else record[0] | record[1]
 
 
+def kept_parts(vdir: Path) -> Manifest | None:
+    """The version's parts but those `check --repair` dropped, or None (ManifestError: garbled)."""
+    record = _record(vdir)
+    return None if record is None else record[0]
+
+
 def dropped_parts(vdir: Path) -> list[str]:
     record = _record(vdir)
     return [] if record is None else sorted(record[1])
 
 
-def write_manifest(vdir: Path, carried: Manifest) -> Manifest:
-    """Write the manifest of every part now in `vdir`; a part `carried` forward (a hard
-    link to a verified part) whose size agrees is not hashed again."""
+def write_manifest(vdir: Path, carried: Manifest, published: datetime | None = None) -> Manifest:
+    """Write the manifest of every part now in `vdir`, dated `published` (default: now); a
+    part `carried` forward (a hard link to a verified part) whose size agrees is not hashed
+    or counted again, so that the manifest costs what the round wrote."""
     parts: Manifest = {}
     for rel in version_parts(vdir):
         path = vdir / rel
         size = path.stat().st_size
         entry = carried.get(rel)
-        parts[rel] = (
-            entry
-            if entry is not None and entry.size == size
-            else PartEntry(size, file_sha256(path))
-        )
-    _write(vdir, parts, {})
+        if entry is None or entry.size != size:
+            entry = counted(rel, path, PartEntry(size, file_sha256(path)))
+        elif entry.rows is None:  # carried from a manifest older than the counts: once
+            entry = counted(rel, path, entry)
+        parts[rel] = entry
+    _write(vdir, parts, {}, published or datetime.now(UTC))
     return parts
+
+
+def published_time(vdir: Path) -> datetime | None:
+    """When the version was published: its manifest's time, else (a manifest written before
+    it held one) the manifest file's mtime; None without a manifest that reads."""
+    path = vdir / MANIFEST_NAME
+    try:
+        record = json.loads(path.read_bytes())
+        return datetime.fromisoformat(record[PUBLISHED_KEY]).astimezone(UTC)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        pass
+    except OSError:
+        return None
+    try:
+        return datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    except OSError:
+        return None
 
 
 def drop_parts(vdir: Path, rels: list[str]) -> None:
@@ -93,14 +147,20 @@ def drop_parts(vdir: Path, rels: list[str]) -> None:
     assert record is not None  # a published version has its manifest
     parts, dropped = record
     dropped |= {rel: parts.pop(rel) for rel in rels if rel in parts}
-    _write(vdir, parts, dropped)
+    _write(vdir, parts, dropped, published_time(vdir))  # the version keeps its time
 
 
-def _write(vdir: Path, parts: Manifest, dropped: Manifest) -> None:
+def _write(vdir: Path, parts: Manifest, dropped: Manifest, published: datetime | None) -> None:
     def entries(m: Manifest) -> dict[str, dict]:
-        return {rel: {"size": e.size, "sha256": e.sha256} for rel, e in m.items()}
+        return {
+            rel: {"size": e.size, "sha256": e.sha256}
+            | {k: getattr(e, k) for k in _COUNTS if getattr(e, k) is not None}
+            for rel, e in m.items()
+        }
 
     record: dict[str, object] = {"format": FORMAT, "checksum": "sha256", "parts": entries(parts)}
+    if published is not None:
+        record[PUBLISHED_KEY] = published.astimezone(UTC).isoformat()
     if dropped:
         record["dropped"] = entries(dropped)
     # one part a line, no other whitespace: a round writes the manifest whole

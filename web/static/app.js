@@ -1,5 +1,6 @@
 // sharecrawl search page: results follow the typing (debounced) from /api/search, facets and
-// pages load in place, and "Copy path" puts the Windows path on the clipboard. Elements are
+// pages load in place, "Copy path" puts the Windows path on the clipboard, and a copy that
+// cannot be played or downloaded says why beside it (the server's sentence). Elements are
 // built with textContent only (never innerHTML), mirroring templates/blocks.html, so names
 // from the shares are always text. Without this script the page works by plain links.
 "use strict";
@@ -57,6 +58,7 @@
       actions.append(download);
       li.append(actions);
     }
+    if (c.why) li.append(el("span", "why", c.why));
     const button = el("button", "copy-path", "Copy path");
     button.type = "button";
     button.dataset.path = c.unc;
@@ -226,7 +228,66 @@
     if (button) copyPath(button.dataset.path);
     const play = event.target.closest("button.play");
     if (play) start(play);
+    const download = event.target.closest("a.download");
+    if (download && !download.dataset.checked) {
+      event.preventDefault(); // the browser would save a refusal as a failed download
+      checkedDownload(download);
+    }
   });
+
+  // Why a copy's stream is refused, in words: the server's one sentence (web/stream.py),
+  // read by asking for the copy's first byte; null when the server sends it.
+  async function refusal(src) {
+    let response;
+    try {
+      response = await fetch(src, { headers: { Range: "bytes=0-0" }, cache: "no-store" });
+    } catch (e) {
+      return "The server did not answer: is `sharecrawl serve` running?";
+    }
+    if (response.ok) {
+      response.body && response.body.cancel();
+      return null;
+    }
+    const text = (response.headers.get("content-type") || "").startsWith("text/plain")
+      ? (await response.text()).trim() : "";
+    return text || "The server answered HTTP " + response.status + ".";
+  }
+
+  // The reason beside the copy (after its buttons), or none for "".
+  function say(li, text) {
+    let why = li.querySelector(".why");
+    if (!why && text) {
+      why = el("span", "why");
+      why.setAttribute("role", "status");
+      const actions = li.querySelector(".actions");
+      if (actions) actions.after(why); else li.append(why);
+    }
+    if (why) {
+      why.textContent = text;
+      why.hidden = !text;
+    }
+  }
+
+  async function checkedDownload(a) {
+    const li = a.closest(".copy");
+    const why = await refusal(a.getAttribute("href"));
+    say(li, why ? "Cannot download: " + why : "");
+    if (why) return;
+    a.dataset.checked = "1"; // this click goes through to the browser's own download
+    a.click();
+    delete a.dataset.checked;
+  }
+
+  // A cover that fails to load shows the placeholder, never a broken image.
+  function placeholder(img) {
+    if (!img.src.endsWith("/static/cover.svg")) img.src = "/static/cover.svg";
+  }
+  document.addEventListener("error", (event) => {
+    if (event.target.matches && event.target.matches("img.cover")) placeholder(event.target);
+  }, true);
+  for (const img of document.querySelectorAll("img.cover")) {
+    if (img.complete && img.naturalWidth === 0) placeholder(img); // failed before this ran
+  }
 
   // Players: a copy's <audio> or <video> replaces its Play button; starting one pauses the
   // others, and a track that ends starts the next work of its album on the page.
@@ -237,9 +298,20 @@
     media.src = button.dataset.src;
     media.setAttribute("aria-label", button.getAttribute("aria-label"));
     const article = button.closest(".work");
+    const li = button.closest(".copy");
     media.addEventListener("ended", () => next(article));
+    media.addEventListener("error", () => failed(media, button, li));
+    say(li, "");
     button.replaceWith(media);
     media.play().catch(() => { /* the browser wants a click on the player itself */ });
+  }
+
+  // A player whose stream failed gives way to its Play button again, with the reason.
+  async function failed(media, button, li) {
+    const why = await refusal(button.dataset.src);
+    media.replaceWith(button);
+    say(li, "Cannot play: " +
+        (why || "this browser cannot play the file, or its stream broke off; try Download."));
   }
 
   function next(article) {
