@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout
 
 from sharecrawl.queries.search_results import copy_link  # noqa: E402
+from tests.cliproc import cli_argv  # noqa: E402
 from tests.media import make_media  # noqa: E402
 from tests.smbd import make_base_dir, start_smbd  # noqa: E402
 from tests.test_web_lan import Server  # noqa: E402
@@ -86,15 +87,7 @@ def main() -> int:
         crawl = work / "crawl"
         rest = ["--hosts-file", str(hosts), "--runner", "inline"]
         done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "sharecrawl.cli.main",
-                "crawl",
-                "--crawl-dir",
-                str(crawl),
-                *rest,
-            ],
+            cli_argv("crawl", "--crawl-dir", str(crawl), *rest),
             cwd=REPO,
             capture_output=True,
             text=True,

@@ -64,13 +64,13 @@ def _crawl(args: argparse.Namespace) -> int:
 
         def after_round(n: int, stages: dict[str, float]) -> None:
             report = round_report(crawl)
-            lines, needs_person = attention(report)
-            write_round_metrics(crawl, report, stages=stages, succeeded=not needs_person)
-            if not args.quiet:
+            lines, verdicts = attention(report)
+            write_round_metrics(crawl, report, stages=stages, succeeded=not verdicts)
+            if not args.quiet:  # the report names what the lines would
                 print(format_report(report), flush=True)
             elif lines:
                 print("\n".join(f"sharecrawl: {line}" for line in lines), file=sys.stderr)
-            needed[:] = lines if needs_person else []
+            needed[:] = verdicts
 
         run_rounds(replace(settings, crawl_dir=str(crawl.root)), args.rounds, after_round)
     if not args.quiet:  # switched-off hosts never fail a round; these do

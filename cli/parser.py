@@ -243,7 +243,8 @@ def _search(sp: OneLineParser) -> None:
 
 def _sql(sp: OneLineParser) -> None:
     """Run one read-only statement (SELECT, WITH, VALUES, EXPLAIN, DESCRIBE, SHOW, SUMMARIZE)
-    over the live version's tables and views (`SHOW TABLES`); anything else exits 2."""
+    over the live version's tables and views (`SHOW TABLES`), or --at a kept one's; anything
+    else exits 2."""
     _shared(sp, "--json", "--crawl-dir")
     sp.option("--output", metavar="FILE", help="write FILE.csv, .parquet or .json, whole or not")
     sp.option(

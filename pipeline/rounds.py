@@ -4,7 +4,6 @@ skips the stages done (a round killed after publishing is finished with Index al
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 import time
@@ -31,7 +30,6 @@ from sharecrawl.pipeline.index import Index
 from sharecrawl.pipeline.settings import (
     SMB_CONNECTIONS,
     Settings,
-    read_settings,
     round_shards,
 )
 from sharecrawl.pipeline.targets import IndexedVersion
@@ -216,24 +214,6 @@ def run_join(settings: Settings, wait_s: float) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m sharecrawl.pipeline.rounds --join CRAWL_DIR`: a fetch worker for the crawl's
-    round, with the settings of the config files."""
-    prog = "python -m sharecrawl.pipeline.rounds"
-    parser = argparse.ArgumentParser(prog=prog, description=main.__doc__)
-    parser.add_argument("--join", metavar="CRAWL_DIR", required=True)
-    parser.add_argument(
-        "--wait-s", type=float, default=60.0, help="how long to wait for a round to reach its fetch"
-    )
-    args = parser.parse_args(argv)
-    try:
-        settings = read_settings(crawl_dir=args.join)
-    except ValueError as e:
-        print(f"sharecrawl: error: {e}", file=sys.stderr)
-        return 2
-    return run_join(settings, args.wait_s)
-
-
 def unfinished_round(crawl: CrawlDir) -> int:
     """The round a crawl continues with: the live version's own when its Index is missing
     (killed between publish and Index), else the next one."""
@@ -273,7 +253,3 @@ def stop_interrupted(crawl: CrawlDir) -> str:
     state = f"the live version is still v{live:06d}" if live else "no version is live yet"
     verb = "finish" if crawl.segment_dir(pending).exists() else "run"
     return f"interrupted: {state}; run the same command again to {verb} round {pending}"
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -46,47 +46,41 @@ def round_metrics(
     round needed no person."""
     registry = CollectorRegistry(auto_describe=True)
 
-    def gauge(name: str, doc: str, value: float, **labels: str) -> None:
-        metric = Gauge(f"sharecrawl_{name}", doc, list(labels), registry=registry)
-        (metric.labels(**labels) if labels else metric).set(value)
+    def gauge(name: str, doc: str, value: float) -> None:
+        Gauge(f"sharecrawl_{name}", doc, registry=registry).set(value)
 
+    def gauges(name: str, doc: str, label: str, values: Mapping[str, float]) -> None:
+        metric = Gauge(f"sharecrawl_{name}", doc, [label], registry=registry)
+        for key, value in values.items():
+            metric.labels(key).set(value)
+
+    p, scrub = report["partitions"], report.get("scrub") or {}
     gauge("round_duration_seconds", "The last round's time, Inject to Index", stages["round"])
-    stage = Gauge(
-        "sharecrawl_stage_duration_seconds",
+    gauges(
+        "stage_duration_seconds",
         "Each stage's time in the last round",
-        ["stage"],
-        registry=registry,
+        "stage",
+        {name: s for name, s in sorted(stages.items()) if name != "round"},
     )
-    for name, seconds in sorted(stages.items()):
-        if name != "round":
-            stage.labels(stage=name).set(seconds)
-    hosts = Gauge("sharecrawl_hosts", "Hosts by hosts.status", ["status"], registry=registry)
-    for status, n in report["hosts"]["by_status"].items():
-        hosts.labels(status=status).set(n)
+    gauges("hosts", "Hosts by hosts.status", "status", report["hosts"]["by_status"])
     gauge("hosts_online", "Hosts online after the last round", report["hosts"]["online"])
     gauge("entries_listed", "Entries listed in the last round", report["entries_listed"])
     gauge("tags_read", "Media files whose tags the last round read", report["tags_read"])
     gauge("tag_bytes_read", "Bytes read for tags in the last round", report["bytes_read"])
-    p = report["partitions"]
     gauge("partitions", "Partitions in the live version", p["total"])
     gauge("partitions_scanned", "Partitions the last round scanned", p["scanned"])
-    scans = Gauge(
-        "sharecrawl_partition_scans",
+    gauges(
+        "partition_scans",
         "The last round's scans by outcome",
-        ["outcome"],
-        registry=registry,
+        "outcome",
+        {outcome: p[outcome] for outcome in PARTITION_STATES},
     )
-    for outcome in PARTITION_STATES:
-        scans.labels(outcome=outcome).set(p[outcome])
-    scrub = report.get("scrub") or {}
-    parts = Gauge(
-        "sharecrawl_scrub",
+    gauges(
+        "scrub",
         "The last round's check of carried parts",
-        ["count"],
-        registry=registry,
+        "count",
+        {count: scrub.get(count, 0) for count in SCRUB_COUNTS},
     )
-    for count in SCRUB_COUNTS:
-        parts.labels(count=count).set(scrub.get(count, 0))
     gauge("crawldb_bytes", "Bytes of the live version's parts", crawldb_bytes)
     gauge("live_version", "The live version's number", report["round"])
     gauge("round_finished_timestamp_seconds", "When the last round ended", finished)

@@ -260,13 +260,16 @@ def config_failure_line(report: dict) -> str:
     return f"round {report['round']}: {head}; the round is published and nothing indexed was lost"
 
 
-def attention(report: dict) -> tuple[list[str], bool]:
+def attention(report: dict) -> tuple[list[str], list[str]]:
     """What a person should look at after a round (`crawl --quiet` prints these lines alone),
-    and whether the round needs one (exit status 1): no host answered at all, every host that
-    answered refused us, or damage the round did not mend. Hosts switched off are normal."""
+    and of them the verdicts that make the round need one (exit status 1): no host answered
+    at all, every host that answered refused us, damage the round did not mend. Hosts
+    switched off are normal; a host refusing us is one line, not one per share."""
     n, lines = report["round"], []
+    named = set()
     for h in report["hosts_not_crawled"]:
         if h["status"] in CONFIG_STATUSES or h["status"] == "error":
+            named.add(h["host"])
             lines.append(
                 f"round {n}: {readable_text(h['name'])}: {h['status'].replace('_', ' ')}: "
                 f"{_without_host(h['error'], h['host'])}"
@@ -275,31 +278,27 @@ def attention(report: dict) -> tuple[list[str], bool]:
         f"round {n}: {readable_path(e['host'] + '/' + e['share'])}: {e['status']}: "
         f"{_without_host(e['error'], e['host'])}"
         for e in report["error_list"]
-        if e["share"] is not None
+        if e["share"] is not None and e["host"] not in named
     ]
-    lines = lines[:MAX_LINES] + (
-        [f"round {n}: ... and {len(lines) - MAX_LINES} more (status --json lists them all)"]
-        if len(lines) > MAX_LINES
-        else []
-    )
+    if len(lines) > MAX_LINES:
+        more = f"round {n}: ... and {len(lines) - MAX_LINES} more (status --json lists them all)"
+        lines = [*lines[:MAX_LINES], more]
+    verdicts = []
     hosts = report["hosts"]
-    silent = hosts["total"] > 0 and all(
-        status in UNREACHABLE_STATUSES for status in hosts["by_status"]
-    )
-    if silent:
+    if hosts["total"] > 0 and all(s in UNREACHABLE_STATUSES for s in hosts["by_status"]):
         every = [status for status, k in hosts["by_status"].items() for _ in range(k)]
-        lines.append(
+        verdicts.append(
             f"round {n}: no host answered ({_statuses(every, counted=True)}): check this "
             "machine's network and the hosts file; the round is published and nothing indexed "
             "was lost"
         )
     if report["config_failure"]:
-        lines.append(config_failure_line(report))
+        verdicts.append(config_failure_line(report))
     scrub = report.get("scrub") or {}
     unmended = scrub.get("damaged", 0) - scrub.get("restored", 0) - scrub.get("dropped", 0)
     if unmended > 0:
-        lines.append(
+        verdicts.append(
             f"round {n}: {plural(unmended, 'damaged part')} not mended: run `sharecrawl check "
             "--repair`"
         )
-    return lines, silent or report["config_failure"] or unmended > 0
+    return lines + verdicts, verdicts

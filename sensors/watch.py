@@ -325,8 +325,6 @@ def _text(error: BaseException, host: HostWatch) -> str:
 
 def run_watch(options: WatchOptions) -> int:
     """The watch command: SIGTERM and SIGINT (from the main thread's start on) end it, 0."""
-    for chatty in ("smbprotocol", "spnego"):  # every connect's negotiation, at INFO
-        logging.getLogger(chatty).setLevel(logging.WARNING)
     pa.set_cpu_count(1)  # its parts are small: no thread pools idling for the process's life
     pa.set_io_thread_count(1)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # a socket per host

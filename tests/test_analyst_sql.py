@@ -134,15 +134,6 @@ def test_changes_by_folder(sql: Callable[[str], list[dict]]) -> None:
     assert new[("pc-1", "src")] == 30 and new[("pc-2", "Abba")] == 3
 
 
-def test_readme_queries_run(crawled: LAN, run_json: Callable[..., object]) -> None:
-    """The README's examples are short forms of the ones above; each must run and find rows."""
-    blocks = re.findall(r"```sql\n(.*?)```", README.read_text(), re.S)
-    queries = [q for b in blocks for q in b.split(";") if q.strip(" \n")]
-    assert len(queries) == 1
-    for query in queries:
-        assert run_json(crawled, "sql", query), query
-
-
 def test_text_output_is_a_row_a_line_whatever_a_share_names_or_tags(
     lan: LAN, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -77,19 +77,46 @@ def test_changes_hold_every_change_once_in_the_crawls_words(history, run_json) -
         (1, "added", "alpha", "music", "Kino/b.mp3", None, None, s["music/Kino/b.mp3"], None),
         (1, "added", "beta", "share", "x.mp3", None, None, s["share/x.mp3"], None),
         (1, "added", "beta", "video", "film.mp4", None, None, s["video/film.mp4"], None),
-        (2, "retagged", "alpha", "music", "Kino/a.mp3", None, s["music/Kino/a.mp3"],
-         s["music/Kino/a.mp3 after"], title),
+        (
+            2,
+            "retagged",
+            "alpha",
+            "music",
+            "Kino/a.mp3",
+            None,
+            s["music/Kino/a.mp3"],
+            s["music/Kino/a.mp3 after"],
+            title,
+        ),
         (2, "deleted", "alpha", "music", "Kino/b.mp3", None, s["music/Kino/b.mp3"], None, None),
         (2, "added", "alpha", "music", "Kino/d.mp3", None, None, s["music/Kino/d.mp3"], None),
-        (2, "moved", "alpha", "music", "Moved/c.ogg", "Aria/c.ogg", s["music/Aria/c.ogg"],
-         s["music/Aria/c.ogg"], None),
+        (
+            2,
+            "moved",
+            "alpha",
+            "music",
+            "Moved/c.ogg",
+            "Aria/c.ogg",
+            s["music/Aria/c.ogg"],
+            s["music/Aria/c.ogg"],
+            None,
+        ),
         # beta was switched off in round 2: nothing of it deleted; back in 3, one file replaced
-        (3, "changed", "beta", "share", "x.mp3", None, s["share/x.mp3"], s["share/x.mp3 after"],
-         None),
+        (
+            3,
+            "changed",
+            "beta",
+            "share",
+            "x.mp3",
+            None,
+            s["share/x.mp3"],
+            s["share/x.mp3 after"],
+            None,
+        ),
         # retired in round 4: every file of it deleted, once (round 5 changed nothing)
         (4, "deleted", "beta", "share", "x.mp3", None, s["share/x.mp3 after"], None, None),
         (4, "deleted", "beta", "video", "film.mp4", None, s["video/film.mp4"], None, None),
-    ]  # fmt: skip
+    ]
     assert s["music/Kino/a.mp3 after"] != s["music/Kino/a.mp3"]  # the sizes tell them apart
     assert s["share/x.mp3 after"] != s["share/x.mp3"]
 

@@ -54,7 +54,7 @@ def test_changes_over_smb(
     e = song(media, "Kino/e.mp3", artist="Kino", title="Pachka sigaret")
     server.pause()  # switched off: the kernel accepts, SMB never answers
     try:
-        lan.crawl()
+        assert lan.cli("crawl") == 1  # no host answered: a person should look
     finally:
         server.resume()
     lan.crawl()

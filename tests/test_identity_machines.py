@@ -215,8 +215,9 @@ def test_a_found_host_gone_past_the_limit_retires_and_a_listed_one_never(
     gone.stop()
     listed.stop()
     capsys.readouterr()
-    assert lan.cli("crawl", "--rounds", "1") == 0
+    assert lan.cli("crawl", "--rounds", "1") == 1  # no host answered: a person should look
     captured = capsys.readouterr()
+    assert "sharecrawl: round 2: no host answered (1 refused)" in captured.err
     assert "sharecrawl: GONE retired: a range found it, and it has not answered since" in (
         captured.err
     )

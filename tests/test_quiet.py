@@ -8,6 +8,7 @@ import pytest
 
 from tests.conftest import LAN
 from tests.smbd import SmbServer, smbd_skip_reason
+from tests.test_metrics import promtool_check, samples
 
 
 @pytest.fixture
@@ -49,6 +50,9 @@ def test_quiet_over_smbd_with_a_missing_share(
     lan.hosts_file.write_text(f"{smb_server.url}/media\n")
     assert lan.cli("crawl", "--quiet") == 0
     assert capfd.readouterr() == ("", "")
+    text = (lan.crawl_dir / "metrics.prom").read_text()
+    promtool_check(text)
+    assert samples(text)[("sharecrawl_hosts", (("status", "ok"),))] == 1
     lan.hosts_file.write_text(f"{smb_server.url}/media\n{smb_server.url}/no-such-share\n")
     assert lan.cli("crawl", "--quiet") == 1
     out, err = capfd.readouterr()

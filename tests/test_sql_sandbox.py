@@ -88,7 +88,10 @@ def run(
 
     def run_sql(query: str, *options: str) -> tuple[int, str, str]:
         capsys.readouterr()
-        status = crawled.cli("sql", *options, "--", query)
+        if "\x00" in query:  # no argv holds a NUL: such a statement comes on stdin
+            status = crawled.cli("sql", *options, stdin=query)
+        else:
+            status = crawled.cli("sql", *options, "--", query)
         out, err = capsys.readouterr()
         return status, out, err
 

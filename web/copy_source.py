@@ -6,7 +6,6 @@ links) and checked against the listing; the streams' caps. Every SMB call has a 
 from __future__ import annotations
 
 import ctypes
-import logging
 import os
 import re
 import stat
@@ -44,7 +43,6 @@ CHANGED = (
     "The file changed since the crawl listed it (its size or time differs); "
     "search again after the next round."
 )
-logging.getLogger("smbprotocol").setLevel(logging.WARNING)  # a line per SMB message at INFO
 
 
 class NotStreamable(Exception):

@@ -58,12 +58,12 @@ def versions_table(crawl: CrawlDir, up_to: int) -> pa.Table:
     for v in kept_versions(crawl, up_to):
         vdir = crawl.version_dir(v)
         try:
-            parts = vm.kept_parts(vdir) or {}
-        except vm.ManifestError:
-            parts = {}
+            counts = _counts(vdir, vm.kept_parts(vdir) or {})
+        except vm.ManifestError:  # garbled: unknown (`check` names it)
+            counts = {}
         hosts, online = _hosts(vdir / "hosts.parquet")
         row = {"version": vdir.name, "round": v, "published": vm.published_time(vdir)}
-        rows.append(row | _counts(vdir, parts) | {"hosts": hosts, "hosts_online": online})
+        rows.append(row | counts | {"hosts": hosts, "hosts_online": online})
     return pa.Table.from_pylist(rows, VERSIONS)
 
 
