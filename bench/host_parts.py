@@ -9,7 +9,8 @@ publish) runs three times, each after one partition of the NAS changed (one mp3 
   every round did before, and is the reference;
 - rounds 3 and 4 write only the groups of the changed partition (and the folders above it).
 For each round: the bytes it wrote into its version (new files: parts, state tables,
-manifest; hard links cost nothing) against the NAS's bytes in that version, and its time.
+manifest; hard links cost nothing) against the NAS's bytes in that version, and its time;
+then the files it wrote that are not the NAS's parts (the state tables, the manifest).
 
 Then the analysts' queries of docs/analysts.md run as `sharecrawl sql` runs them, on the
 previous release's storage (version 1) and on the groups (version 4), interleaved, median of
@@ -213,6 +214,12 @@ def main() -> int:
                 f"parts, {own / nas:.4f} of its bytes), the NAS holds {nas:,} in {n_parts} "
                 f"groups; ratio {ratio:.4f}; Update {seconds:.1f} s"
             )
+            rest = {
+                rel: size
+                for rel, size in written_files(crawl, round_).items()
+                if not rel.split("/")[-1].startswith(NAS)
+            }
+            print("  the rest: " + ", ".join(f"{rel} {n:,}" for rel, n in sorted(rest.items())))
         with step("analysts' queries on both storages"):
             timed = sql_times(crawl, (1, 4), args.passes)
         for name, (old, new) in timed.items():

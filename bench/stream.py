@@ -7,6 +7,11 @@ seek to 90 % (`Range: bytes=<90%>-`, 50), and the time of a whole download again
 `smbclient -c 'get FILE /dev/null'` of the same file in the same run (best of `--downloads`
 each, 5, taken in turn). Needs root (smbd) and Samba's smbclient.
 
+A download is read as smbclient writes to /dev/null: http.client's response read into one
+1 MiB buffer, counted and dropped (curl -o /dev/null takes as long). One more download, not
+timed, is hashed and compared with the file. The server's CPU time per download is its
+process's (/proc/PID/stat, in clock ticks); the load average is printed with the figures.
+
     .venv/bin/python bench/stream.py [--mb 200] [--requests 50] [--downloads 5]
 
 Goals: first byte and seek p95 <= 200 ms; download/smbclient time ratio <= 1.5. The last line
@@ -16,6 +21,7 @@ is `ratio download/smbclient: R`.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import http.client
 import os
 import shutil
@@ -23,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,17 +59,30 @@ def first_byte(address: str, path: str, headers: dict[str, str]) -> float:
     return elapsed
 
 
-def download(address: str, path: str, size: int) -> float:
+def download(
+    address: str, path: str, size: int, update: Callable[[memoryview], object] | None = None
+) -> float:
+    """The time of a whole GET; each piece given to `update` too when there is one."""
     started = time.perf_counter()
     connection = http.client.HTTPConnection(address, timeout=600)
     connection.request("GET", path)
     response = connection.getresponse()
+    assert response.status == 200, response.status
     got, buffer = 0, bytearray(1 << 20)  # into one buffer, as smbclient writes to /dev/null
+    view = memoryview(buffer)
     while n := response.readinto(buffer):
         got += n
+        if update is not None:
+            update(view[:n])
     assert got == size, got
     connection.close()
     return time.perf_counter() - started
+
+
+def cpu_s(pid: int) -> float:
+    """A process's user and system CPU time so far (proc(5): fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> int:
@@ -109,12 +129,18 @@ def main() -> int:
             f"first byte after a seek to 90 %: p50 {sorted(seeks)[len(seeks) // 2] * 1e3:.1f} "
             f"ms, p95 {p95(seeks) * 1e3:.1f} ms over {len(seeks)} requests"
         )
+        digest = hashlib.sha256()
+        download(address, link, size, digest.update)
+        assert digest.digest() == hashlib.sha256(big.read_bytes()).digest(), "wrong bytes"
         smbclient = shutil.which("smbclient") or "/usr/bin/smbclient"
         command = [smbclient, "//127.0.0.1/media", "-p", str(smbd.port), "-N"]
         command += ["-c", 'get "Big File.mp3" /dev/null']
-        ours_all, theirs = [], []
+        ours_all, theirs, cpu = [], [], []
+        pid = server.process.pid  # uvicorn runs in it (one worker)
         for _ in range(args.downloads):  # turn about, so that a busy moment hits both
+            before = cpu_s(pid)
             ours_all.append(download(address, link, size))
+            cpu.append(cpu_s(pid) - before)
             started = time.perf_counter()
             subprocess.run(command, check=True, capture_output=True)
             theirs.append(time.perf_counter() - started)
@@ -122,6 +148,10 @@ def main() -> int:
         print(
             f"download: {ours:.2f} s ({size / ours / 1e6:.0f} MB/s); smbclient get: "
             f"{min(theirs):.2f} s ({size / min(theirs) / 1e6:.0f} MB/s), best of {args.downloads}"
+        )
+        print(
+            f"server CPU per download: {min(cpu):.2f}-{max(cpu):.2f} s; load average "
+            + " ".join(f"{x:.2f}" for x in os.getloadavg())
         )
         print(f"ratio download/smbclient: {ours / min(theirs):.2f}")
     finally:

@@ -9,24 +9,34 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from sharecrawl.cli.inputs import DAY_S, UsageError, check_count, number_setting, setting
 
 if TYPE_CHECKING:
     from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
+    from sharecrawl.crawl_io.crawldb.layout import CrawlLayout
     from sharecrawl.queries.sandbox import Limits
+
+    Crawl = TypeVar("Crawl", bound=CrawlLayout)
+
+
+def crawl_root(args: argparse.Namespace) -> str:
+    return args.crawl_dir or setting("crawl_dir") or "."
 
 
 def crawl_dir(args: argparse.Namespace) -> CrawlDir:
     from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
 
-    return CrawlDir(args.crawl_dir or setting("crawl_dir") or ".")
+    return CrawlDir(crawl_root(args))
 
 
 def existing_crawl(args: argparse.Namespace) -> CrawlDir:
     """The crawl directory, which must hold a published round (a damaged CURRENT: exit 1)."""
-    crawl = crawl_dir(args)
+    return published(crawl_dir(args))
+
+
+def published(crawl: Crawl) -> Crawl:
     crawl.check(create=False)
     if crawl.current() == 0:
         raise UsageError(
@@ -45,12 +55,13 @@ def warn(line: str) -> None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from sharecrawl.crawl_io.crawldb.layout import CrawlLayout  # no Arrow: a cold search
     from sharecrawl.queries.querylang import parse_query
     from sharecrawl.queries.search import IndexUnreadable, QueryError, format_results, search
     from sharecrawl.queries.search_results import episodes_gathered
 
     check_count("--limit", args.limit)
-    crawl = existing_crawl(args)
+    crawl = published(CrawlLayout(crawl_root(args)))
     query = " ".join(args.query)
     try:
         results = search(

@@ -5,7 +5,7 @@ host's listing is anyone's to shape, and no entry may fail its round), and the s
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 
@@ -191,6 +191,14 @@ class CheckedSource:
         raise ShareNotFound(
             f"{self.host.host}: share {share!r} is not on the host (its shares: {have})"
         )
+
+    @property
+    def expect(self) -> Callable[[str, list[str]], None] | None:
+        """The source's read-ahead (SMBSource.expect), names mapped; None: it has none."""
+        expect = getattr(self._source, "expect", None)
+        if expect is None:
+            return None
+        return lambda share, paths: expect(name_on_host(share), [path_on_host(p) for p in paths])
 
     def read(self, share: str, path: str, offset: int, length: int) -> bytes:
         return self._source.read(name_on_host(share), path_on_host(path), offset, length)

@@ -71,6 +71,7 @@ class FileSource:
         folder = self._fs_path(share, path)
         entries: list[Entry] = []
         append, is_dir_mode, is_link_mode = entries.append, stat.S_ISDIR, stat.S_ISLNK
+        new = tuple.__new__  # an Entry without its Python-level __new__: the same tuple
         try:
             # The loop runs once per entry of the LAN: keep it to one stat and plain calls.
             with os.scandir(folder) as it:
@@ -82,9 +83,9 @@ class FileSource:
                     raw = item.name
                     name = raw.decode("ascii") if raw.isascii() else shown_name(raw)
                     if is_dir_mode(mode):
-                        append(Entry(name, True, 0, st.st_mtime_ns // 1000))
+                        append(new(Entry, (name, True, 0, st.st_mtime_ns // 1000)))
                     else:
-                        append(Entry(name, False, st.st_size, st.st_mtime_ns // 1000))
+                        append(new(Entry, (name, False, st.st_size, st.st_mtime_ns // 1000)))
         except OSError as e:
             if not os.path.isdir(self._root):
                 raise HostUnreachable(f"{self.host.host}: folder is gone") from None

@@ -48,7 +48,7 @@ from sharecrawl.crawl_io.smb_errors import (
     connect_error,
     status_error,
 )
-from sharecrawl.crawl_io.smb_internals import answered, connection_open, credits
+from sharecrawl.crawl_io.smb_internals import answered, connection_open, credits, whole_messages
 from sharecrawl.crawl_io.smb_names import MAX_DIR_ENTRY, append_query_entries, smb_name
 from sharecrawl.crawl_io.sources import (
     AuthFailed,
@@ -107,6 +107,7 @@ class SMBSource:
         self._inflight: OrderedDict[tuple[str, str], list[Request]] = OrderedDict()
         self._ready: OrderedDict[tuple[str, str], list[Entry] | SourceError] = OrderedDict()
         self._ahead: list[tuple[str, str]] = []
+        self._told = False
         self._compound: tuple[SMB2CreateRequest, Any, Any] | None = None  # see _issue
         self._trees: dict[str, TreeConnect] = {}
         self._failure: SourceError | None = None
@@ -328,8 +329,15 @@ class SMBSource:
                 result = self._ready.pop(key) if key in self._ready else self._settle(key)
         if isinstance(result, SourceError):
             raise result
-        self._expect([(share, f"{path}/{e.name}" if path else e.name) for e in result if e.is_dir])
+        if not self._told:  # a guess: a depth-first walk lists the subfolders next
+            prefix = f"{path}/" if path else ""
+            self._expect(share, [prefix + e.name for e in result if e.is_dir])
         return result
+
+    def expect(self, share: str, paths: list[str]) -> None:
+        """Folders the caller lists next, in order, before those said earlier: no more guesses."""
+        self._told = True
+        self._expect(share, paths)
 
     def read(self, share: str, path: str, offset: int, length: int) -> bytes:
         self._check_usable()
@@ -387,9 +395,9 @@ class SMBSource:
             return self.list_buffer
         return min(self.list_buffer, PAYLOAD_PER_CREDIT)
 
-    def _expect(self, folders: list[tuple[str, str]]) -> None:
+    def _expect(self, share: str, folders: list[str]) -> None:
         """Folders a depth-first walk will ask for next; keep some of them in flight."""
-        self._ahead.extend(reversed(folders))
+        self._ahead.extend((share, folder) for folder in reversed(folders))
         if len(self._ahead) > 4096:
             del self._ahead[: len(self._ahead) - 4096]
         if self._ahead:
@@ -397,8 +405,7 @@ class SMBSource:
                 self._top_up()
 
     def _top_up(self) -> None:
-        """File the answered folders (asked for or not: wrong guesses must not block the window),
-        then fill the window from the guesses."""
+        """File the answered folders (wrong guesses must not block the window), then fill it."""
         for key in [k for k, requests in self._inflight.items() if answered(requests[-1])]:
             self._ready[key] = self._settle(key)
         while len(self._inflight) < self._window and self._ahead:
@@ -485,8 +492,8 @@ class SMBFile:
         name = path.rpartition("/")[2]
         entry = Entry(name, False, handle.end_of_file, epoch_us(handle.last_write_time))
         _, _, self.size, self.mtime_us = clamped(entry)
-        self._pending: deque[tuple[int, int, Request]] = deque()  # READs in flight: from, to
-        self._closed = False
+        self._closed, self._pending = False, deque[tuple[int, int, Request]]()  # READs: from, to
+        whole_messages(source._conn)  # each READ's MiBs in one piece, copied fewer times
 
     def read(self, offset: int, length: int, ahead: int = 0) -> bytes:
         """`length` bytes at `offset` (fewer at the end); `ahead` more bytes will be asked for

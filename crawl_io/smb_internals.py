@@ -5,10 +5,15 @@ that changes one fails there rather than in a crawl."""
 
 from __future__ import annotations
 
+import select
+import socket
+import struct
 import threading
+import time
 from collections.abc import Callable
 
 from smbprotocol.connection import Connection, Request
+from smbprotocol.transport import Tcp
 
 from sharecrawl.crawl_io.smb_errors import STATUS_PENDING
 
@@ -59,3 +64,58 @@ def wake_on_answer(request: Request, wake: Callable[[], None]) -> None:
         if request.response_event.is_set():
             event.set()
         request.response_event = event
+
+
+class _WholeMessages:
+    """A transport's `recv` taking each message in one recv(MSG_WAITALL) into one bytes object.
+    smbprotocol's own takes it in the socket's pieces, each copied into a zeroed bytearray that
+    is copied whole after: of MiBs a READ, a fifth of a streaming server's CPU under the GIL
+    (docs/web.md, "Streaming a copy")."""
+
+    def __init__(self, transport: Tcp) -> None:
+        self._transport = transport
+        # the socket and the lock under which smbprotocol's close waits for a receive to end
+        # (it shuts the socket down first, which wakes one): Tcp has no public name for them
+        self._socket: socket.socket = transport._sock
+        self._closing: threading.Lock = transport._close_lock
+
+    def receive(self, timeout: float) -> bytes | None:
+        """Tcp.recv's contract: a Direct TCP message's body; b"" or None once closed, and
+        TimeoutError when no byte comes for `timeout` seconds (smbprotocol's keep-alive)."""
+        length, timeout = self._exactly(4, timeout)
+        if not length:
+            return b""
+        return self._exactly(struct.unpack(">L", length)[0], timeout)[0]
+
+    def _exactly(self, length: int, timeout: float) -> tuple[bytes | None, float]:
+        parts: list[bytes] = []
+        got = 0
+        while got < length:
+            with self._closing:
+                if not self._transport.connected:
+                    return None, timeout
+                started = time.monotonic()
+                ready = select.select([self._socket], [], [], max(timeout, 1))[0]
+                timeout -= time.monotonic() - started
+                if not ready:
+                    raise TimeoutError(f"recv idle ({got}/{length} bytes)")
+                try:  # blocks until all is in, or the socket is shut down (partly then)
+                    data = self._socket.recv(length - got, socket.MSG_WAITALL)
+                except OSError:  # reset or aborted by the peer: an end, as Tcp takes them
+                    data = b""
+            if not data:
+                self._transport.close()
+                return None, timeout
+            parts.append(data)
+            got += len(data)
+        return (parts[0] if len(parts) == 1 else b"".join(parts)), timeout
+
+
+def whole_messages(connection: Connection) -> None:
+    """Have the connection's receive thread take each message whole (_WholeMessages), from
+    its next message on; once per connection."""
+    # the receive thread looks `transport.recv` up for each message, so the swap is safe while
+    # it waits in the old one
+    transport = connection.transport
+    if not isinstance(getattr(transport.recv, "__self__", None), _WholeMessages):
+        transport.recv = _WholeMessages(transport).receive

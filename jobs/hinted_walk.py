@@ -40,6 +40,12 @@ class _Partition:
             return [e for e in entries if e.is_dir and self.key.covers(e.name)]
         return [e for e in entries if not (e.is_dir and self.ranges.claiming(folder, e.name))]
 
+    def expect(self, folders: list[str]) -> None:
+        """Tell a source that lists ahead (SMBSource.expect) the folders listed next."""
+        expect = getattr(self.source, "expect", None)
+        if expect is not None and folders:
+            expect(self.key.share, folders)
+
     def listdir(self, folder: str) -> list[Entry]:
         """The partition's entries of `folder`, listed now."""
         try:
@@ -73,7 +79,9 @@ def hinted_walk(
         if folder:
             folders.add(parent_path(folder))  # holds the folder's own entry (its mtime)
     replaced: list[str] = []  # folders whose subtree was read afresh (or is gone)
-    for folder in sorted((f for f in folders if part.holds_listing(f)), key=canonical_key):
+    listed = sorted((f for f in folders if part.holds_listing(f)), key=canonical_key)
+    part.expect(listed)
+    for folder in listed:
         if any(_under(folder, done) for done in replaced):
             continue  # read afresh already (a new folder walked whole, or gone)
         now = part.listdir(folder)
@@ -110,11 +118,13 @@ def _walk(part: _Partition, top: str) -> list[tuple[str, Entry]]:
     stack = [top]
     while stack:
         folder = stack.pop()
+        below = len(stack)
         for entry in part.listdir(folder):
             path = f"{folder}/{entry.name}"
             found.append((path, entry))
             if entry.is_dir:
                 stack.append(path)
+        part.expect(stack[below:][::-1])  # in the order they are popped
     return found
 
 

@@ -4,6 +4,7 @@ folder that cannot be opened is yielded without children; a denied one is noted 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -19,20 +20,56 @@ class WalkStats:
     folders_listed: int = 0
     folders_unreadable: int = 0
     denied: list[str] = field(default_factory=list)  # folders whose listing was refused
+    listed_at: float | None = None  # the oldest listing another partition's walk made for it
+
+
+@dataclass
+class SharedRoots:
+    """The roots of the range partitions a host's fetch walks. Each is also a folder of its
+    parent partition and of the other ranges of its folder: listed once a round, by the first
+    walk that comes to it, and kept for the others (a share root of a million folders split
+    into a thousand ranges would otherwise be listed a thousand times)."""
+
+    roots: set[tuple[str, str]]  # (share, folder)
+    listed: dict[tuple[str, str], tuple[float, list[Entry]]] = field(default_factory=dict)
+
+    def listdir(self, source: Source, share: str, folder: str, stats: WalkStats) -> list[Entry]:
+        kept = self.listed.get((share, folder))
+        if kept is not None:  # the walk's snapshot of the folder is from when it was listed
+            at, entries = kept
+            stats.listed_at = at if stats.listed_at is None else min(stats.listed_at, at)
+            return entries
+        at = time.time()
+        entries = source.listdir(share, folder)
+        if (share, folder) in self.roots:
+            self.listed[share, folder] = (at, entries)
+        return entries
+
+    def kept(self, share: str, folder: str) -> bool:
+        return (share, folder) in self.listed
 
 
 def walk_partition(
-    source: Source, key: PartitionKey, ranges: Ranges, stats: WalkStats | None = None
+    source: Source,
+    key: PartitionKey,
+    ranges: Ranges,
+    stats: WalkStats | None = None,
+    shared: SharedRoots | None = None,
 ) -> Iterator[tuple[str, Entry]]:
     """(share-relative path, entry) of every file and folder of the partition; NotFound when its
-    root folder is gone."""
+    root folder is gone. With `shared`, its folders listed by an earlier walk are not listed
+    again (`stats.listed_at` says when they were)."""
     stats = stats if stats is not None else WalkStats()
+    shared = shared if shared is not None else SharedRoots(set())
     share, root = key.share, key.root
+    # A source that lists ahead (SMB) is told the folders the walk lists next, in its order:
+    # guessed from listings, the subfolders that child partitions claim would fill its window.
+    expect = getattr(source, "expect", None)
 
     def children(folder: str) -> list[Entry]:
         stats.folders_listed += 1
         try:
-            return source.listdir(share, folder)
+            return shared.listdir(source, share, folder, stats)
         except (AccessDenied, NotFound) as e:
             stats.folders_unreadable += 1
             if isinstance(e, AccessDenied):
@@ -40,14 +77,25 @@ def walk_partition(
             return []
 
     def members(folder: str, entries: list[Entry]) -> list[Entry]:
-        return [e for e in entries if not (e.is_dir and ranges.claiming(folder, e.name))]
+        own = [e for e in entries if not (e.is_dir and ranges.claiming(folder, e.name))]
+        if expect is not None:
+            ahead(folder, own)
+        return own
 
-    top = source.listdir(share, root)
-    stats.folders_listed += 1
+    def ahead(folder: str, entries: list[Entry]) -> None:
+        paths = (f"{folder}/{e.name}" if folder else e.name for e in entries if e.is_dir)
+        expect(share, [p for p in paths if not shared.kept(share, p)])
+
+    if expect is not None and not shared.kept(share, root):
+        expect(share, [root])
+    top = shared.listdir(source, share, root, stats)
+    stats.folders_listed += 1  # listed for it, if not by it: its cost counts the folder
     if key.is_share_root:
         first = members(root, top)
     else:
         first = [e for e in top if e.is_dir and key.covers(e.name)]
+        if expect is not None:
+            ahead(root, first)
 
     # a stack, not recursion (shares can be thousands of folders deep) of (path prefix, children
     # to visit); the inner loop runs once an entry of the LAN: a plain for over the children

@@ -40,7 +40,7 @@ from sharecrawl.jobs.crawl_rules import filtered, load_rules
 from sharecrawl.jobs.hinted_walk import WholeScan, hinted_walk
 from sharecrawl.jobs.membership import PartitionKey, Ranges, share_root
 from sharecrawl.jobs.subtree_hash import walk_hash
-from sharecrawl.jobs.walk import WalkStats, listing_table, walk_partition
+from sharecrawl.jobs.walk import SharedRoots, WalkStats, listing_table, walk_partition
 
 
 def _progress(event: tuple) -> None:
@@ -109,7 +109,12 @@ class _HostFetch:
         ]
 
     def scan(
-        self, source: Source, key: PartitionKey, stored_hash: str | None, ranges: Ranges
+        self,
+        source: Source,
+        key: PartitionKey,
+        stored_hash: str | None,
+        ranges: Ranges,
+        shared: SharedRoots | None = None,
     ) -> None:
         started = time.time()
         stats = WalkStats()
@@ -128,7 +133,10 @@ class _HostFetch:
                 except WholeScan:
                     stats.folders_listed = 0  # what it listed is listed again
             if entries is None:
-                entries = list(walk_partition(source, key, ranges, stats))
+                entries = list(walk_partition(source, key, ranges, stats, shared))
+            if stats.listed_at is not None and stats.listed_at < counted:
+                # a folder listed for it by an earlier walk: the scan stands for that moment
+                log["started"] = datetime.fromtimestamp(stats.listed_at, UTC)
         except ShareNotFound:
             raise  # no partition row: the host's row says it (run)
         except NotFound:
@@ -234,6 +242,7 @@ class _HostFetch:
             self._failed(e, None, *due)
             return self._write(str(e))
         _progress((host.host, "due", {"partitions": len(due)}))  # discover rows became shares
+        shared = SharedRoots({(k.share, k.root) for k in due if not k.is_share_root})
         try:
             ranges_by_share: dict[str, Ranges] = {}
             missing: set[str] = set()  # shares named in the hosts file that are not there
@@ -244,7 +253,7 @@ class _HostFetch:
                     key.share, Ranges(k for k in known.values() if k.share == key.share)
                 )
                 try:
-                    self.scan(source, key, stored.get(key.id), ranges)
+                    self.scan(source, key, stored.get(key.id), ranges, shared)
                 except SourceError as e:
                     if isinstance(e, ShareNotFound):
                         missing.add(key.share)

@@ -73,11 +73,11 @@ class VersionBuild:
             why = "a part in v%06d is damaged or missing; its partitions are crawled again as new"
             log.warning("sharecrawl: %s: " + why, host, prev)
             return False
+        # a part in the manifest is there with its size (group_damaged's stat): linked
         manifest = self.crawl.manifest(prev)
         for name in tables:
-            rel = rel_path(name, host, group)
-            if rel in manifest and (self.crawl.version_dir(prev) / rel).exists():
-                self.link_part(name, host, group)
+            if (rel := rel_path(name, host, group)) in manifest:
+                self._link(rel, manifest)
         return True
 
     def link_host(self, host: str) -> None:
@@ -87,9 +87,13 @@ class VersionBuild:
 
     def link_part(self, table: str, host: str, group: int) -> None:
         """Link one part the caller found equal to what it would write."""
-        rel = rel_path(table, host, group)
-        os.link(self.crawl.version_dir(self.prev) / rel, self.dir / rel)
-        if rel in (manifest := self.crawl.manifest(self.prev)):
+        self._link(rel_path(table, host, group), self.crawl.manifest(self.prev))
+
+    def _link(self, rel: str, manifest: Manifest) -> None:
+        # names, not Paths: publishing a big LAN links thousands of parts
+        old = os.fspath(self.crawl.version_dir(self.prev))
+        os.link(f"{old}/{rel}", f"{os.fspath(self.dir)}/{rel}")
+        if rel in manifest:
             self.carried[rel] = manifest[rel]
 
     def scrub(self, mb_per_round: float, earlier: ScrubRecord | None = None) -> ScrubRecord:

@@ -17,8 +17,6 @@ from typing import Any
 
 import duckdb
 
-from sharecrawl.crawl_io.crawldb.version_manifest import first_line
-
 # Readers take no other; an index of another format is rebuilt, never updated. It changes
 # whenever what the index holds or how text is read (queries.text) does.
 FORMAT = "3"
@@ -88,6 +86,8 @@ class IndexFile:
             except (Swapped, FileNotFoundError):
                 raise
             except (duckdb.Error, OSError, UnicodeError) as e:
+                from sharecrawl.crawl_io.crawldb.version_manifest import first_line  # Arrow
+
                 raise Unopenable(self.identity, first_line(e)[:160]) from None
         except BaseException:
             self.con.close()

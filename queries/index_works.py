@@ -155,6 +155,9 @@ def create_strings(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
+STRINGS_CHUNK = 100_000  # strings tokenised at a time: a build's Python objects stay bounded
+
+
 def add_row_strings(con: duckdb.DuckDBPyConnection, rows: str) -> None:
     """Add to `strings` every string of `rows` not there yet."""
     selects = " UNION ".join(f"SELECT {c} AS v FROM {rows}" for c in STRING_COLUMNS)
@@ -163,9 +166,13 @@ def add_row_strings(con: duckdb.DuckDBPyConnection, rows: str) -> None:
         f"SELECT x.v FROM ({selects}) x ANTI JOIN strings s ON s.v = x.v "
         "WHERE x.v IS NOT NULL ORDER BY x.v"
     )
-    values = new.to_arrow_table().column(0).to_pylist()
-    if not values:
-        return
+    values = new.to_arrow_table().column(0)  # Arrow's strings: compact, unlike Python's
+    for start in range(0, len(values), STRINGS_CHUNK):
+        _add_strings(con, values.slice(start, STRINGS_CHUNK).to_pylist())
+
+
+def _add_strings(con: duckdb.DuckDBPyConnection, values: list[str]) -> None:
+    """Add to `strings` those `values` (distinct, none there yet), their words to `words`."""
     words = [text.words(v) for v in values]
     joined = [text.compounds(v) for v in values]
     distinct_words = sorted(set(chain.from_iterable(words)) | set(chain.from_iterable(joined)))

@@ -13,9 +13,7 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
-import pyarrow as pa
 
-from sharecrawl.crawl_io.crawldb.version_manifest import first_line
 from sharecrawl.queries.fuzzy import fuzzy_word
 from sharecrawl.queries.index_store import IndexFile, IndexUnreadable, pinned
 from sharecrawl.queries.querylang import ALL_FIELDS, AndQuery, QueryError, parse_query
@@ -74,6 +72,8 @@ def search(
             rows, scores = _rank(arrays, parsed, max(int(limit), 0), all_hosts, latest)
             records = _display_rows(arrays, rows) if len(rows) else []
         except duckdb.Error as e:
+            from sharecrawl.crawl_io.crawldb.version_manifest import first_line  # imports Arrow
+
             raise IndexUnreadable.damaged(file.path, first_line(e)[:160]) from None
     return [
         result_record(rank, record | {"score": score}, arrays.host_urls)
@@ -213,8 +213,8 @@ def _word_postings(
 
 def _display_rows(arrays: SearchArrays, rows: np.ndarray) -> list[dict]:
     """The result columns of works `rows`, in that order."""
-    if arrays.display is not None:
-        return arrays.display.take(pa.array(rows)).to_pylist()
+    if arrays.display is not None:  # Arrow, as DuckDB gave it: a warm process has it loaded
+        return arrays.display.take(rows).to_pylist()
     work_ids = arrays.work_ids[rows].tolist()
     with arrays.file.cursor() as cursor:  # the work ids travel as a parameter list
         result = cursor.execute(

@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import duckdb
 import numpy as np
-import pyarrow as pa
 
 from sharecrawl.queries.fuzzy import KeyTable, one_edit, query_hashes
 from sharecrawl.queries.index_store import IndexFile
 from sharecrawl.queries.querylang import KINDS
 from sharecrawl.queries.work_values import load_pairs, works_with_sql
+
+if TYPE_CHECKING:  # a cold search (a fresh process) never loads Arrow
+    import pyarrow as pa
 
 RESULT_COLUMNS = (
     "work_id, kind, artist, title, album, year, series, season, episode, copies, hosts, "
@@ -24,10 +27,10 @@ RESULT_COLUMNS = (
     "(SELECT name FROM hosts h WHERE h.host = best_host) AS best_host_name"
 )
 _FILTER_COLUMNS = f"""
-    SELECT coalesce(list_position({list(KINDS)!r}, kind), 0)::TINYINT AS kind,
+    SELECT work_id, coalesce(list_position({list(KINDS)!r}, kind), 0)::TINYINT AS kind,
            year::DOUBLE AS year, season::DOUBLE AS season, episode::DOUBLE AS episode,
            copies
-    FROM works ORDER BY work_id
+    FROM works
 """  # KINDS are our constants, not query text
 _FILTERS = ("kind", "year", "season", "episode", "copies")
 
@@ -43,6 +46,16 @@ def fetch_arrays(
         else np.asarray(v)
         for name, v in columns.items()
     }
+
+
+def by_work_id(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Columns of `works` fetched in storage order, put in work id order: a full build stores
+    them so, and checking costs a fraction of an ORDER BY (an update appends works)."""
+    ids = columns["work_id"]
+    if bool(np.all(ids[1:] > ids[:-1])):
+        return columns
+    order = np.argsort(ids, kind="stable")
+    return {name: values[order] for name, values in columns.items()}
 
 
 def idf(df: np.ndarray, n_works: int) -> np.ndarray:
@@ -84,7 +97,9 @@ class SearchArrays:
             with self.lock:
                 if name not in self.columns:
                     with self.file.cursor() as cursor:
-                        self.columns |= fetch_arrays(cursor, _FILTER_COLUMNS)
+                        fetched = by_work_id(fetch_arrays(cursor, _FILTER_COLUMNS))
+                    del fetched["work_id"]
+                    self.columns |= fetched
         return self.columns[name]
 
     def works_with(self, field: str, value: str, offline: bool) -> np.ndarray:
@@ -166,10 +181,11 @@ def search_arrays(file: IndexFile) -> SearchArrays:
 def _load(file: IndexFile) -> SearchArrays:
     with file.cursor() as cursor:
         urls = dict(cursor.execute("SELECT host, url FROM hosts").fetchall())
-        works = fetch_arrays(
-            cursor,
-            "SELECT work_id, online_copies > 0 AS online, prior::DOUBLE AS prior "
-            "FROM works ORDER BY work_id",
+        works = by_work_id(
+            fetch_arrays(
+                cursor,
+                "SELECT work_id, online_copies > 0 AS online, prior::DOUBLE AS prior FROM works",
+            )
         )
     return SearchArrays(file, works["work_id"], works["online"], works["prior"], urls)
 

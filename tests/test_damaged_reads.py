@@ -189,7 +189,7 @@ def set_manifest_size(lan: LAN, rel: str) -> None:
     """Make the version's manifest state the size part `rel` has now."""
     manifest = version(lan) / "MANIFEST.json"
     record = json.loads(manifest.read_text())
-    record["parts"][rel]["size"] = (version(lan) / rel).stat().st_size
+    record["parts"][rel][0] = (version(lan) / rel).stat().st_size  # an entry: [size, ...]
     manifest.write_text(json.dumps(record))
 
 

@@ -244,8 +244,7 @@ def test_a_manifest_without_its_time_falls_back_to_its_mtime(lan: LAN, run_json)
     record = json.loads(manifest.read_text())
     del record["published"]
     for entry in record["parts"].values():  # nor the counts: the parts are counted when asked
-        for key in ("rows", "folders", "bytes"):
-            entry.pop(key, None)
+        del entry[2:]  # an entry is [size, sha256, rows, folders, bytes]
     manifest.write_text(json.dumps(record))
     mtime = datetime.fromisoformat("2026-11-20T18:00:00+00:00")
     os.utime(manifest, (mtime.timestamp(), mtime.timestamp()))

@@ -4,6 +4,9 @@ started over. Real crawls of file:// hosts, real Parquet files damaged on disk."
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -97,6 +100,61 @@ def test_every_part_is_in_the_manifest_and_linked_parts_carry_their_entries(
     code, out, _ = run(lan, capsys, "check")
     assert code == 0
     assert out.splitlines() == [f"v000002: {len(manifest)} parts intact"]
+
+
+def as_previous_release(vdir: Path) -> dict:
+    """Rewrite a version's manifest as the previous release wrote it (each entry an object,
+    the SHA-256 in hex); its record."""
+    record = json.loads((vdir / MANIFEST_NAME).read_text())
+    fields = record.pop("entry")
+    record["parts"] = {
+        rel: {k: v for k, v in zip(fields, values, strict=False) if v is not None}
+        | {"sha256": base64.b64decode(values[1]).hex()}
+        for rel, values in record["parts"].items()
+    }
+    text = json.dumps(record, sort_keys=True, separators=(",", ":")).replace('},"', '},\n"')
+    (vdir / MANIFEST_NAME).write_text(text)
+    return record
+
+
+def test_a_manifest_of_the_previous_release_is_checked_and_the_next_round_writes_the_new_form(
+    lan: LAN, capsys
+) -> None:
+    crawl = two_rounds(lan)
+    v2 = crawl.version_dir(2)
+    hexed = as_previous_release(v2)["parts"]
+    assert len(hexed["hosts.parquet"]["sha256"]) == 64
+    entries = read_manifest(v2)
+    assert entries is not None and sorted(entries) == sorted(hexed)
+    assert entries["hosts.parquet"].sha256 == file_sha256(v2 / "hosts.parquet")
+    code, out, _ = run(lan, capsys, "check")
+    assert (code, out.splitlines()) == (0, [f"v000002: {len(entries)} parts intact"])
+
+    lan.crawl()  # reads version 2 (hex), writes version 3 in the new form
+    v3 = crawl.version_dir(3)
+    record = json.loads((v3 / MANIFEST_NAME).read_text())
+    assert record["entry"] == ["size", "sha256", "rows", "folders", "bytes"]
+    files = record["parts"]["files/alpha.parquet"]
+    assert len(files) == 5 and len(files[1]) == 44  # 32 bytes in base64
+    digest = hashlib.sha256((v3 / "files" / "alpha.parquet").read_bytes()).digest()
+    assert base64.b64decode(files[1]) == digest
+    assert len(record["parts"]["hosts.parquet"]) == 2  # no counts: size and SHA-256
+    new = read_manifest(v3)
+    assert new is not None
+    for rel in (r for r in new if r.startswith(("files/", "media/", "folders/"))):
+        if (v3 / rel).stat().st_ino == (v2 / rel).stat().st_ino:  # linked: its entry carried
+            assert new[rel] == entries[rel], rel
+    code, out, _ = run(lan, capsys, "check")
+    assert (code, out.splitlines()) == (0, [f"v000003: {len(new)} parts intact"])
+
+    # bit rot in a part of the previous release's version is a mismatch of its hex SHA-256
+    part = v2 / "files" / "beta.parquet"
+    flip_byte_in_a_page(part)
+    (crawl.crawldb / "CURRENT").write_text("v000002\n")
+    code, out, _ = run(lan, capsys, "check")
+    assert code == 1 and out.splitlines() == [
+        f"{part}: checksum mismatch (its bytes changed since it was written)"
+    ]
 
 
 def test_a_truncated_part_is_named_by_check_and_its_host_fetched_again(lan: LAN, capsys) -> None:

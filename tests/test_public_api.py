@@ -50,6 +50,8 @@ SETTABLE: dict[str, set[str]] = {
 # The one module reaching past smbprotocol's API where it stops short, each reach held to a real
 # connection by tests/test_smb_internals.py: what it sets.
 INTERNALS = {"crawl_io/smb_internals.py": {"response_event"}}
+# ...and the private names it reads there (smbprotocol's transport's socket and close lock).
+INTERNAL_READS = {"crawl_io/smb_internals.py": {"_sock", "_close_lock"}}
 # Modules still reaching into a dependency's internals, being rewritten: this set only shrinks.
 STILL_PRIVATE: set[str] = set()
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
@@ -402,8 +404,12 @@ def test_dependencies_are_used_through_public_api() -> None:
     ours = project_attributes(list(trees.values()))
     offenders, clean = {}, []
     for path, tree in trees.items():
-        found = private_uses(tree, own, PROJECT)
         rel = path.relative_to(ROOT).as_posix()
+        reads = INTERNAL_READS.get(rel, set())
+        private = private_uses(tree, own, PROJECT)
+        found = [line for line in private if line.rpartition(" .")[2] not in reads]
+        unread = reads - {line.rpartition(" .")[2] for line in private}
+        found += [f"INTERNAL_READS names .{name}, which it no longer reads" for name in unread]
         settable = SETTABLE.get(rel, set()) | INTERNALS.get(rel, set())
         stores = foreign_stores(tree, ours, PROJECT)
         found += dependency_overrides(tree, PROJECT)

@@ -40,7 +40,7 @@ MEDIA_COLUMNS = [n for n in MEDIA.names if n not in ("tagged_at", "first_seen", 
 
 
 def entries(**sizes: int) -> dict[str, PartEntry]:
-    return {name: PartEntry(size, "0" * 64) for name, size in sizes.items()}
+    return {name: PartEntry(size, bytes(32)) for name, size in sizes.items()}
 
 
 def test_a_slice_goes_on_in_name_order_from_the_last_part_and_wraps_round() -> None:

@@ -96,8 +96,8 @@ class Copy:
         return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in name)
 
 
-BLOCK = 2 * 1024 * 1024  # a stream's reads after its first (fastest in bench/stream.py)
-SMB_AHEAD = 3  # SMB reads asked for before they are wanted, so that the host never waits
+BLOCK = 4 * 1024 * 1024  # a stream's reads after its first (fastest in bench/stream.py)
+SMB_AHEAD = 2  # SMB reads asked for before they are wanted, so that the host never waits
 
 
 class Reader(Protocol):

@@ -5,6 +5,7 @@ partitions' stored hashes as null, so the next round lists them again."""
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -54,9 +55,10 @@ class StoredHosts:
     def damaged_groups(self) -> set[tuple[str, int]]:
         """(host, group) of every group with a part missing, of the wrong size or unreadable."""
         found = set(self._damaged)
+        root = os.fspath(self.dir)  # names, not Paths: a stat each of thousands of parts
         for rel, entry in self.manifest.items():
             table, _, name = rel.partition("/")
-            if table in host_parts.ROW_TABLES and size_problem(self.dir / rel, entry):
+            if table in host_parts.ROW_TABLES and size_problem(f"{root}/{rel}", entry):
                 if (parsed := host_parts.parse_part_file(name)) is not None:
                     found.add(parsed)
         return found
@@ -64,9 +66,11 @@ class StoredHosts:
     def group_damaged(self, host: str, group: int) -> bool:
         if (host, group) in self._damaged:
             return True
+        root = os.fspath(self.dir)
         for table in host_parts.ROW_TABLES:
-            entry = self.manifest.get(host_parts.rel_path(table, host, group))
-            if entry is not None and size_problem(self.path(table, host, group), entry):
+            rel = host_parts.rel_path(table, host, group)
+            entry = self.manifest.get(rel)
+            if entry is not None and size_problem(f"{root}/{rel}", entry):
                 self._damaged.add((host, group))
                 return True
         return False

@@ -1,13 +1,19 @@
 """A version's MANIFEST.json: every Parquet part's size and SHA-256 (and the parts `check
 --repair` dropped), the version's publish time and, for the files and media parts, their rows
-and bytes (what the `versions` view sums); and the checks of a part against its entry. A
-manifest written before the time or the counts existed reads as well: its time is the file's
-mtime (it is written last, as the version is published) and its parts are counted when asked."""
+and bytes (what the `versions` view sums); and the checks of a part against its entry. Each
+part's entry is a list, [size, SHA-256 in base64, rows, folders, bytes] (RFC 4648 §4; the
+counts only for files and media parts): a round writes the manifest whole, so it is kept short.
+A manifest of the previous release (entries as objects, SHA-256 in hex) reads as well, and one
+written before the time or the counts existed too: its time is the file's mtime (it is written
+last, as the version is published) and its parts are counted when asked."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,9 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sharecrawl.crawl_io.crawldb.atomic import write_atomic
-
-MANIFEST_NAME = "MANIFEST.json"
-FORMAT = 1  # the on-disk format this sharecrawl reads and writes; crawldb/FORMAT records it
+from sharecrawl.crawl_io.crawldb.layout import FORMAT, MANIFEST_NAME
 
 
 class ManifestError(ValueError):
@@ -33,7 +37,7 @@ PUBLISHED_KEY = "published"
 @dataclass(frozen=True)
 class PartEntry:
     size: int
-    sha256: str
+    sha256: bytes  # the digest (32 bytes)
     rows: int | None = None  # a files or media part's rows (None: not recorded)
     folders: int | None = None  # of those, folders (files parts)
     bytes: int | None = None  # the sum of its files' sizes
@@ -41,11 +45,31 @@ class PartEntry:
 
 Manifest = dict[str, PartEntry]  # path relative to the version folder -> entry
 _COUNTS = ("rows", "folders", "bytes")
+# what each place of an entry's list holds, as the manifest says it (its "entry" key)
+ENTRY_FIELDS = ("size", "sha256", *_COUNTS)
 
 
-def _entry(e: dict) -> PartEntry:
-    counts = {k: int(e[k]) for k in _COUNTS if e.get(k) is not None}
-    return PartEntry(int(e["size"]), str(e["sha256"]), **counts)
+def _entry(e: list | dict) -> PartEntry:
+    if isinstance(e, dict):  # the previous release's form: an object, the digest in hex
+        counts = {k: int(e[k]) for k in _COUNTS if e.get(k) is not None}
+        return PartEntry(int(e["size"]), _digest(bytes.fromhex(e["sha256"])), **counts)
+    size, sha256, *rest = e
+    counts = {k: int(v) for k, v in zip(_COUNTS, rest, strict=False) if v is not None}
+    return PartEntry(int(size), _digest(base64.b64decode(sha256, validate=True)), **counts)
+
+
+def _digest(value: bytes) -> bytes:
+    if len(value) != hashlib.sha256().digest_size:
+        raise ValueError("not a SHA-256 digest")
+    return value
+
+
+def _listed(e: PartEntry) -> list:
+    """An entry as the manifest holds it; trailing counts not recorded are left out."""
+    values = [e.size, base64.b64encode(e.sha256).decode("ascii"), e.rows, e.folders, e.bytes]
+    while values[-1] is None:
+        values.pop()
+    return values
 
 
 def counted(rel: str, path: Path, entry: PartEntry) -> PartEntry:
@@ -60,14 +84,22 @@ def counted(rel: str, path: Path, entry: PartEntry) -> PartEntry:
     return PartEntry(entry.size, entry.sha256, table.num_rows, n_folders, total)
 
 
-def file_sha256(path: Path) -> str:
+def file_sha256(path: Path) -> bytes:
+    """The file's SHA-256 digest (32 bytes)."""
     with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+        return hashlib.file_digest(f, "sha256").digest()
 
 
 def version_parts(vdir: Path) -> list[str]:
     """Every Parquet part under a version folder, relative, '/'-separated, sorted."""
-    return sorted(p.relative_to(vdir).as_posix() for p in vdir.rglob("*.parquet"))
+    # os.walk and names rather than Paths: a big LAN's version holds thousands of parts
+    root = os.fspath(vdir)
+    found = []
+    for folder, _, names in os.walk(root):
+        prefix = os.path.relpath(folder, root).replace(os.sep, "/") + "/"
+        prefix = "" if prefix == "./" else prefix
+        found += [prefix + name for name in names if name.endswith(".parquet")]
+    return sorted(found)
 
 
 def _record(vdir: Path) -> tuple[Manifest, Manifest] | None:
@@ -84,7 +116,7 @@ def _record(vdir: Path) -> tuple[Manifest, Manifest] | None:
         return found[0], found[1]
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, binascii.Error) as e:
         raise ManifestError(f"{path}: garbled ({type(e).__name__})") from None
 
 
@@ -111,14 +143,15 @@ def write_manifest(vdir: Path, carried: Manifest, published: datetime | None = N
     part `carried` forward (a hard link to a verified part) whose size agrees is not hashed
     or counted again, so that the manifest costs what the round wrote."""
     parts: Manifest = {}
+    root = os.fspath(vdir)
     for rel in version_parts(vdir):
-        path = vdir / rel
-        size = path.stat().st_size
+        size = os.stat(f"{root}/{rel}").st_size
         entry = carried.get(rel)
         if entry is None or entry.size != size:
+            path = vdir / rel
             entry = counted(rel, path, PartEntry(size, file_sha256(path)))
-        elif entry.rows is None:  # carried from a manifest older than the counts: once
-            entry = counted(rel, path, entry)
+        elif entry.rows is None and rel.startswith(COUNTED):  # carried from before the counts
+            entry = counted(rel, vdir / rel, entry)
         parts[rel] = entry
     _write(vdir, parts, {}, published or datetime.now(UTC))
     return parts
@@ -151,21 +184,22 @@ def drop_parts(vdir: Path, rels: list[str]) -> None:
 
 
 def _write(vdir: Path, parts: Manifest, dropped: Manifest, published: datetime | None) -> None:
-    def entries(m: Manifest) -> dict[str, dict]:
-        return {
-            rel: {"size": e.size, "sha256": e.sha256}
-            | {k: getattr(e, k) for k in _COUNTS if getattr(e, k) is not None}
-            for rel, e in m.items()
-        }
+    def entries(m: Manifest) -> dict[str, list]:
+        return {rel: _listed(e) for rel, e in m.items()}
 
-    record: dict[str, object] = {"format": FORMAT, "checksum": "sha256", "parts": entries(parts)}
+    record: dict[str, object] = {
+        "format": FORMAT,
+        "checksum": "sha256",
+        "entry": list(ENTRY_FIELDS),
+        "parts": entries(parts),
+    }
     if published is not None:
         record[PUBLISHED_KEY] = published.astimezone(UTC).isoformat()
     if dropped:
         record["dropped"] = entries(dropped)
     # one part a line, no other whitespace: a round writes the manifest whole
     text = json.dumps(record, sort_keys=True, separators=(",", ":"))
-    text = text.replace('},"', '},\n"')
+    text = text.replace('],"', '],\n"')
     write_atomic(vdir / MANIFEST_NAME, text, durable=True)
 
 
@@ -184,10 +218,10 @@ def _size_problem(size: int, entry: PartEntry | None) -> str | None:
     return None
 
 
-def size_problem(path: Path, entry: PartEntry | None) -> str | None:
+def size_problem(path: str | Path, entry: PartEntry | None) -> str | None:
     """The cheap check (one stat): is the part there, with the size its manifest says?"""
     try:
-        return _size_problem(path.stat().st_size, entry)
+        return _size_problem(os.stat(path).st_size, entry)
     except OSError as e:
         return _os_problem(e)
 
@@ -208,7 +242,7 @@ def read_checked(path: Path, entry: PartEntry | None) -> tuple[bytes | None, str
     except OSError as e:
         return None, _os_problem(e)
     problem = _size_problem(len(data), entry)
-    if problem is None and entry is not None and hashlib.sha256(data).hexdigest() != entry.sha256:
+    if problem is None and entry is not None and hashlib.sha256(data).digest() != entry.sha256:
         problem = CHECKSUM_MISMATCH
     return (None, problem) if problem is not None else (data, None)
 

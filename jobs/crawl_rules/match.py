@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote
@@ -230,6 +230,20 @@ class FilteredSource:
             return entries
         prefix = f"{path}/" if path else ""
         return [e for e in entries if not rules.excludes(prefix + e.name, e.is_dir)]
+
+    @property
+    def expect(self) -> Callable[[str, list[str]], None] | None:
+        """The source's read-ahead (SMBSource.expect) of what is crawled; None: it has none."""
+        expect = getattr(self.source, "expect", None)
+        if expect is None:
+            return None
+
+        def crawled(share: str, paths: list[str]) -> None:
+            rules = self.rules.for_share(self.host_key, share)
+            if not rules.whole_share_excluded:
+                expect(share, [p for p in paths if not rules.excludes_subtree(p)])
+
+        return crawled
 
     def read(self, share: str, path: str, offset: int, length: int) -> bytes:
         return self.source.read(share, path, offset, length)
