@@ -37,7 +37,7 @@ def error_status(error: BaseException) -> int | None:
         status = 2
     elif raised("sharecrawl.crawl_io.crawldb.lock", "LockError"):
         status = 75 if raised("sharecrawl.crawl_io.crawldb.lock", "CrawlLocked") else 1
-    elif raised("sharecrawl.crawl_io.crawldb.crawldir", "CrawlDamaged"):
+    elif raised("sharecrawl.crawl_io.crawldb.layout", "CrawlDamaged"):
         status = 1
     elif raised("sharecrawl.pipeline.rounds", "RoundFailed"):  # its message says what failed
         print(f"sharecrawl: {error}", file=sys.stderr)

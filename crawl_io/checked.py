@@ -198,7 +198,13 @@ class CheckedSource:
         expect = getattr(self._source, "expect", None)
         if expect is None:
             return None
-        return lambda share, paths: expect(name_on_host(share), [path_on_host(p) for p in paths])
+
+        def ahead(share: str, paths: list[str]) -> None:
+            # a share the host lacks fails its first read-ahead: its listing says so (listdir)
+            with suppress(NotFound):
+                expect(name_on_host(share), [path_on_host(p) for p in paths])
+
+        return ahead
 
     def read(self, share: str, path: str, offset: int, length: int) -> bytes:
         return self._source.read(name_on_host(share), path_on_host(path), offset, length)
