@@ -206,12 +206,17 @@ def write_record(v1: Path, v2: Path) -> None:
     )
     record = ChangesRecord()
     for part in sorted({p.stem for p in diff.removed + diff.added}):
-        sql = "SELECT host, share, path FROM changed WHERE part = ?"
-        paths = con.sql(sql, params=[part]).to_arrow_table()
-        sql = f"SELECT {columns} FROM new SEMI JOIN changed USING (part, host, share, path)"
-        came = con.sql(f"{sql} WHERE part = ?", params=[part]).to_arrow_table()
+        # the changed paths' stored rows (not kept) and their rows that came
+        old_rows, came = (
+            con.sql(
+                f"SELECT {columns} FROM {side} SEMI JOIN changed USING (part, host, share, path) "
+                "WHERE part = ?",
+                params=[part],
+            ).to_arrow_table()
+            for side in ("old", "new")
+        )
         name = [f"media/{part}.parquet"]
-        record.add(part, name, name, host_changes(paths, came))
+        record.add(part, name, name, host_changes(old_rows, came))
     con.close()
     pq.write_table(record.table().replace_schema_metadata(record.metadata(v1.name)), v2 / FILE_NAME)
 
