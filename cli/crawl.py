@@ -54,12 +54,10 @@ def _crawl(args: argparse.Namespace) -> int:
     crawl.root.mkdir(parents=True, exist_ok=True)
     with CrawlLock(crawl.root).acquire():  # before anything else is written
         from sharecrawl.crawl_io.crawldb.integrity import verify_round_start
-        from sharecrawl.pipeline.rounds import run_rounds
-        from sharecrawl.queries.round_metrics import write_round_metrics
+        from sharecrawl.pipeline.rounds import RoundFailed, run_rounds
+        from sharecrawl.queries.round_metrics import write_failed_round_metrics, write_round_metrics
         from sharecrawl.queries.status import attention, format_report, round_report
 
-        verify_round_start(crawl)  # damaged state tables: refuse, never start history over
-        crawl.make()  # the crawldb and its FORMAT
         needed: list[str] = []  # the last round's lines for a person, when it needs one
 
         def after_round(n: int, stages: dict[str, float]) -> None:
@@ -72,7 +70,13 @@ def _crawl(args: argparse.Namespace) -> int:
                 print("\n".join(f"sharecrawl: {line}" for line in lines), file=sys.stderr)
             needed[:] = verdicts
 
-        run_rounds(replace(settings, crawl_dir=str(crawl.root)), args.rounds, after_round)
+        verify_round_start(crawl)  # damaged state tables: refuse (nothing written), never
+        crawl.make()  # start history over; then the crawldb and its FORMAT
+        try:
+            run_rounds(replace(settings, crawl_dir=str(crawl.root)), args.rounds, after_round)
+        except RoundFailed:  # monitoring sees it too, not only cron's mail
+            write_failed_round_metrics(crawl)
+            raise
     if not args.quiet:  # switched-off hosts never fail a round; these do
         for line in needed:
             print(f"sharecrawl: {line}", file=sys.stderr)

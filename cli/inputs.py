@@ -38,6 +38,7 @@ NUMERIC_SETTINGS: dict[str, tuple[float, bool, float]] = {
     "stats_min_entries": (0, False, math.inf),
     "safety_interval_s": (0, True, 365 * DAY_S),
     "keep_rounds": (0, False, math.inf),
+    "history_days": (0, False, math.inf),
     "scrub_mb_per_round": (0, False, math.inf),
 }
 

@@ -29,8 +29,8 @@ a crawl stopped by SIGINT / SIGTERM (the same command again finishes its round).
 CRAWL_EXIT_STATUSES = """exit status:
   0        as expected (hosts switched off are normal on a LAN)
   1        a person is needed (a line says why): no host answered at
-           all, every host that answered refused us, damage the round
-           could not mend, or the round failed
+           all, every host that answered refused us, none was crawled,
+           damage the round could not mend, or the round failed
   2        bad input (hosts file, rules file, an option): nothing written
   75       another crawl holds the crawl directory: nothing written
   130/143  stopped by SIGINT/SIGTERM: run it again to finish the round"""
@@ -238,6 +238,8 @@ def _search(sp: OneLineParser) -> None:
     sp.option("--limit", type=int, default=20, metavar="N", help="results to show")
     sp.option("--all-hosts", action="store_true", help="also show copies on offline hosts")
     sp.option("--latest", action="store_true", help="newest first (a series' latest episode)")
+    # an older version has no search index: --at is refused with the way to query it
+    sp.add_argument("--at", metavar="WHEN", help=argparse.SUPPRESS)
     sp.option("query", nargs="+", help="words and field:value parts (see below)")
 
 

@@ -61,6 +61,11 @@ def cmd_search(args: argparse.Namespace) -> int:
     from sharecrawl.queries.search_results import episodes_gathered
 
     check_count("--limit", args.limit)
+    if args.at is not None:
+        raise UsageError(
+            "search has no --at: only the live version has a search index; query an older "
+            "one's media with `sharecrawl sql --at WHEN`"
+        )
     crawl = published(CrawlLayout(crawl_root(args)))
     query = " ".join(args.query)
     try:

@@ -23,6 +23,9 @@ from smbprotocol.connection import Connection
 from smbprotocol.exceptions import MoreProcessingRequired, SMBException
 from smbprotocol.session import SMB2SessionSetupRequest, SMB2SessionSetupResponse
 
+# its import bounds every message's length (MS-SMB2 2.1), the negotiate's answer's first
+import sharecrawl.crawl_io.smb_internals  # noqa: F401
+
 SWEEP_CONCURRENCY = 1024  # connects in flight (luigi.cfg discover_concurrency)
 SWEEP_RATE = 5000  # connects started a second (luigi.cfg discover_rate; 0: no cap)
 PROBE_THREADS = 64  # probes at once: each waits on one host's answers

@@ -66,6 +66,30 @@ def wake_on_answer(request: Request, wake: Callable[[], None]) -> None:
         request.response_event = event
 
 
+def message_length(header: bytes) -> int:
+    """A Direct TCP header's body length (MS-SMB2 2.1: a zero byte, then 3 bytes); ValueError
+    for a header no SMB server sends, before anything is allocated for the body: smbprotocol
+    reads 4 bytes as the length, so a listener of another protocol (`HTTP` is 1.2 GB) would
+    make it zero that much memory, and a sweep probes 64 hosts at once."""
+    length = struct.unpack(">L", header)[0]
+    if length > Tcp.MAX_SIZE:
+        raise ValueError(f"not a Direct TCP header ({header!r}): not SMB")
+    return length
+
+
+def _bounded_recv(transport: Tcp, timeout: float) -> bytes | None:
+    """Tcp.recv, its length checked first (message_length); b"" or None once closed."""
+    header, timeout = transport._recv(4, timeout)
+    if not header:
+        return b""
+    return transport._recv(message_length(header), timeout)[0]
+
+
+# Every connection of the process (the probe's, the crawl's, watch's, serve's) from its first
+# message on: the negotiate's answer is read before a connection could be given another recv.
+Tcp.recv = _bounded_recv
+
+
 class _WholeMessages:
     """A transport's `recv` taking each message in one recv(MSG_WAITALL) into one bytes object.
     smbprotocol's own takes it in the socket's pieces, each copied into a zeroed bytearray that
@@ -85,7 +109,7 @@ class _WholeMessages:
         length, timeout = self._exactly(4, timeout)
         if not length:
             return b""
-        return self._exactly(struct.unpack(">L", length)[0], timeout)[0]
+        return self._exactly(message_length(length), timeout)[0]
 
     def _exactly(self, length: int, timeout: float) -> tuple[bytes | None, float]:
         parts: list[bytes] = []

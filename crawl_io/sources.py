@@ -361,10 +361,20 @@ CREDENTIAL_KEYS = ("username", "password", "domain")  # as smbclient's -A reads 
 MAX_CREDENTIALS_BYTES = 64 * 1024
 
 
+def systemd_credential(path: str, environ: Mapping[str, str]) -> bool:
+    """Is `path` a credential systemd passed the unit (LoadCredential=)? Where its file system
+    has ACLs (newer systemd puts credentials on tmpfs, not ramfs), systemd grants the unit's
+    user read by one, which the mode's group bits show (the ACL mask); the folder is the
+    unit's alone (systemd.exec(5), Credentials)."""
+    folder = environ.get("CREDENTIALS_DIRECTORY")
+    return bool(folder) and os.path.dirname(os.path.abspath(path)) == os.path.abspath(folder)
+
+
 def check_credentials(environ: Mapping[str, str] | None = None) -> dict[str, str] | None:
     """The `key = value` lines of the owner-only credentials file the environment names (None:
     none), checked; ConfigError in one line that never shows a value."""
-    path = (os.environ if environ is None else environ).get("SHARECRAWL_SMB_CREDENTIALS")
+    env = os.environ if environ is None else environ
+    path = env.get("SHARECRAWL_SMB_CREDENTIALS")
     if path is None:
         return None
     if not path:
@@ -376,7 +386,8 @@ def check_credentials(environ: Mapping[str, str] | None = None) -> dict[str, str
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise ConfigError(f"{where} is not a regular file")
-        if stat.S_IMODE(st.st_mode) & 0o077:
+        others = stat.S_IMODE(st.st_mode) & 0o077
+        if others and not (others == 0o040 and systemd_credential(path, env)):
             raise ConfigError(f"{where} must be readable only by its owner (chmod 600)")
         data = os.read(fd, MAX_CREDENTIALS_BYTES + 1)
     except FileNotFoundError:

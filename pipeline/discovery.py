@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from sharecrawl.pipeline.settings import Settings
 
 log = logging.getLogger("sharecrawl")
+SWEEP_EARLY = 0.1  # a range's sweep is due this share of discover_every_s early (Sweeper._due)
 IDENTITY_COLUMNS = (
     "address",
     "netbios_name",
@@ -80,14 +81,18 @@ class Sweeper:
         self._said: dict[tuple[str, int], Identity] = {}  # this round's probes
         self._marks: dict[tuple[str, int], list[str]] = {}
         self._unmatched: list[dict] = []  # known hosts no answer is this round
+        self._listed_now: list[dict] = []  # known hosts that are a listed host's machine
 
     def _due(self, line: str) -> bool:
         """Is the range's sweep due? A last sweep in the future (the clock moved back) counts
-        as now and makes it due, as a last scan there does (docs/DESIGN.md, Time can jump)."""
+        as now and makes it due, as a last scan there does (docs/DESIGN.md, Time can jump).
+        Rounds a timer starts every `discover_every_s` come a little more or less apart (its
+        random delay, the start-up): within SWEEP_EARLY of the interval is due, or an hourly
+        round would sweep one round in two."""
         last = self.last_sweeps.get(line)
         if last is None or last > self.now:
             return True
-        return self.now - last >= timedelta(seconds=self.s.discover_every_s)
+        return self.now - last >= timedelta(seconds=self.s.discover_every_s * (1 - SWEEP_EARLY))
 
     def _probed(self, r: AddressRange, addresses: Iterable[str], skip: set) -> list[Identity]:
         """The SMB answers at `addresses` (each probed once a round); a listener of another
@@ -171,6 +176,13 @@ class Sweeper:
                     **{c: k.get(c) for c in IDENTITY_COLUMNS},
                 }
             )
+        for k in self._listed_now:  # one machine, one host: the listed one keeps its files
+            if k["discovered_by"] in stats:
+                stats[k["discovered_by"]]["n_retired"] += 1
+            log.warning(
+                "sharecrawl: %s retired: the hosts file lists its machine now",
+                readable_text(k.get("netbios_name") or k["host"]),
+            )
         return rows, sweeps
 
     def gone_for_good(self, k: dict) -> bool:
@@ -229,7 +241,7 @@ class Sweeper:
             groups[_identity(k["server_guid"], k["netbios_name"], names)][1].append(k)
         for row, url in self.listed:
             groups[_identity(row["server_guid"], row["netbios_name"], names)][2].append(url)
-        out, self._unmatched = [], []
+        out, self._unmatched, self._listed_now = [], [], []
         for answers, known, listed in groups.values():
             matched, left = self._group(answers, known, listed)
             out += matched
@@ -243,7 +255,7 @@ class Sweeper:
     def _group(self, answers: list, known: list[dict], listed: list[HostURL]) -> tuple[list, list]:
         """One identity's answers matched to its known hosts: (matched, known left over)."""
         if not answers:
-            return [], known
+            return [], self._not_listed(known, listed, set())
         if len(answers) == 1 and len(known) <= 1 and not listed:
             (r, i), k = answers[0], (known[0] if known else None)
             if k is None or k.get("address") == i.address:
@@ -263,7 +275,13 @@ class Sweeper:
                 machine.append(answer)
             else:
                 machines.append([answer])
-        machines = [m for m in machines if not any(self._is_listed(m[0], url) for url in listed)]
+        at_listed = {
+            a[1].address
+            for m in machines
+            if any(self._is_listed(m[0], url) for url in listed)
+            for a in m
+        }
+        machines = [m for m in machines if m[0][1].address not in at_listed]
         matched, left = [], []
         for k in known:  # a known machine answering where it was stays there
             here = next(
@@ -292,7 +310,25 @@ class Sweeper:
                 machines.remove(best)
                 left.remove(k)
                 matched.append((*best[0], k))
-        return matched + [(*m[0], None) for m in machines], left
+        return matched + [(*m[0], None) for m in machines], self._not_listed(
+            left, listed, at_listed
+        )
+
+    def _not_listed(self, left: list[dict], listed: list[HostURL], at_listed: set) -> list[dict]:
+        """`left` but the known hosts that are a listed host's machine (answering at an address
+        where it does, or with its share marks): those retire, the listed host has the files."""
+        if not listed:
+            return left
+        kept = []
+        for k in left:
+            marks = k.get("share_marks")
+            if k.get("address") in at_listed or any(
+                same_machine(marks, self.marks(u)) for u in listed
+            ):
+                self._listed_now.append(k)
+            else:
+                kept.append(k)
+        return kept
 
     def _is_listed(self, answer: tuple[AddressRange, Identity], url: HostURL) -> bool:
         """Is the answer the machine the hosts file lists at `url` (it keeps its own key)?"""

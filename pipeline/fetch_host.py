@@ -4,11 +4,13 @@ whose fetchlog part exists is done, and a rerun skips it."""
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import cached_property
@@ -50,6 +52,19 @@ def _progress(event: tuple) -> None:
 def set_progress(send: Callable[[tuple], None]) -> None:
     global _progress
     _progress = send
+
+
+@contextmanager
+def cycles_left_alone() -> Iterator[None]:
+    """No cycle collection meanwhile: a walk makes tuples and strings by the million, none in
+    a cycle, which each collection would only traverse again (a fifth of a fetch's CPU)."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 @dataclass
@@ -133,7 +148,8 @@ class _HostFetch:
                 except WholeScan:
                     stats.folders_listed = 0  # what it listed is listed again
             if entries is None:
-                entries = list(walk_partition(source, key, ranges, stats, shared))
+                with cycles_left_alone():
+                    entries = list(walk_partition(source, key, ranges, stats, shared))
             if stats.listed_at is not None and stats.listed_at < counted:
                 # a folder listed for it by an earlier walk: the scan stands for that moment
                 log["started"] = datetime.fromtimestamp(stats.listed_at, UTC)

@@ -5,6 +5,7 @@ and a worker killed mid-write could hold a shared queue's lock for ever)."""
 from __future__ import annotations
 
 import errno
+import gc
 import logging
 import traceback
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ def serve_hosts(conn: Connection) -> None:
     progress, then ("result", HostResult) or ("failed", why) for a bug. It exits once the
     crawl process is gone; SIGINT is blocked in it (the crawl process ends it)."""
     exit_with_parent(conn.fileno())
+    gc.freeze()  # what the fork server imported is never garbage: collections skip it
     set_progress(lambda message: conn.send(("progress", message)))
     try:
         while (job := conn.recv()) is not None:

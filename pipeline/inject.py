@@ -24,6 +24,18 @@ from sharecrawl.pipeline.targets import PublishedRound
 
 log = logging.getLogger("sharecrawl")
 
+
+def last_sweeps(path: Path) -> list[dict]:
+    """The last round's sweeps (absent: none); a damaged file is one line, and none: every
+    range is swept now, which never misses a machine."""
+    try:
+        return read_parquet(path, SWEEPS).to_pylist()
+    except (OSError, ValueError, pa.ArrowException) as e:
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        log.warning("sharecrawl: %s: damaged (%s): every range is swept now", path, why)
+        return []
+
+
 INJECT = pa.schema(
     [
         ("host", pa.string()),
@@ -100,8 +112,7 @@ class Inject(luigi.Task):
         rows = host_rows(hosts, settings.liveness_timeout_s)
         if ranges:
             crawl = CrawlDir(self.crawl_dir)
-            last = crawl.segment_dir(self.round - 1) / "discover.parquet"
-            before = read_parquet(last, SWEEPS).to_pylist()  # absent: empty
+            before = last_sweeps(crawl.segment_dir(self.round - 1) / "discover.parquet")
             urls: dict[str, HostURL] = {}
             for h in hosts:
                 urls.setdefault(h.host, h)

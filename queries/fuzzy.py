@@ -11,6 +11,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from sharecrawl.queries.work_values import distinct
+
 MIN_WORD = 5  # query words shorter than this match exactly only
 MIN_TERM = MIN_WORD - 1  # the shortest term one edit from such a word
 # Longer words match exactly only: a word's keys cost the square of its length, and no
@@ -81,6 +83,13 @@ class KeyTable:
         self.hashes = hashes[order]
         self.term_ids = term_ids[order]
 
+    @classmethod
+    def presorted(cls, hashes: np.ndarray, term_ids: np.ndarray) -> KeyTable:
+        """A table of hashes already sorted (an arrays file's): nothing is copied."""
+        table = cls.__new__(cls)
+        table.hashes, table.term_ids = hashes, term_ids
+        return table
+
     def candidates(self, surface: str) -> np.ndarray:
         """Term ids sharing a key hash with the word (to be checked with one_edit)."""
         wanted = np.array(query_hashes(surface), dtype=np.uint32)
@@ -88,4 +97,4 @@ class KeyTable:
         hi = np.searchsorted(self.hashes, wanted, side="right")
         if not np.any(hi > lo):
             return np.zeros(0, dtype=np.int32)
-        return np.unique(np.concatenate([self.term_ids[a:b] for a, b in zip(lo, hi, strict=True)]))
+        return distinct(np.concatenate([self.term_ids[a:b] for a, b in zip(lo, hi, strict=True)]))

@@ -25,7 +25,7 @@ from sharecrawl.crawl_io.crawldb.atomic import (
 from sharecrawl.crawl_io.crawldb.host_parts import changed_parts, table_parts
 from sharecrawl.crawl_io.crawldb.media_changes import INDEXED_COLUMNS, recorded_changes
 from sharecrawl.queries.fuzzy import term_key_rows
-from sharecrawl.queries.index_store import FORMAT
+from sharecrawl.queries.index_store import FORMAT, identity_of
 from sharecrawl.queries.index_works import (
     BEST_COPY,
     BEST_COPY_ORDER,
@@ -41,6 +41,8 @@ from sharecrawl.queries.index_works import (
     work_postings,
     works_select,
 )
+from sharecrawl.queries.search_file import arrays_path, write_tables
+from sharecrawl.queries.search_tables import index_tables
 
 # The build's own bounds, not DuckDB's defaults (80 % of the RAM, a thread a core, spills
 # beside the file): its pool spills past this, in a folder beside the new file, removed after.
@@ -83,6 +85,7 @@ def _write(
             with duckdb.connect(str(tmp_path), config=duckdb_config(spill)) as con:
                 fill(con)
                 con.execute("CHECKPOINT")
+            _write_arrays(tmp_path, out_path, spill)
         finally:
             wal.unlink(missing_ok=True)
             shutil.rmtree(spill, ignore_errors=True)
@@ -90,6 +93,17 @@ def _write(
                 writeback.join()
 
     write_atomic(out_path, write)
+
+
+def _write_arrays(index_path: Path, out_path: Path, spill: Path) -> None:
+    """Write the arrays file of the finished index file `index_path` (still under its temporary
+    name), before that file is renamed to `out_path`: a reader then sees a pair or a mismatch
+    (queries.search_file)."""
+    config = duckdb_config(spill)
+    with duckdb.connect(str(index_path), read_only=True, config=config) as con:
+        tables = index_tables(con)
+    identity = identity_of(os.stat(index_path))
+    write_atomic(arrays_path(out_path), lambda tmp: write_tables(tmp, tables, identity))
 
 
 # A search's top works are read by work id: with an ART index a fresh process finds 20 of 679 K

@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
+if TYPE_CHECKING:  # imported where a file is opened: a search by the arrays file needs none
+    import duckdb
 
 # Readers take no other; an index of another format is rebuilt, never updated. It changes
 # whenever what the index holds or how text is read (queries.text) does.
@@ -50,7 +51,7 @@ class Unopenable(Exception):
 SWAPS_TRIED = 50  # swaps met in a row while opening before giving up (a round makes one)
 
 
-def _identity(stat: os.stat_result) -> Identity:
+def identity_of(stat: os.stat_result) -> Identity:
     return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
 
 
@@ -61,6 +62,8 @@ class IndexFile:
     def __init__(self, path: Path) -> None:
         """Attach the index file at `path` as it is now: Swapped, FileNotFoundError or
         Unopenable when it cannot."""
+        import duckdb
+
         self.path = path
         # Readers write nothing (no spills to the working folder). Made before the file is
         # looked at: a new DuckDB takes longer than a round may take to swap the file again.
@@ -71,7 +74,7 @@ class IndexFile:
         self._locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         try:
-            self.identity = _identity(os.stat(path))
+            self.identity = identity_of(os.stat(path))
             try:
                 self._attach()
                 self.con.execute("USE idx")
@@ -99,7 +102,7 @@ class IndexFile:
         try:
             self.con.execute(f"ATTACH '{quoted}' AS idx (READ_ONLY)")
         finally:
-            if _identity(os.stat(self.path)) != self.identity:
+            if identity_of(os.stat(self.path)) != self.identity:
                 raise Swapped
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
@@ -174,7 +177,7 @@ def open_index(index_path: Path) -> tuple[IndexFile, bool]:
     with slot.lock:
         for _ in range(SWAPS_TRIED):
             try:
-                identity = _identity(os.stat(key))
+                identity = identity_of(os.stat(key))
             except FileNotFoundError:
                 raise _no_index(index_path) from None
             held = slot.file

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from sharecrawl.crawl_io.crawldb.atomic import write_atomic
@@ -15,6 +16,8 @@ from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
 
 METRICS_FILE = "metrics.prom"  # in the crawl directory
 LAST_SUCCESS = "sharecrawl_last_success_timestamp_seconds"
+SUCCEEDED = "sharecrawl_round_succeeded"
+FINISHED = "sharecrawl_round_finished_timestamp_seconds"
 PARTITION_STATES = ("unchanged", "changed", "new", "gone", "unreachable")
 SCRUB_COUNTS = ("parts_verified", "bytes_verified", "damaged", "restored", "dropped")
 
@@ -83,12 +86,47 @@ def round_metrics(
     )
     gauge("crawldb_bytes", "Bytes of the live version's parts", crawldb_bytes)
     gauge("live_version", "The live version's number", report["round"])
-    gauge("round_finished_timestamp_seconds", "When the last round ended", finished)
-    gauge("round_succeeded", "1 when the last round needed no person, else 0", int(succeeded))
+    _outcome_gauges(registry, finished, succeeded)
     success = finished if succeeded else last_success
     if success is not None:
         gauge(LAST_SUCCESS.removeprefix("sharecrawl_"), "When a round last succeeded", success)
     return generate_latest(registry)
+
+
+def _outcome_gauges(registry: CollectorRegistry, finished: float, succeeded: bool) -> None:
+    Gauge(FINISHED, "When the last round ended", registry=registry).set(finished)
+    doc = "1 when the last round needed no person, else 0"
+    Gauge(SUCCEEDED, doc, registry=registry).set(int(succeeded))
+
+
+class _Carried:
+    """A registry's collector of metric families read back from the file before."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> list[Metric]:
+        return self.families
+
+
+def write_failed_round_metrics(crawl: CrawlDir) -> None:
+    """After a round that failed: `metrics.prom` says so (round_succeeded 0, round_finished
+    now) and keeps the rest as the last round that ended left it, the last success included.
+    Best effort: the exit status and its line already say the failure (a full disk may leave
+    the file as it was)."""
+    path = crawl.root / METRICS_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+        families = list(text_string_to_metric_families(text))
+    except (OSError, ValueError):  # none yet, or not ours to read: a new series starts
+        families = []
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(_Carried([f for f in families if f.name not in (SUCCEEDED, FINISHED)]))
+    _outcome_gauges(registry, time.time(), succeeded=False)
+    try:
+        write_atomic(path, generate_latest(registry))
+    except OSError:
+        pass
 
 
 def write_round_metrics(

@@ -11,14 +11,19 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
 import numpy as np
 
 from sharecrawl.queries.fuzzy import fuzzy_word
 from sharecrawl.queries.index_store import IndexFile, IndexUnreadable, pinned
 from sharecrawl.queries.querylang import ALL_FIELDS, AndQuery, QueryError, parse_query
-from sharecrawl.queries.search_arrays import RESULT_COLUMNS, SearchArrays, search_arrays
+from sharecrawl.queries.search_arrays import (
+    SearchArrays,
+    forget_mapped,
+    mapped_arrays,
+    search_arrays,
+)
 from sharecrawl.queries.search_results import format_results, result_record
+from sharecrawl.queries.search_tables import RESULT_COLUMNS
 from sharecrawl.queries.text import word_forms
 
 __all__ = ["IndexUnreadable", "QueryError", "format_results", "search", "suggest"]
@@ -64,17 +69,32 @@ def search(
     parsed = parse_query(query)
     if parsed.is_empty():
         return []
+    limit = max(int(limit), 0)
+    if not isinstance(index, IndexFile):  # a fresh process maps the arrays file: no DuckDB
+        arrays = mapped_arrays(Path(index))
+        if arrays is not None:
+            try:
+                return _search(arrays, parsed, limit, all_hosts, latest)
+            except IndexError:  # an arrays file whose arrays disagree: the index answers
+                forget_mapped(Path(index))
+    import duckdb
+
     opened = nullcontext(index) if isinstance(index, IndexFile) else pinned(Path(index))
     with opened as file:
         try:  # the query text never reaches SQL: a DuckDB error here is the index file's
-            arrays = search_arrays(file)
-            arrays.note_search()
-            rows, scores = _rank(arrays, parsed, max(int(limit), 0), all_hosts, latest)
-            records = _display_rows(arrays, rows) if len(rows) else []
+            return _search(search_arrays(file), parsed, limit, all_hosts, latest)
         except duckdb.Error as e:
             from sharecrawl.crawl_io.crawldb.version_manifest import first_line  # imports Arrow
 
             raise IndexUnreadable.damaged(file.path, first_line(e)[:160]) from None
+
+
+def _search(
+    arrays: SearchArrays, parsed: AndQuery, limit: int, all_hosts: bool, latest: bool
+) -> list[dict]:
+    arrays.note_search()
+    rows, scores = _rank(arrays, parsed, limit, all_hosts, latest)
+    records = _display_rows(arrays, rows) if len(rows) else []
     return [
         result_record(rank, record | {"score": score}, arrays.host_urls)
         for rank, (record, score) in enumerate(zip(records, scores, strict=True), start=1)
@@ -88,26 +108,15 @@ def _rank(
     works = _Works(arrays, all_hosts)
     words = query.words()
     if words:
-        found = _match(arrays, words, None)
+        candidates, matched, all_typos, all_scores = _match(works, query, words, limit)
+        if len(matched):  # of the works passing the filters, those matching the most words
+            candidates = candidates[matched == matched.max()]
+        # scored now: a word on half the works need not have all of them looked up
+        scores = all_scores[candidates] + arrays.prior[candidates]
+        typos = all_typos[candidates]
     else:  # filters only: every work, most copied first
-        found = (np.arange(len(arrays.work_ids)), np.zeros(len(arrays.work_ids)), None, None)
-    candidates, scores, matched, typos = _select(works, query, found)
-    # Fewer than `limit` works (passing the filters) match every word: per word, the index
-    # terms one edit from it (typos).
-    if words and limit and np.count_nonzero(matched == len(words)) < limit:
-        near = [
-            tuple(t for t in arrays.near_terms(forms[0]) if t not in forms)
-            if forms and fuzzy_word(forms[0])
-            else ()
-            for forms, _ in words
-        ]
-        if any(near):
-            found = _match(arrays, words, near)
-            candidates, scores, matched, typos = _select(works, query, found)
-    if matched is not None and len(matched):
-        # Of the works passing the filters, those matching the most words.
-        best = matched == matched.max()
-        candidates, scores, typos = candidates[best], scores[best], typos[best]
+        (candidates,) = _select(works, query, (np.arange(len(arrays.work_ids)),))
+        scores, typos = np.zeros(len(candidates)), None
     if len(candidates) == 0 or limit == 0:
         return candidates[:0], scores[:0]
 
@@ -135,7 +144,7 @@ def _rank(
 
 
 def _select(works: _Works, query: AndQuery, found: tuple) -> tuple:
-    """Of `found` (candidates, scores, matched, typos: None stays None), the candidates passing
+    """Of `found` (candidates, then arrays of theirs; None stays None), the candidates passing
     the query's filters (and online, unless the search is of all hosts)."""
     keep = query.select(works, found[0])
     if not works.all_hosts:
@@ -147,44 +156,69 @@ def _select(works: _Works, query: AndQuery, found: tuple) -> tuple:
 
 
 def _match(
-    arrays: SearchArrays, words: Words, near: list[tuple[str, ...]] | None
+    works: _Works, query: AndQuery, words: Words, limit: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Rows of the works matching any query word (and every field-restricted one), with
-    their BM25F scores plus the copies prior, how many words each matches, and how many of
-    those only through a term one edit away (`near`, per word)."""
+    """Of the works matching any query word (and every field-restricted one) and passing the
+    filters: their rows and how many words each matches; and for every work, how many words
+    only through a term one edit away and its BM25F score (without the copies prior). Typos
+    are looked for when fewer than `limit` such works match every word; one scoring pass
+    either way, adding per word its typos' impacts then its own (the same sum, same order)."""
+    arrays = works.arrays
     n_works = len(arrays.work_ids)
-    scores = np.zeros(n_works)
     matched = np.zeros(n_works, dtype=np.int16)
-    typos = np.zeros(n_works, dtype=np.int16)
     required_matched = np.zeros(n_works, dtype=np.int16)
-    n_required = 0
-    terms = {term for forms, _ in words for term in forms}
-    terms |= {term for forms in near or () for term in forms}
-    found = arrays.term_postings(terms)
-    for i, (forms, mask) in enumerate(words):
-        required = mask != ALL_FIELDS
-        n_required += required
-        word_mask = mask if required else None
+    found = arrays.term_postings({term for forms, _ in words for term in forms})
+    exact = []
+    for forms, mask in words:
+        word_mask = mask if mask != ALL_FIELDS else None
         rows, impacts = _word_postings(n_works, found, forms, word_mask)
-        hit = rows
+        exact.append((rows, impacts, word_mask))
+        matched[rows] += 1
+        if word_mask is not None:
+            required_matched[rows] += 1
+    n_required = sum(mask is not None for _, _, mask in exact)
+    selected = _select(works, query, _candidates(matched, required_matched, n_required))
+    near = None
+    if limit and np.count_nonzero(selected[1] == len(words)) < limit:
+        near = [
+            tuple(t for t in arrays.near_terms(forms[0]) if t not in forms)
+            if forms and fuzzy_word(forms[0])
+            else ()
+            for forms, _ in words
+        ]
+        if any(near):
+            found |= arrays.term_postings({term for forms in near for term in forms})
+        else:
+            near = None
+    scores = np.zeros(n_works)
+    typos = np.zeros(n_works, dtype=np.int16)
+    for i, (rows, impacts, word_mask) in enumerate(exact):
         if near and near[i]:
             near_rows, near_impacts = _word_postings(n_works, found, near[i], word_mask)
-            exact = np.zeros(n_works, dtype=bool)
-            exact[rows] = True
-            only_near = ~exact[near_rows]
+            in_exact = np.zeros(n_works, dtype=bool)
+            in_exact[rows] = True
+            only_near = ~in_exact[near_rows]
             near_rows = near_rows[only_near]
             scores[near_rows] += near_impacts[only_near] * FUZZY_WEIGHT
             typos[near_rows] += 1
-            hit = np.concatenate([rows, near_rows])
+            matched[near_rows] += 1
+            if word_mask is not None:
+                required_matched[near_rows] += 1
         scores[rows] += impacts
-        matched[hit] += 1
-        if required:
-            required_matched[hit] += 1
+    if near:
+        selected = _select(works, query, _candidates(matched, required_matched, n_required))
+    candidates, matched_of = selected
+    return candidates, matched_of, typos, scores
+
+
+def _candidates(
+    matched: np.ndarray, required_matched: np.ndarray, n_required: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of the works matching a word (and every field-restricted one), and how many."""
     candidates = np.flatnonzero(matched)
     if n_required:
         candidates = candidates[required_matched[candidates] == n_required]
-    prior = arrays.prior[candidates]
-    return candidates, scores[candidates] + prior, matched[candidates], typos[candidates]
+    return candidates, matched[candidates]
 
 
 def _word_postings(
@@ -213,8 +247,9 @@ def _word_postings(
 
 def _display_rows(arrays: SearchArrays, rows: np.ndarray) -> list[dict]:
     """The result columns of works `rows`, in that order."""
-    if arrays.display is not None:  # Arrow, as DuckDB gave it: a warm process has it loaded
-        return arrays.display.take(rows).to_pylist()
+    if arrays.display is not None:
+        return arrays.display.rows(rows)
+    assert arrays.file is not None
     work_ids = arrays.work_ids[rows].tolist()
     with arrays.file.cursor() as cursor:  # the work ids travel as a parameter list
         result = cursor.execute(
@@ -229,6 +264,8 @@ def suggest(file: IndexFile, query: str, *, all_hosts: bool = False) -> str | No
     """A near spelling of a query that found nothing: each word the index lacks replaced by
     the nearest indexed term (one edit for words under five letters, else two; fewest edits,
     then most works). None when no word has one or the respelled query finds nothing too."""
+    import duckdb
+
     words = {m.group().casefold() for m in _SPELLED_RE.finditer(query)}
     fixes: dict[str, str] = {}
     try:

@@ -1,90 +1,92 @@
-"""What searches need of one index file as numpy arrays, kept with the file (queries.index_store):
-works' ids and filter columns, postings by term with impacts, deletion keys, display rows.
-Impact = stored weight times Lucene's idf ln(1 + (N - df + 0.5) / (df + 0.5)), applied here so
-an update need not rewrite postings. A first search reads its terms' postings; later ones all."""
+"""What searches need of one index as numpy arrays (queries.search_tables makes them): works'
+ids and filter columns, postings by term with impacts, deletion keys, display rows, copies'
+values. They come mapped from the index's arrays file (queries.search_file) when it matches the
+index file, else from the index itself: a first search reads its terms' postings in SQL,
+a second loads every array into memory, as the arrays file would hold them."""
 
 from __future__ import annotations
 
+import json
+import os
 import threading
+from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from pathlib import Path
 
-import duckdb
 import numpy as np
 
 from sharecrawl.queries.fuzzy import KeyTable, one_edit, query_hashes
-from sharecrawl.queries.index_store import IndexFile
-from sharecrawl.queries.querylang import KINDS
-from sharecrawl.queries.work_values import load_pairs, works_with_sql
-
-if TYPE_CHECKING:  # a cold search (a fresh process) never loads Arrow
-    import pyarrow as pa
-
-RESULT_COLUMNS = (
-    "work_id, kind, artist, title, album, year, series, season, episode, copies, hosts, "
-    "online_copies, online_hosts, best_host, best_share, best_path, best_format, "
-    "best_bitrate_kbps, best_size, best_online, best_resolution, "
-    "(SELECT name FROM hosts h WHERE h.host = best_host) AS best_host_name"
+from sharecrawl.queries.index_store import IndexFile, identity_of
+from sharecrawl.queries.querylang import COPY_FIELDS
+from sharecrawl.queries.search_file import Tables, arrays_path, read_tables
+from sharecrawl.queries.search_tables import (
+    FILTERS,
+    filter_columns,
+    index_tables,
+    term_postings_sql,
+    works_arrays,
 )
-_FILTER_COLUMNS = f"""
-    SELECT work_id, coalesce(list_position({list(KINDS)!r}, kind), 0)::TINYINT AS kind,
-           year::DOUBLE AS year, season::DOUBLE AS season, episode::DOUBLE AS episode,
-           copies
-    FROM works
-"""  # KINDS are our constants, not query text
-_FILTERS = ("kind", "year", "season", "episode", "copies")
+from sharecrawl.queries.work_values import Pairs, load_pairs, works_with_sql
 
 
-def fetch_arrays(
-    cursor: duckdb.DuckDBPyConnection, sql: str, params: object = None
-) -> dict[str, np.ndarray]:
-    """A query's columns as plain arrays (fetchnumpy masks NULL: NaN for floats, else 0)."""
-    columns = cursor.execute(sql, params).fetchnumpy()
-    return {
-        name: v.filled(np.nan if v.dtype.kind == "f" else 0)
-        if isinstance(v, np.ma.MaskedArray)
-        else np.asarray(v)
-        for name, v in columns.items()
-    }
+@dataclass
+class Vocabulary:
+    """The index terms in code point order, as UTF-8 in one buffer: term i is
+    text[offsets[i]:offsets[i + 1]]."""
 
+    text: np.ndarray  # uint8
+    offsets: np.ndarray  # int64
 
-def by_work_id(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Columns of `works` fetched in storage order, put in work id order: a full build stores
-    them so, and checking costs a fraction of an ORDER BY (an update appends works)."""
-    ids = columns["work_id"]
-    if bool(np.all(ids[1:] > ids[:-1])):
-        return columns
-    order = np.argsort(ids, kind="stable")
-    return {name: values[order] for name, values in columns.items()}
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
 
+    def __getitem__(self, i: int) -> str:
+        return self.text[self.offsets[i] : self.offsets[i + 1]].tobytes().decode()
 
-def idf(df: np.ndarray, n_works: int) -> np.ndarray:
-    return np.log1p((n_works - df + 0.5) / (df + 0.5))
+    def find(self, term: str) -> int | None:
+        i = bisect_left(self, term)
+        return i if i < len(self) and self[i] == term else None
 
 
 @dataclass
 class Postings:
-    """Every posting, sorted by term id: a term's postings are one slice."""
+    """Every posting, grouped by term in vocabulary order: a term's postings are one slice."""
 
-    term_ids: dict[str, int]
-    terms: np.ndarray  # object: term of each id (None where no term has it)
-    starts: np.ndarray  # postings of term id t: starts[t] to starts[t + 1]
+    vocabulary: Vocabulary
+    starts: np.ndarray  # postings of term i: starts[i] to starts[i + 1]
     rows: np.ndarray  # int32 row of the work in the works' arrays
     impacts: np.ndarray  # float32: weight * idf
     fields: np.ndarray  # uint8 mask of FIELD_BITS
-    keys: KeyTable
+    keys: KeyTable  # deletion key hashes -> term (its place in the vocabulary)
+
+
+@dataclass
+class Display:
+    """The result columns of every work, a JSON list a work (in work id order)."""
+
+    columns: list[str]
+    text: np.ndarray  # uint8
+    offsets: np.ndarray  # int64
+
+    def rows(self, rows: np.ndarray) -> list[dict]:
+        starts, ends = self.offsets[rows].tolist(), self.offsets[rows + 1].tolist()
+        return [
+            dict(zip(self.columns, json.loads(self.text[a:b].tobytes()), strict=True))
+            for a, b in zip(starts, ends, strict=True)
+        ]
 
 
 @dataclass
 class SearchArrays:
-    file: IndexFile
     work_ids: np.ndarray  # int64, ascending
     online: np.ndarray  # bool per work: a copy on a host online now
     prior: np.ndarray  # float64 per work
     host_urls: dict[str, str]
+    file: IndexFile | None = None  # the index read in SQL while the arrays below are missing
     columns: dict[str, np.ndarray] = field(default_factory=dict)  # filters, on first use
     postings: Postings | None = None
-    display: pa.Table | None = None  # the result columns of every work
+    display: Display | None = None
+    pairs: dict[str, Pairs] = field(default_factory=dict)  # copy field -> its values
     searches: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -93,54 +95,40 @@ class SearchArrays:
         return np.searchsorted(self.work_ids, work_ids).astype(np.int32)
 
     def column(self, name: str) -> np.ndarray:
-        if name not in self.columns and name in _FILTERS:
+        if name not in self.columns and name in FILTERS:
             with self.lock:
                 if name not in self.columns:
+                    assert self.file is not None
                     with self.file.cursor() as cursor:
-                        fetched = by_work_id(fetch_arrays(cursor, _FILTER_COLUMNS))
-                    del fetched["work_id"]
-                    self.columns |= fetched
+                        self.columns |= filter_columns(cursor)
         return self.columns[name]
 
     def works_with(self, field: str, value: str, offline: bool) -> np.ndarray:
         """Rows of the works with a copy of that value (query fields host:, format:)."""
-        if self.postings is None:  # a first search: ask the index
-            with self.file.cursor() as cursor:
-                ids = works_with_sql(cursor, field, value, offline)
-        else:
-            ids = pairs(self.file, field).works_with(value, offline)
-        return self.rows_of(ids)
+        if field in self.pairs:
+            return self.rows_of(self.pairs[field].works_with(value, offline))
+        assert self.file is not None
+        with self.file.cursor() as cursor:  # a first search: ask the index
+            return self.rows_of(works_with_sql(cursor, field, value, offline))
 
     def term_postings(self, terms: set[str]) -> dict[str, tuple[np.ndarray, ...]]:
         """term -> (rows, impacts, fields) of its postings, for the terms in the index."""
         p = self.postings
-        if p is not None:
-            found = {t: p.term_ids[t] for t in terms if t in p.term_ids}
-            slices = {t: slice(int(p.starts[i]), int(p.starts[i + 1])) for t, i in found.items()}
-            return {t: (p.rows[w], p.impacts[w], p.fields[w]) for t, w in slices.items()}
-        wanted = sorted(terms)
-        with self.file.cursor() as cursor:  # the terms travel as a parameter list
-            hits = fetch_arrays(  # a posting's term as its place in `wanted`, not a string
-                cursor,
-                "SELECT t.i, t.df::DOUBLE AS df, p.work_id, p.weight, p.fields FROM ("
-                "SELECT term_id, df, list_position($1, term) - 1 AS i FROM terms "
-                "WHERE term = ANY($1)) t JOIN postings p USING (term_id)",
-                [wanted],
-            )
-        term_of, fields, rows = hits["i"], hits["fields"], self.rows_of(hits["work_id"])
-        impacts = (hits["weight"] * idf(hits["df"], len(self.work_ids))).astype(np.float32)
-        result = {}
-        for i in np.unique(term_of):
-            mine = term_of == i
-            result[wanted[i]] = (rows[mine], impacts[mine], fields[mine])
-        return result
+        if p is None:
+            assert self.file is not None
+            with self.file.cursor() as cursor:
+                return term_postings_sql(cursor, self.work_ids, terms)
+        found = {t: i for t in terms if (i := p.vocabulary.find(t)) is not None}
+        slices = {t: slice(int(p.starts[i]), int(p.starts[i + 1])) for t, i in found.items()}
+        return {t: (p.rows[w], p.impacts[w], p.fields[w]) for t, w in slices.items()}
 
     def near_terms(self, surface: str) -> list[str]:
         """The index terms one edit away from a query word (queries.fuzzy)."""
         p = self.postings
         if p is not None:
-            found = [p.terms[i] for i in p.keys.candidates(surface)]
+            found = [p.vocabulary[i] for i in p.keys.candidates(surface).tolist() if i >= 0]
         else:
+            assert self.file is not None
             with self.file.cursor() as cursor:  # the hashes travel as a parameter list
                 found = [
                     t
@@ -153,20 +141,57 @@ class SearchArrays:
         return sorted(t for t in found if t is not None and one_edit(surface, t))
 
     def note_search(self) -> None:
-        """Count a search; on the second, load all postings and display rows."""
+        """Count a search; on the second, load every array from the index (without a file)."""
         with self.lock:
             self.searches += 1
-            if self.searches == 2:
-                self.postings = _load_postings(self)
+            if self.searches == 2 and self.postings is None:
+                assert self.file is not None
                 with self.file.cursor() as cursor:
-                    table = cursor.sql(f"SELECT {RESULT_COLUMNS} FROM works ORDER BY work_id")
-                    self.display = table.to_arrow_table().combine_chunks()
+                    full = from_tables(index_tables(cursor))
+                self.columns, self.postings = full.columns, full.postings
+                self.display, self.pairs = full.display, full.pairs
 
 
-def pairs(file: IndexFile, field: str):
+def from_tables(tables: Tables, file: IndexFile | None = None) -> SearchArrays:
+    """The search arrays of `tables` (an arrays file's, or made from the index)."""
+    a, header = tables.arrays, tables.header
+    vocabulary = Vocabulary(a["term_text"], a["term_offsets"])
+    return SearchArrays(
+        work_ids=a["work_ids"],
+        online=a["online"],
+        prior=a["prior"],
+        host_urls=header["hosts"],
+        file=file,
+        columns={name: a[name] for name in FILTERS},
+        postings=Postings(
+            vocabulary,
+            a["starts"],
+            a["rows"],
+            a["impacts"],
+            a["fields"],
+            KeyTable.presorted(a["key_hashes"], a["key_terms"]),
+        ),
+        display=Display(header["display_columns"], a["display_text"], a["display_offsets"]),
+        pairs={
+            f: Pairs(
+                a[f"{f}_work_ids"],
+                a[f"{f}_starts"],
+                a[f"{f}_codes"],
+                a[f"{f}_online"],
+                header["pair_names"][f],
+            )
+            for f in COPY_FIELDS
+        },
+    )
+
+
+def pairs(file: IndexFile, field: str) -> Pairs:
     """The file's (work, value) pairs of copy field `field`, loaded once per file."""
+    arrays = search_arrays(file)
+    if field in arrays.pairs:
+        return arrays.pairs[field]
 
-    def load(f: IndexFile):
+    def load(f: IndexFile) -> Pairs:
         with f.cursor() as cursor:
             return load_pairs(cursor, field)
 
@@ -174,44 +199,46 @@ def pairs(file: IndexFile, field: str):
 
 
 def search_arrays(file: IndexFile) -> SearchArrays:
-    """The file's search arrays, made on first use."""
+    """The search arrays of an open index file, made on first use."""
     return file.cached("search", _load)
 
 
 def _load(file: IndexFile) -> SearchArrays:
+    # a process that stays (serve) checks every array once; a fresh one only the header
+    tables = read_tables(arrays_path(file.path), file.identity, verify=True)
+    if tables is not None:
+        return from_tables(tables, file)
     with file.cursor() as cursor:
-        urls = dict(cursor.execute("SELECT host, url FROM hosts").fetchall())
-        works = by_work_id(
-            fetch_arrays(
-                cursor,
-                "SELECT work_id, online_copies > 0 AS online, prior::DOUBLE AS prior FROM works",
-            )
-        )
-    return SearchArrays(file, works["work_id"], works["online"], works["prior"], urls)
+        work_ids, online, prior, urls = works_arrays(cursor)
+    return SearchArrays(work_ids, online, prior, urls, file)
 
 
-def _load_postings(arrays: SearchArrays) -> Postings:
-    with arrays.file.cursor() as cursor:
-        terms = fetch_arrays(cursor, "SELECT term_id, term, df::DOUBLE AS df FROM terms")
-        postings = fetch_arrays(cursor, "SELECT term_id, work_id, weight, fields FROM postings")
-        keys = fetch_arrays(cursor, "SELECT key, term_id FROM term_keys")
-    ids = terms["term_id"]
-    size = int(ids.max()) + 2 if len(ids) else 1
-    by_id = np.empty(size, dtype=object)
-    by_id[ids] = terms["term"]
-    term_idf = np.zeros(size)
-    term_idf[ids] = idf(terms["df"], len(arrays.work_ids))
-    term_of = postings["term_id"]
-    if not np.all(term_of[1:] >= term_of[:-1]):  # an update appended: sort here
-        order = np.argsort(term_of, kind="stable")
-        postings = {name: values[order] for name, values in postings.items()}
-        term_of = postings["term_id"]
-    return Postings(
-        term_ids={t: int(i) for t, i in zip(terms["term"], ids, strict=True)},
-        terms=by_id,
-        starts=np.searchsorted(term_of, np.arange(size + 1)),
-        rows=arrays.rows_of(postings["work_id"]),
-        impacts=(postings["weight"] * term_idf[term_of]).astype(np.float32),
-        fields=postings["fields"],
-        keys=KeyTable(keys["key"], keys["term_id"]),
-    )
+_mapped: dict[str, tuple[tuple[int, int, int], SearchArrays]] = {}
+_mapped_lock = threading.Lock()
+
+
+def mapped_arrays(index_path: Path) -> SearchArrays | None:
+    """The arrays file of the index at `index_path` as this process mapped it, if it matches
+    the file the path names now (else None: read the index, which says what is wrong)."""
+    key = os.path.abspath(index_path)
+    try:
+        identity = identity_of(os.stat(key))
+    except OSError:
+        return None
+    with _mapped_lock:
+        held = _mapped.get(key)
+        if held is not None and held[0] == identity:
+            return held[1]
+        tables = read_tables(arrays_path(Path(key)), identity)
+        if tables is None:
+            _mapped.pop(key, None)
+            return None
+        arrays = from_tables(tables)
+        _mapped[key] = (identity, arrays)
+        return arrays
+
+
+def forget_mapped(index_path: Path) -> None:
+    """Drop this process's mapping of the arrays file of `index_path` (it did not read)."""
+    with _mapped_lock:
+        _mapped.pop(os.path.abspath(index_path), None)

@@ -28,6 +28,7 @@ SWEEP_COUNTS = pa.schema(
     + [("line", pa.string()), ("swept", pa.bool_())]
 )
 MOVES = pa.schema([("host", pa.string()), ("moved_from", pa.string()), HOSTS.field("address")])
+NAMED_SHARES = pa.schema([("host", pa.string()), ("shares", pa.list_(pa.string()))])
 
 
 def config_failure(statuses: list[str]) -> bool:
@@ -56,7 +57,8 @@ def round_report(crawl: CrawlDir) -> dict:
            FROM log"""
     ).fetchone()
     errors = con.execute(
-        "SELECT host, share, status, error FROM log WHERE error IS NOT NULL ORDER BY host"
+        "SELECT host, share, status, error, host_status FROM log WHERE error IS NOT NULL "
+        "ORDER BY host"
     ).fetchall()
     denied = con.execute(
         """SELECT DISTINCT host, share, unnest(denied) AS path FROM log
@@ -85,6 +87,10 @@ def round_report(crawl: CrawlDir) -> dict:
         if status != HOST_OK
     ]
     published = published_time(crawl.version_dir(last))
+    named_shares = {  # the shares the hosts file names, by host (none: all of its shares)
+        r["host"]: set(r["shares"] or ())
+        for r in read_parquet(crawl.segment_dir(last) / "inject.parquet", NAMED_SHARES).to_pylist()
+    }
     return {
         "round": last,
         **read_round_times(crawl, last),  # started, finished, stage_seconds
@@ -103,7 +109,11 @@ def round_report(crawl: CrawlDir) -> dict:
         "tags_s": round(float(totals[3]), 3),
         "round_s": round(float(totals[5] or 0), 3),
         "errors": len(errors),
-        "error_list": [{"host": h, "share": s, "status": st, "error": e} for h, s, st, e in errors],
+        "error_list": [
+            {"host": h, "share": s, "status": st, "error": e, "host_status": hs}
+            | {"share_named": h not in named_shares or s in named_shares[h]}
+            for h, s, st, e, hs in errors
+        ],
         "hosts": {
             "total": hosts.num_rows,
             "online": sum(hosts["online"].to_pylist()),
@@ -132,7 +142,10 @@ def scrub_report(crawl: CrawlDir, last: int) -> dict | None:
 def discovery_report(crawl: CrawlDir, last: int, names: dict[str, str]) -> dict:
     """The hosts file's ranges this round: addresses tried, answers, hosts new, moved, gone."""
     seg = crawl.segment_dir(last)
-    sweeps = read_parquet(seg / "discover.parquet", SWEEP_COUNTS).to_pylist()
+    try:
+        sweeps = read_parquet(seg / "discover.parquet", SWEEP_COUNTS).to_pylist()
+    except (OSError, ValueError, pa.ArrowException):  # the next round says so, and sweeps
+        return {}
     if not sweeps:
         return {}
     inject = read_parquet(seg / "inject.parquet", MOVES).to_pylist()
@@ -260,11 +273,19 @@ def config_failure_line(report: dict) -> str:
     return f"round {report['round']}: {head}; the round is published and nothing indexed was lost"
 
 
+def closed_to_us(error: dict) -> bool:
+    """Is it a share that refused us on a host crawled whole (the hosts file names none of
+    its shares, or a range found it)? Its owner shares it with others, not us: normal life
+    on a LAN, as a host switched off is (`status` still names it)."""
+    return error.get("host_status") == "access_denied" and not error.get("share_named", True)
+
+
 def attention(report: dict) -> tuple[list[str], list[str]]:
     """What a person should look at after a round (`crawl --quiet` prints these lines alone),
     and of them the verdicts that make the round need one (exit status 1): no host answered
-    at all, every host that answered refused us, damage the round did not mend. Hosts
-    switched off are normal; a host refusing us is one line, not one per share."""
+    at all, every host that answered refused us, none was crawled, damage the round did not
+    mend. Hosts switched off are normal, and so is a share closed to us on a host crawled
+    whole; a host refusing us is one line, not one per share."""
     n, lines = report["round"], []
     named = set()
     for h in report["hosts_not_crawled"]:
@@ -278,24 +299,37 @@ def attention(report: dict) -> tuple[list[str], list[str]]:
         f"round {n}: {readable_path(e['host'] + '/' + e['share'])}: {e['status']}: "
         f"{_without_host(e['error'], e['host'])}"
         for e in report["error_list"]
-        if e["share"] is not None and e["host"] not in named
+        if e["share"] is not None and e["host"] not in named and not closed_to_us(e)
     ]
     if len(lines) > MAX_LINES:
         more = f"round {n}: ... and {len(lines) - MAX_LINES} more (status --json lists them all)"
         lines = [*lines[:MAX_LINES], more]
     verdicts = []
     hosts = report["hosts"]
+    every = [status for status, k in hosts["by_status"].items() for _ in range(k)]
     if hosts["total"] > 0 and all(s in UNREACHABLE_STATUSES for s in hosts["by_status"]):
-        every = [status for status, k in hosts["by_status"].items() for _ in range(k)]
         verdicts.append(
             f"round {n}: no host answered ({_statuses(every, counted=True)}): check this "
             "machine's network and the hosts file; the round is published and nothing indexed "
             "was lost"
         )
+    elif hosts["total"] > 0 and HOST_OK not in hosts["by_status"] and not report["config_failure"]:
+        verdicts.append(  # some answered, and failed (not SMB, a worker that died...)
+            f"round {n}: no host was crawled ({_statuses(every, counted=True)}): the lines "
+            "before say why; the round is published and nothing indexed was lost"
+        )
+    sweeps = report.get("sweeps", [])
+    if hosts["total"] == 0 and sweeps and not any(s["n_smb"] for s in sweeps):
+        swept = sum(s["n_addresses"] for s in sweeps)  # ranges alone, no host ever found
+        verdicts.append(
+            f"round {n}: no host answered ({plural(swept, 'address', 'addresses')} of the "
+            "hosts file's ranges tried): check this machine's network and the hosts file"
+        )
     if report["config_failure"]:
         verdicts.append(config_failure_line(report))
     scrub = report.get("scrub") or {}
-    unmended = scrub.get("damaged", 0) - scrub.get("restored", 0) - scrub.get("dropped", 0)
+    # restored, dropped, or (a part no round wrote) moved aside: mended as --repair mends
+    unmended = scrub.get("damaged", 0) - len(scrub.get("mended", []))
     if unmended > 0:
         verdicts.append(
             f"round {n}: {plural(unmended, 'damaged part')} not mended: run `sharecrawl check "

@@ -58,6 +58,7 @@ _VIEW_SOURCES = {"duplicate_folders": "folders"}  # views over another view
 # The crawldb's tables, its history and the hints `sharecrawl watch` keeps beside them.
 VIEW_TABLES = {**TABLES, "hints": HINTS, "changes": CHANGES}
 INDEX_VIEWS = frozenset({"works", "copies"})  # the search index's, when it exists
+RECORDS_LOST = {"changes": "`check --repair` sets it aside: its round's changes are lost"}
 COMPUTED_VIEWS = frozenset({"versions"})  # crawl_io.crawldb.versions, from the manifests
 VIEW_NAMES = frozenset(VIEW_TABLES) | frozenset(_VIEW_SOURCES) | INDEX_VIEWS | COMPUTED_VIEWS
 
@@ -141,7 +142,7 @@ class CrawlViews:
         if "duplicate_folders" in defined:
             self.con.execute(f"CREATE VIEW duplicate_folders AS {duplicate_folders_sql('folders')}")
         if "versions" in defined:
-            self.con.register("_versions", versions_table(self.crawl, version))
+            self.con.register("_versions", versions_table(self.crawl, version, self.warn))
             self.con.execute("CREATE VIEW versions AS SELECT * FROM _versions")
         if defined & INDEX_VIEWS and version == self.crawl.current():  # the live one's
             self._attach_index()
@@ -170,7 +171,7 @@ class CrawlViews:
             self.parts[name] = [p for p in parts if why.get(p) is None]
         for part in parts:
             if why.get(part) is not None:
-                self._report(part, why[part])
+                self._report(name, part, why[part])
         if not whole:
             self._view(name)
 
@@ -214,12 +215,14 @@ class CrawlViews:
                 f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {source}, _{name}_added"
             )
 
-    def _report(self, part: Path, why: str) -> None:
+    def _report(self, name: str, part: Path, why: str) -> None:
         root = self.crawl.root.resolve()
         shown = part.relative_to(root) if part.is_relative_to(root) else part
+        # a history part is written once, by its round: no later round writes it again
+        after = RECORDS_LOST.get(name, "the next round re-reads what it held")
         self.warn(
             f"{shown}: {why}; left out of the views (`sharecrawl check` lists every "
-            "problem, the next round re-reads what it held)"
+            f"problem, {after})"
         )
 
     def _attach_index(self) -> None:
@@ -260,7 +263,7 @@ class CrawlViews:
             ]
             for part, why in damaged:
                 self.parts[name].remove(part)
-                self._report(part, why)
+                self._report(name, part, why)
             if damaged:
                 self._view(name)
                 left_out = True

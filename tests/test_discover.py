@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from sharecrawl.crawl_io.discover import sweep
 from sharecrawl.crawl_io.sources import ConfigError, parse_range_url, read_hosts_lines
+from sharecrawl.pipeline.discovery import Sweeper
+from sharecrawl.pipeline.settings import read_settings
 from tests.conftest import LAN
 from tests.smbd import SmbServer, make_base_dir, make_tree, start_smbd
 from tests.test_web_lan import Server
@@ -68,6 +72,28 @@ def test_sweep_finds_exactly_the_listeners() -> None:
     finally:
         for sock in listeners:
             sock.close()
+
+
+@pytest.mark.parametrize(
+    ("minutes_ago", "swept"), [(58, True), (60, True), (53, False), (1, False)]
+)
+def test_an_hourly_sweep_is_due_though_the_timer_started_the_round_a_little_early(
+    minutes_ago: int, swept: bool
+) -> None:
+    """Rounds an hourly timer starts come up to its random delay apart (README's units: two
+    minutes) early or late: a sweep 58 minutes after the last is that round's, not the next
+    one's; 53 minutes after is not yet due (nothing listens on the range: all refused)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    r = parse_range_url(f"smb://127.0.0.70-127.0.0.71:{port}")
+    assert r is not None
+    settings = replace(read_settings(), liveness_timeout_s=1.0, discover_every_s=3600.0)
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    last = {r.line: now - timedelta(minutes=minutes_ago)}
+    rows, sweeps = Sweeper([], last, set(), settings, now=now).rows([r], set())
+    assert rows == []
+    assert [(s["swept"], s["n_addresses"]) for s in sweeps] == [(swept, 2 if swept else 0)]
 
 
 def _free_on_all(addresses: list[str]) -> int:
@@ -206,3 +232,34 @@ def test_watch_follows_the_hosts_a_range_found(lan: LAN, machines, luigi_cfg, tm
         assert watch.stop() == 0
     finally:
         watch.kill()
+
+
+def test_a_damaged_sweep_record_is_one_line_and_the_range_is_swept(
+    lan: LAN, luigi_cfg, run_json, capsys
+) -> None:
+    """The last round's discover.parquet damaged (a bad disk, a careless hand): the next round
+    says so in one line and sweeps every range now; `status` still reads."""
+    luigi_cfg("[sharecrawl]\nliveness_timeout_s = 1\n")
+    with socket.socket() as s:  # a port nothing listens on: every address refuses
+        s.bind(("127.0.0.93", 0))
+        port = s.getsockname()[1]
+    (lan.host("plain") / "music").mkdir(parents=True)
+    (lan.host("plain") / "music" / "a.txt").write_text("a")
+    line = f"smb://127.0.0.92-127.0.0.93:{port}"
+    lan.hosts_file.write_text(f"file://{lan.host('plain')}\n{line}\n")
+    lan.crawl()
+    record = lan.crawl_dir / "segments" / "r000001" / "discover.parquet"
+    record.write_bytes(record.read_bytes()[:40])
+    capsys.readouterr()
+    assert lan.cli("crawl", "--rounds", "1") == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert [x for x in err.splitlines() if "discover.parquet" in x] == [
+        f"sharecrawl: {record}: damaged (Parquet magic bytes not found in footer. Either the "
+        "file is corrupted or this is not a parquet file.): every range is swept now"
+    ]
+    sweep = run_json(lan, "status")["sweeps"][0]
+    assert (sweep["line"], sweep["swept"], sweep["n_addresses"]) == (line, True, 2)
+    record = lan.crawl_dir / "segments" / "r000002" / "discover.parquet"
+    record.write_bytes(b"not parquet")
+    assert "sweeps" not in run_json(lan, "status")

@@ -167,6 +167,8 @@ def test_sql_at_a_version_or_a_time_reads_that_version(history, run_json, capsys
         ("v000009", "v000009 is not a kept version"),
         ("2001-01-01", "no kept version was live at 2001-01-01 00:00:00 UTC"),
         ("last tuesday", "--at takes a kept version (v000002) or a UTC time"),
+        ("9999-12-31T23:59:59-01:00", "--at takes a kept version (v000002) or a UTC time"),
+        ("0001-01-01", "no kept version was live at 0001-01-01 00:00:00 UTC"),
     ):
         capsys.readouterr()
         assert lan.cli("sql", "--at", at, query) == 2
@@ -175,6 +177,11 @@ def test_sql_at_a_version_or_a_time_reads_that_version(history, run_json, capsys
     capsys.readouterr()
     assert lan.cli("sql", "--at", "v000001", "SELECT count(*) FROM works") == 2
     assert "live version's search index" in capsys.readouterr().err
+    assert lan.cli("search", "--at", "v000001", "kino") == 2
+    assert capsys.readouterr().err == (
+        "sharecrawl: error: search has no --at: only the live version has a search index; "
+        "query an older one's media with `sharecrawl sql --at WHEN`\n"
+    )
 
 
 def test_first_seen_is_kept_and_last_changed_follows_the_changes(history, run_json) -> None:
@@ -268,3 +275,121 @@ def test_what_is_new_on_the_page_comes_from_the_changes(history) -> None:
         index.con.close()
     assert sorted(w["title"] for w in works) == ["Kukushka (live)", "Zvezda"]
     assert before == []
+
+
+def test_sql_at_a_time_names_the_version_live_then(lan: LAN, run_json, capsys) -> None:
+    """Manifests dated by hand an hour apart: each time names the version live at it, the
+    first instant of each version included; a version whose manifest is garbled is passed
+    over by a time, and its `versions` row has no counts nor time (said in one line)."""
+    lan.write_hosts("alpha")
+    for name in "abcd":
+        lan.media("alpha", f"music/{name}.mp3", artist=name, title=name)
+        lan.crawl()
+    crawldb = lan.crawl_dir / "crawldb"
+    for v, hour in ((1, 18), (2, 19), (3, 20), (4, 21)):
+        manifest = crawldb / f"v{v:06d}" / "MANIFEST.json"
+        record = json.loads(manifest.read_text())
+        record["published"] = f"2026-11-20T{hour}:00:00+00:00"
+        manifest.write_text(json.dumps(record))
+    count = "SELECT count(*) AS n FROM media"
+    for at, n in (
+        ("2026-11-20 18:00", 1),
+        ("2026-11-20 18:59:59.999999", 1),
+        ("2026-11-20 19:00", 2),
+        ("2026-11-20 20:30", 3),
+        ("2026-11-20T21:59:59+01:00", 3),  # 20:59:59 UTC
+        ("2026-11-20 21:00", 4),
+        ("2026-12-31", 4),  # later than every version: the live one
+    ):
+        assert run_json(lan, "sql", "--at", at, count) == [{"n": n}], at
+    capsys.readouterr()
+    assert lan.cli("sql", "--at", "2026-11-20 17:59:59.5", count) == 2
+    assert capsys.readouterr().err == (
+        "sharecrawl: error: no kept version was live at 2026-11-20 17:59:59.500000 UTC: the "
+        "oldest kept, v000001, was published at 2026-11-20 18:00:00 UTC\n"
+    )
+    (crawldb / "v000003" / "MANIFEST.json").write_text("{garbled")
+    assert run_json(lan, "sql", "--at", "2026-11-20 20:30", count) == [{"n": 2}]
+    assert run_json(lan, "sql", "--at", "2026-11-20 21:30", count) == [{"n": 4}]
+    capsys.readouterr()
+    rows = "SELECT version, published, media, hosts FROM versions ORDER BY round"
+    assert lan.cli("sql", rows) == 0
+    out = capsys.readouterr()
+    assert out.out.splitlines() == [
+        "version\tpublished\tmedia\thosts",
+        "v000001\t2026-11-20 18:00:00+00:00\t1\t1",
+        "v000002\t2026-11-20 19:00:00+00:00\t2\t1",
+        "v000003\t\t\t1",
+        "v000004\t2026-11-20 21:00:00+00:00\t4\t1",
+    ]
+    assert out.err == (
+        "sharecrawl: warning: v000003/MANIFEST.json: garbled (JSONDecodeError); its row of "
+        "versions has no counts nor time, and `sql --at` a time passes it over\n"
+    )
+
+
+def test_a_damaged_history_part_is_named_and_set_aside(lan: LAN, run_json, capsys, caplog) -> None:
+    """A history part that does not read is left out of `changes` with one line that says
+    the round's changes are lost (no round writes it again), and out of the page's new works
+    with one line in the log; `check` names it and `check --repair` sets it aside, after
+    which `check` is clean."""
+    lan.write_hosts("alpha")
+    lan.media("alpha", "music/a.mp3", artist="A", title="a")
+    lan.crawl()
+    lan.media("alpha", "music/b.mp3", artist="B", title="b")
+    lan.crawl()
+    part = lan.crawl_dir / "crawldb" / "changes" / "r000002.parquet"
+    part.write_bytes(part.read_bytes()[:40])
+    query = "SELECT round, change, path FROM changes ORDER BY round"
+    capsys.readouterr()
+    assert lan.cli("sql", query) == 0
+    out = capsys.readouterr()
+    assert out.out.splitlines() == ["round\tchange\tpath", "1\tadded\ta.mp3"]
+    assert out.err.count("\n") == 1 and out.err.startswith(
+        "sharecrawl: warning: crawldb/changes/r000002.parquet: unreadable Parquet"
+    )
+    assert out.err.endswith(
+        "left out of the views (`sharecrawl check` lists every problem, `check --repair` "
+        "sets it aside: its round's changes are lost)\n"
+    )
+    index = IndexFile(lan.crawl_dir / "index" / "search.duckdb")
+    try:
+        works = new_works(index, lan.crawl_dir / "crawldb" / "v000002")
+    finally:
+        index.con.close()
+    assert [w["title"] for w in works] == ["a"]  # round 2's part, which added b, is lost
+    [logged] = [r.getMessage() for r in caplog.records if r.name == "sharecrawl.web"]
+    assert logged.startswith(f"{part}: does not read as Parquet") and logged.endswith(
+        "left out of what is new (`sharecrawl check --repair` sets it aside)"
+    )
+    assert lan.cli("check") == 1
+    assert capsys.readouterr().out.startswith(f"{part}: does not read as Parquet")
+    assert lan.cli("check", "--repair") == 0
+    assert "crawldb/changes/r000002.parquet to" in capsys.readouterr().out
+    assert not part.exists()
+    assert lan.cli("check") == 0
+    assert capsys.readouterr().out == "v000002: 7 parts intact\n"
+    assert [r["round"] for r in run_json(lan, "sql", query)] == [1]
+
+
+def test_a_round_prunes_the_history_older_than_history_days(lan: LAN, luigi_cfg, run_json) -> None:
+    """luigi.cfg history_days = 1: the round after a part was published two days ago (its
+    footer's time, as a round writes it) removes that part, and only that one."""
+    luigi_cfg("[sharecrawl]\nhistory_days = 1\n")
+    lan.write_hosts("alpha")
+    lan.media("alpha", "music/a.mp3", artist="A", title="a")
+    lan.crawl()
+    lan.media("alpha", "music/b.mp3", artist="B", title="b")
+    lan.crawl()
+    changes = lan.crawl_dir / "crawldb" / "changes"
+    first = changes / "r000001.parquet"
+    table = pq.read_table(first)
+    meta = dict(table.schema.metadata)
+    old = datetime.fromisoformat(meta[b"sharecrawl.published"].decode()) - timedelta(days=2)
+    meta[b"sharecrawl.published"] = old.isoformat().encode()
+    pq.write_table(table.replace_schema_metadata(meta), first)
+    lan.media("alpha", "music/c.mp3", artist="C", title="c")
+    lan.crawl()
+    assert sorted(p.name for p in changes.iterdir()) == ["r000002.parquet", "r000003.parquet"]
+    rows = run_json(lan, "sql", "SELECT round, change, path FROM changes ORDER BY round")
+    assert [tuple(r.values()) for r in rows] == [(2, "added", "b.mp3"), (3, "added", "c.mp3")]

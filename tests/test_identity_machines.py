@@ -11,6 +11,8 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from sharecrawl.crawl_io.share_marks import same_machine, share_marks
@@ -168,6 +170,41 @@ def test_a_listed_machine_found_at_another_address_is_one_host(
     assert (sweep["n_smb"], sweep["n_new"]) == (1, 0)
 
 
+@pytest.mark.parametrize("listed_at", ["127.0.0.46", "127.0.0.45"])
+def test_a_found_machine_listed_later_stays_one_host(
+    lan: LAN, machines, luigi_cfg, run_json, capsys, listed_at: str
+) -> None:
+    """The other order: a range finds the machine, then the operator lists it by hand, at its
+    other address or where it was found. The listed host is the machine (its URL is the
+    operator's word): the found one retires at once, rather than stay as an offline second
+    copy of every file."""
+    luigi_cfg("[sharecrawl]\nliveness_timeout_s = 1\n")
+    lan_machines = machines(["127.0.0.45", "127.0.0.46"])
+    lan_machines.start("TWOFACE", "127.0.0.45", "Twin Song", TWO_ADDRESSES)
+    port = lan_machines.port
+    line = f"smb://127.0.0.44-127.0.0.45:{port}"
+    lan.hosts_file.write_text(line + "\n")
+    lan.crawl()
+    lan.hosts_file.write_text(f"{line}\nsmb://{listed_at}:{port}/media\n")
+    for n in range(2):  # and the next round does not find it again
+        capsys.readouterr()
+        lan.crawl()
+        out = capsys.readouterr()
+        retired = "sharecrawl: TWOFACE retired: the hosts file lists its machine now"
+        assert (retired in out.err) is (n == 0), out.err
+        found = run_json(lan, "sql", "SELECT host, address, online, discovered_by FROM hosts")
+        assert found == [
+            {
+                "host": f"{listed_at}:{port}",
+                "address": listed_at,
+                "online": True,
+                "discovered_by": None,
+            }
+        ]
+        result = run_json(lan, "search", "--all-hosts", "twin song")
+        assert [(r["title"], r["copies"]) for r in result] == [("Twin Song", 1)]
+
+
 def test_a_moved_machine_is_online_at_its_new_address_the_next_round(
     lan: LAN, machines, luigi_cfg, run_json, capsys
 ) -> None:
@@ -229,12 +266,23 @@ def test_a_found_host_gone_past_the_limit_retires_and_a_listed_one_never(
         {"host": f"127.0.0.56:{port}"}
     ]
     assert run_json(lan, "status")["retired"] == 1
+    # out of search too, offline copies included; the listed host's copy only goes offline
+    assert [r["title"] for r in run_json(lan, "search", "--all-hosts", "song")] == ["Listed Song"]
     history = run_json(
         lan,
         "sql",
         f"SELECT round, status FROM fetchlog WHERE host = 'GONE:{port}' AND share = 'media'",
     )
     assert history == [{"round": 1, "status": "new"}]
+    # the crawl's history: the retired machine's song deleted once (not again in round 3),
+    # the listed one's, offline, not at all
+    assert lan.cli("crawl", "--rounds", "1") == 1
+    changes = "SELECT round, change, host, path FROM changes ORDER BY round, host"
+    assert [tuple(r.values()) for r in run_json(lan, "sql", changes)] == [
+        (1, "added", f"127.0.0.56:{port}", "Listed Song.mp3"),
+        (1, "added", f"GONE:{port}", "Gone Song.mp3"),
+        (2, "deleted", f"GONE:{port}", "Gone Song.mp3"),
+    ]
 
 
 @pytest.mark.parametrize("jump", [CENTURY, -CENTURY])
@@ -253,6 +301,41 @@ def test_a_sweep_stored_in_the_future_or_past_is_due(machines, jump: timedelta) 
         (f"NEWBIE:{lan_machines.port}", "127.0.0.58")
     ]
     assert [(s["swept"], s["swept_at"], s["n_new"]) for s in sweeps] == [(True, now, 1)]
+
+
+@pytest.mark.parametrize("jump", [CENTURY, -CENTURY])
+def test_a_round_after_a_sweep_under_another_clock_finds_a_new_machine(
+    lan: LAN, machines, luigi_cfg, run_json, jump: timedelta
+) -> None:
+    """The console script's rounds: round 1 swept the range, its sweep stored a century ahead
+    (or behind), as under `faketime '2100-01-01'`; round 2, an hour's sweep interval not
+    passed by this clock, sweeps again and finds the machine started since."""
+    luigi_cfg("[sharecrawl]\nliveness_timeout_s = 1\n")  # discover_every_s: an hour
+    lan_machines = machines(["127.0.0.61", "127.0.0.62"])
+    lan_machines.start("EARLY", "127.0.0.61", "Early Song")
+    port = lan_machines.port
+    lan.hosts_file.write_text(f"smb://127.0.0.60-127.0.0.63:{port}\n")
+    lan.crawl()
+    swept = lan.crawl_dir / "segments" / "r000001" / "discover.parquet"
+    table = pq.read_table(swept)
+    moved = [t + jump for t in table.column("swept_at").to_pylist()]
+    at = table.schema.get_field_index("swept_at")
+    pq.write_table(
+        table.set_column(at, table.schema.field(at), pa.array(moved, table.schema.field(at).type)),
+        swept,
+    )
+    lan_machines.start("LATE", "127.0.0.62", "Late Song")
+    lan.crawl()
+    assert [(h["host"], h["online"]) for h in hosts(run_json, lan)] == [
+        (f"EARLY:{port}", True),
+        (f"LATE:{port}", True),
+    ]
+    sweep = run_json(lan, "status")["sweeps"][0]
+    assert (sweep["swept"], sweep["n_new"]) == (True, 1)
+    assert sorted(r["title"] for r in run_json(lan, "search", "song")) == [
+        "Early Song",
+        "Late Song",
+    ]
 
 
 def test_retiring_counts_days_since_last_seen_and_a_future_sighting_as_now() -> None:

@@ -3,23 +3,39 @@ naming it (`error: not SMB`), no traceback, and the round goes on (docs/DESIGN.m
 
 from __future__ import annotations
 
+import resource
 import socket
+import struct
 import threading
 from collections.abc import Iterator
 
 import pytest
 
-from sharecrawl.crawl_io.discover import probe
+from sharecrawl.crawl_io.discover import probe, probe_all
+from sharecrawl.crawl_io.smb_internals import message_length
 from tests.conftest import LAN
 
 GARBAGE = b"\x00\x00\x00\x10garbage!garbage!HTTP/1.0 400 Bad Request\r\n\r\n"
 
 
-@pytest.fixture
-def garbage_listener() -> Iterator[tuple[str, int]]:
-    """A loopback TCP server (127.0.0.65) that answers every connection with garbage."""
+# What other listeners answer an SMB2 NEGOTIATE with: an HTTP server's first bytes read as a
+# Direct TCP length are 1.2 GB, random bytes up to 4 GiB, an SMB2 header may carry junk fields
+SMB2_JUNK = b"\xfeSMB" + struct.pack("<H", 64) + bytes(range(1, 59))
+ANSWERS = [
+    GARBAGE,
+    b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n",
+    b"\x7f\xff\xff\xff" + b"x" * 100,
+    struct.pack(">I", 84) + SMB2_JUNK + bytes(20),
+    struct.pack(">I", 40) + b"\xffSMB" + bytes(36),  # SMB1
+    bytes(64),
+]
+
+
+def listen(address: str, answer: bytes, port: int = 0) -> tuple[socket.socket, threading.Event]:
+    """A loopback TCP server that answers every connection's first bytes with `answer`."""
     server = socket.socket()
-    server.bind(("127.0.0.65", 0))
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind((address, port))
     server.listen(16)
     stop = threading.Event()
 
@@ -33,23 +49,49 @@ def garbage_listener() -> Iterator[tuple[str, int]]:
                 try:
                     conn.settimeout(2)
                     conn.recv(4096)
-                    conn.sendall(GARBAGE)
+                    conn.sendall(answer)
                     conn.recv(4096)  # until the client gives up
                 except OSError:
                     pass
 
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
+    threading.Thread(target=serve, daemon=True).start()
+    return server, stop
+
+
+@pytest.fixture
+def garbage_listener() -> Iterator[tuple[str, int]]:
+    """A loopback TCP server (127.0.0.65) that answers every connection with garbage."""
+    server, stop = listen("127.0.0.65", GARBAGE)
     yield "127.0.0.65", server.getsockname()[1]
     stop.set()
     server.close()
-    thread.join(5)
 
 
 def test_the_probe_says_not_smb(garbage_listener: tuple[str, int]) -> None:
     found = probe(*garbage_listener, timeout_s=2.0)
     assert found.server_guid is None and found.error is not None
     assert found.error.startswith("not SMB (")
+
+
+def test_every_kind_of_garbage_is_not_smb_at_once_and_costs_no_memory() -> None:
+    """Probed together, as a sweep probes; the length a header claims is checked before a byte
+    is allocated for it (crawl_io.smb_internals.message_length), so no probe waits for (or
+    zeroes) gigabytes and none is taken for a silent host."""
+    assert message_length(b"\x00\xff\xff\xff") == 16_777_215
+    for header in (b"HTTP", b"\x01\x00\x00\x00"):
+        with pytest.raises(ValueError, match="not SMB"):
+            message_length(header)
+    first, _ = listen("127.0.0.67", ANSWERS[0])
+    port = first.getsockname()[1]
+    servers = [first] + [listen(f"127.0.0.{68 + i}", a, port)[0] for i, a in enumerate(ANSWERS[1:])]
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    try:
+        found = probe_all([f"127.0.0.{67 + i}" for i in range(len(ANSWERS))], port, 5.0)
+    finally:
+        for server in servers:
+            server.close()
+    assert [i.error.split(" (")[0] for i in found if i.error] == ["not SMB"] * len(ANSWERS)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_kib < 256 * 1024
 
 
 def test_a_silent_listener_is_no_answer_not_garbage() -> None:

@@ -209,6 +209,7 @@ def test_bad_crawl_options_exit_2(small_lan: LAN, capsys, args: list[str], messa
         ("tag_s_per_file = nan", "tag_s_per_file"),
         ("keep_rounds = 1", "keep_rounds (luigi.cfg or LUIGI_CONFIG_PATH) must be 0 (keep every"),
         ("keep_rounds = -3", "keep_rounds (luigi.cfg or LUIGI_CONFIG_PATH) must be at least 0"),
+        ("history_days = -3", "history_days (luigi.cfg or LUIGI_CONFIG_PATH) must be at least 0"),
     ],
 )
 def test_bad_numeric_settings_exit_2(

@@ -160,3 +160,22 @@ def test_status_says_when_the_round_ran_and_the_version_was_published(
     assert started <= published <= finished  # published by the round's Update, before Index
     assert finished - started < timedelta(hours=1)
     assert set(status["stage_seconds"]) >= {"inject", "generate", "update", "index", "round"}
+
+
+def test_a_round_that_fails_says_so_and_keeps_the_rest(crawled: LAN) -> None:
+    """A round whose Inject cannot write its segment fails (exit 1): the file says the last
+    round did not succeed, and keeps the last success and what the last round that ended saw.
+    (A crawl refused before its round, for a damaged crawl directory, writes nothing.)"""
+    before = samples((crawled.crawl_dir / "metrics.prom").read_text())
+    (crawled.crawl_dir / "segments" / "r000002").write_text("")  # a file, not a folder
+    assert crawled.cli("crawl", "--quiet") == 1
+    text = (crawled.crawl_dir / "metrics.prom").read_text()
+    promtool_check(text)
+    after = samples(text)
+    assert after[("sharecrawl_round_succeeded", ())] == 0
+    for kept in ("sharecrawl_last_success_timestamp_seconds", "sharecrawl_live_version"):
+        assert after[(kept, ())] == before[(kept, ())]
+    assert after[("sharecrawl_tags_read", ())] == 2
+    finished = ("sharecrawl_round_finished_timestamp_seconds", ())
+    assert after[finished] > before[finished]
+    assert set(after) == set(before)  # every series stays

@@ -27,10 +27,12 @@ from sharecrawl.crawl_io.crawldb.scrub import (
 )
 from sharecrawl.crawl_io.crawldb.version_manifest import PartEntry, read_manifest
 from sharecrawl.crawl_io.schema import MEDIA
+from sharecrawl.queries.round_metrics import SCRUB_COUNTS
 from tests.conftest import LAN
 from tests.media import make_media
 from tests.smbd import SmbServer, make_base_dir
 from tests.test_integrity import FILE_COLUMNS, flip_byte_in_a_page, rows, run
+from tests.test_metrics import samples
 from tests.test_pipeline import build
 from tests.test_repair import fetched, flip_a_page_byte, offline, online
 
@@ -143,6 +145,8 @@ def test_two_damaged_parts_are_mended_within_three_rounds_and_the_crawl_is_whole
         assert 0 < record.parts_verified < len(carried)  # a slice, not every part
         assert record.bytes_verified <= budget
         records.append(record)
+        counted = samples((lan.crawl_dir / "metrics.prom").read_text())
+        assert counted[("sharecrawl_scrub", (("count", "damaged"),))] == record.damaged
         lines += [line for line in err.splitlines() if ": scrub: " in line]
         found = sum(r.damaged for r in records)
         code, out, _ = run(lan, capsys, "check")
@@ -251,6 +255,12 @@ def test_a_part_a_round_cannot_read_is_mended_and_the_round_goes_on(
     assert record is not None
     assert (record.damaged, record.restored, record.dropped) == (1, 0, 1)
     assert [m["part"] for m in record.mended] == ["files/beta.parquet"]
+    counted = samples((lan.crawl_dir / "metrics.prom").read_text())  # monitoring sees it
+    assert {c: counted[("sharecrawl_scrub", (("count", c),))] for c in SCRUB_COUNTS[2:]} == {
+        "damaged": 1,
+        "restored": 0,
+        "dropped": 1,
+    }
     assert run(lan, capsys, "check")[0] == 0
     lan.crawl()
     assert fetched(crawl, 4) == {"alpha": "unchanged", "beta": "new"}

@@ -353,7 +353,8 @@ def test_index_records_its_version_and_is_replaced_atomically(tmp_path: Path) ->
     build_index(second, out)
     assert index_version(out) == "v000002"
     assert search(out, "frozen")[0]["title"] == "Frozen"  # the reader saw the new file
-    assert [p.name for p in out.parent.iterdir()] == ["search.duckdb"]  # no temporary file left
+    # no temporary file left; the arrays file beside it (queries.search_file)
+    assert sorted(p.name for p in out.parent.iterdir()) == ["search.arrays", "search.duckdb"]
     with duckdb.connect(str(out), read_only=True) as con:
         tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     assert {

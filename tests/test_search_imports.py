@@ -1,6 +1,7 @@
 """A cold `sharecrawl search`, as a terminal user or a script runs it, imports only what the
 search needs: never the web, the crawl (pipeline, jobs, Luigi, mrjob), the SMB client or Arrow
-(docs/DESIGN.md, Search). A real console-script process over a real index."""
+(docs/DESIGN.md, Search), nor DuckDB while the index's arrays file matches it. A real
+console-script process over a real index."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ NOT_IMPORTED = (
     "aiohttp",
     "rich",
     "pyarrow",  # the crawldb's tables: a search reads the index and CURRENT only
+    "duckdb",  # the index's arrays file answers (queries.search_file)
+    "numpy.ma",  # np.unique's import: tens of milliseconds
 )
 
 

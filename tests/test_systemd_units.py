@@ -6,15 +6,24 @@ directory alone, with a command line the real parser accepts."""
 from __future__ import annotations
 
 import configparser
+import os
+import pwd
 import shlex
 import shutil
+import signal
+import stat
+import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from sharecrawl.cli.parser import parser
+from sharecrawl.crawl_io.processes import children
+from tests.cliproc import cli_argv
+from tests.conftest import LAN
 
 ROOT = Path(__file__).resolve().parents[1]
 UNITS = sorted((ROOT / "systemd").glob("sharecrawl-*"))
@@ -107,3 +116,67 @@ def test_the_timer_starts_the_crawl_hourly() -> None:
     config.read(ROOT / "systemd/sharecrawl-crawl.timer")
     assert config["Timer"]["OnCalendar"] == "hourly"
     assert config["Install"]["WantedBy"] == "timers.target"
+
+
+def grant_read_by_acl(path: Path, uid: int) -> None:
+    """What systemd does to a credential on a file system with ACLs: mode 0400, and read for
+    the unit's user by a POSIX ACL (the xattr's version 2 format: tag, permissions, id)."""
+    path.chmod(0o400)
+    user_obj, user, group_obj, mask, other, none = 1, 2, 4, 16, 32, 0xFFFFFFFF
+    entries = [(user_obj, 4, none), (user, 4, uid), (group_obj, 0, none), (mask, 4, none)]
+    data = struct.pack("<I", 2) + b"".join(
+        struct.pack("<HHI", *e) for e in [*entries, (other, 0, none)]
+    )
+    try:
+        os.setxattr(path, "system.posix_acl_access", data)
+    except OSError as e:
+        pytest.skip(f"no POSIX ACLs on {path.parent}: {e}")
+
+
+def test_a_credential_systemd_grants_by_acl_is_read_and_another_file_so_is_not(
+    lan: LAN, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """The units' SMB password reaches the crawl as systemd passes it where credentials live
+    on tmpfs: its mode shows the ACL's mask (0440). Such a file elsewhere is still refused."""
+    lan.media("alpha", "music/song.mp3", artist="Madonna", title="Music")
+    lan.write_hosts("alpha")
+    creds = tmp_path / "credentials" / "sharecrawl-crawl.service"
+    creds.mkdir(parents=True)
+    for folder in (creds, tmp_path):
+        (folder / "smb.credentials").write_text("username = bob\npassword = hunter2\n")
+        grant_read_by_acl(folder / "smb.credentials", pwd.getpwnam("nobody").pw_uid)
+        assert stat.S_IMODE((folder / "smb.credentials").stat().st_mode) == 0o440
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
+    monkeypatch.setenv("SHARECRAWL_SMB_CREDENTIALS", str(creds / "smb.credentials"))
+    assert lan.cli("crawl", "--quiet") == 0
+    monkeypatch.setenv("SHARECRAWL_SMB_CREDENTIALS", str(tmp_path / "smb.credentials"))
+    capsys.readouterr()
+    assert lan.cli("crawl", "--quiet") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sharecrawl: error: credentials file '") and err.count("\n") == 1
+    assert err.endswith(
+        "(SHARECRAWL_SMB_CREDENTIALS) must be readable only by its owner (chmod 600)\n"
+    )
+
+
+def test_a_stop_of_the_whole_group_as_systemd_sends_it_is_a_clean_exit(lan: LAN) -> None:
+    """`systemctl stop` signals every process of the unit's control group at once: the page's
+    workers, some still starting (the signal before their server's handlers), end 0 too."""
+    lan.media("alpha", "music/song.mp3", artist="Madonna", title="Music")
+    lan.write_hosts("alpha")
+    lan.crawl()
+    for _ in range(3):
+        serve = subprocess.Popen(
+            cli_argv("serve", "--crawl-dir", str(lan.crawl_dir), "--port", "0", "--workers", "4"),
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        assert serve.stderr is not None and "serving" in serve.stderr.readline()
+        while len(children(serve.pid)) < 4:  # forked, their server not yet started
+            time.sleep(0.005)
+        time.sleep(0.05)  # (the parent's own handler is set just after the last fork)
+        os.killpg(serve.pid, signal.SIGTERM)
+        assert serve.wait(timeout=60) == 0
+        assert serve.stderr.read() == "sharecrawl: stopped\n"

@@ -5,15 +5,17 @@ copy moved, changed or retagged is not new)."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import duckdb
 
 from sharecrawl.crawl_io.crawldb.crawldir import VERSION_NAME
 from sharecrawl.crawl_io.crawldb.history import change_parts
-from sharecrawl.crawl_io.crawldb.version_manifest import published_time
+from sharecrawl.crawl_io.crawldb.version_manifest import published_time, read_problem
 from sharecrawl.queries.index_store import IndexFile
 
+log = logging.getLogger("sharecrawl.web")
 NEW_DAYS = 7
 NEW_LIMIT = 200  # newest works considered for the page
 
@@ -24,44 +26,60 @@ _WORK_COLUMNS = (
 
 
 def new_works(file: IndexFile, version_dir: Path, days: int = NEW_DAYS) -> list[dict]:
-    """Work rows (search results' columns, `first_seen`) new in the last `days`, newest first."""
+    """Work rows (search results' columns, `first_seen`) new in the last `days`, newest first.
+    A history part that does not read is left out, with one line in the log."""
     version = VERSION_NAME.fullmatch(version_dir.name)
-    parts = [str(p) for p in change_parts(version_dir.parent, int(version[1]))] if version else []
+    parts = change_parts(version_dir.parent, int(version[1])) if version else []
+    try:
+        return _new_works(file, parts, days)
+    except duckdb.Error:
+        pass  # most likely a part that does not read: found and left out
+    damaged = {p: why for p in parts if (why := read_problem(p))}
+    for part, why in damaged.items():
+        log.warning(
+            "%s: %s; left out of what is new (`sharecrawl check --repair` sets it aside)",
+            part,
+            why,
+        )
+    try:
+        return _new_works(file, [p for p in parts if p not in damaged], days)
+    except duckdb.Error:  # not the parts: the page works without the new list
+        return []
+
+
+def _new_works(file: IndexFile, parts: list[Path], days: int) -> list[dict]:
     if not parts:
         return []
     with file.cursor() as con:
-        try:  # the file list travels as a parameter
-            rows = con.execute(
-                f"""
-            WITH f AS (
-                SELECT host, share, path, published AS first_seen FROM read_parquet(?)
-                WHERE change = 'added'
-            ),
-            fresh AS (
-                SELECT host, share, path, max(first_seen) AS first_seen FROM f
-                WHERE first_seen >= (SELECT max(first_seen) FROM f) - INTERVAL {int(days)} DAY
-                GROUP BY ALL
-            ),
-            candidates AS (
-                SELECT DISTINCT c.work_id FROM idx.copies c JOIN fresh USING (host, share, path)
-            ),
-            seen AS (
-                SELECT c.work_id, min(fresh.first_seen) AS first_seen,
-                       count(*) = count(fresh.first_seen) AS all_fresh
-                FROM idx.copies c SEMI JOIN candidates USING (work_id)
-                LEFT JOIN fresh USING (host, share, path)
-                GROUP BY c.work_id
-            )
-            SELECT {_WORK_COLUMNS}, s.first_seen
-            FROM seen s JOIN idx.works w USING (work_id)
-            WHERE s.all_fresh
-            ORDER BY s.first_seen DESC, w.work_id
-            LIMIT {NEW_LIMIT}
-                """,
-                [parts],
-            )
-        except duckdb.Error:  # a damaged history part: the page works without the new list
-            return []
+        rows = con.execute(  # the file list travels as a parameter
+            f"""
+        WITH f AS (
+            SELECT host, share, path, published AS first_seen FROM read_parquet(?)
+            WHERE change = 'added'
+        ),
+        fresh AS (
+            SELECT host, share, path, max(first_seen) AS first_seen FROM f
+            WHERE first_seen >= (SELECT max(first_seen) FROM f) - INTERVAL {int(days)} DAY
+            GROUP BY ALL
+        ),
+        candidates AS (
+            SELECT DISTINCT c.work_id FROM idx.copies c JOIN fresh USING (host, share, path)
+        ),
+        seen AS (
+            SELECT c.work_id, min(fresh.first_seen) AS first_seen,
+                   count(*) = count(fresh.first_seen) AS all_fresh
+            FROM idx.copies c SEMI JOIN candidates USING (work_id)
+            LEFT JOIN fresh USING (host, share, path)
+            GROUP BY c.work_id
+        )
+        SELECT {_WORK_COLUMNS}, s.first_seen
+        FROM seen s JOIN idx.works w USING (work_id)
+        WHERE s.all_fresh
+        ORDER BY s.first_seen DESC, w.work_id
+        LIMIT {NEW_LIMIT}
+            """,
+            [[str(p) for p in parts]],
+        )
         columns = [d[0] for d in rows.description or ()]
         return [dict(zip(columns, row, strict=True)) for row in rows.fetchall()]
 

@@ -7,7 +7,7 @@ the next block read while one is sent, and a send that makes no progress for
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from email.utils import format_datetime
 from typing import Any
 from urllib.parse import quote
@@ -40,6 +40,9 @@ from sharecrawl.web.live import LiveIndex, Unavailable
 
 FIRST_CHUNK = 256 * 1024  # the first bytes sooner: a player starts on them
 AHEAD = 1  # blocks read and waiting, besides the one being sent and the one being read
+# A send's most bytes: a client that takes fewer in `stream_timeout_s` is taking none (uvicorn
+# sends once the socket's buffer is down to 16 KiB of the last send)
+SEND_PIECE = FIRST_CHUNK
 # The refusals' sentences besides copy_source's: the page shows them beside the copy
 STREAMS_OFF = "Streaming is off on this server (it was started with --no-stream)."
 READ_FAILED = "The server failed to read this copy; the error is in its log."
@@ -87,6 +90,18 @@ def _text(message: str, status: int, headers: dict[str, str] | None = None) -> R
     return Response(message + "\n", status, headers, media_type="text/plain")
 
 
+def _pieces(message: Message) -> Iterator[Message]:
+    """A body message as sends of at most SEND_PIECE bytes (any other message as it is)."""
+    body = message.get("body", b"")
+    if message["type"] != "http.response.body" or len(body) <= SEND_PIECE:
+        yield message
+        return
+    more = message.get("more_body", False)
+    for at in range(0, len(body), SEND_PIECE):
+        end = at + SEND_PIECE
+        yield {"type": message["type"], "body": body[at:end], "more_body": more or end < len(body)}
+
+
 class _Stream(StreamingResponse):
     """Bytes `first`..`last` of an open file, the next block read while one is sent; the file
     is closed however the response ends (sent, client gone, read failed, or a send that made
@@ -116,19 +131,22 @@ class _Stream(StreamingResponse):
 
                 async def timed_send(message: Message) -> None:
                     # uvicorn's send waits while the socket's buffers are full: a client
-                    # reading nothing waits it for ever
-                    with anyio.move_on_after(self._send_timeout_s) as waited:
-                        await send(message)
-                    if waited.cancelled_caught:
-                        log.warning(
-                            "Streaming %s stopped at byte %d: the client took no bytes for %g s",
-                            self._name,
-                            self._span[0] + self._sent,
-                            self._send_timeout_s,
-                        )
-                        tasks.cancel_scope.cancel()  # the response ends unfinished
-                        await anyio.lowlevel.checkpoint()
-                    self._sent += len(message.get("body", b""))
+                    # reading nothing waits it for ever. Each piece has the whole timeout, so
+                    # a client that takes a block slowly is making progress, not stopped.
+                    for piece in _pieces(message):
+                        with anyio.move_on_after(self._send_timeout_s) as waited:
+                            await send(piece)
+                        if waited.cancelled_caught:
+                            log.warning(
+                                "Streaming %s stopped at byte %d: the client took no bytes "
+                                "for %g s",
+                                self._name,
+                                self._span[0] + self._sent,
+                                self._send_timeout_s,
+                            )
+                            tasks.cancel_scope.cancel()  # the response ends unfinished
+                            await anyio.lowlevel.checkpoint()
+                        self._sent += len(piece.get("body", b""))
 
                 try:
                     await super().__call__(scope, receive, timed_send)

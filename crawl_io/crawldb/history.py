@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from sharecrawl.crawl_io.crawldb.atomic import write_parquet
 from sharecrawl.crawl_io.crawldb.media_changes import INDEXED_COLUMNS
 from sharecrawl.crawl_io.crawldb.media_changes import SCHEMA as RECORD
+from sharecrawl.crawl_io.crawldb.version_manifest import read_problem
 from sharecrawl.crawl_io.duck import cursor
 from sharecrawl.crawl_io.schema import CHANGES
 
@@ -132,6 +133,12 @@ def change_parts(crawldb: Path, up_to: int) -> list[Path]:
         return []
     found = ((int(m[1]), name) for name in names if (m := PART_NAME.fullmatch(name)))
     return [changes_dir(crawldb) / name for n, name in sorted(found) if n <= up_to]
+
+
+def damaged_changes(crawldb: Path) -> list[tuple[Path, str]]:
+    """(path, what is wrong) of each history part that does not read in full (`check`)."""
+    parts = change_parts(crawldb, 2**31)
+    return [(path, problem) for path in parts if (problem := read_problem(path))]
 
 
 def part_published(path: Path) -> datetime | None:

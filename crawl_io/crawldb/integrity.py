@@ -15,6 +15,7 @@ from sharecrawl.crawl_io.crawldb import version_manifest as vm
 from sharecrawl.crawl_io.crawldb.atomic import rename_into_place, temp_name
 from sharecrawl.crawl_io.crawldb.crawldir import SEGMENT_NAME, STATE_TABLES, CrawlDamaged, CrawlDir
 from sharecrawl.crawl_io.crawldb.fetchlogs import damaged_fetchlogs
+from sharecrawl.crawl_io.crawldb.history import damaged_changes
 from sharecrawl.crawl_io.crawldb.host_parts import ROW_TABLES, parse_part_file
 from sharecrawl.crawl_io.crawldb.media_changes import FILE_NAME as MEDIA_CHANGES_FILE
 
@@ -114,6 +115,7 @@ def check_crawl(crawl: CrawlDir) -> tuple[list[str], bool]:
     report = verify_version(crawl, live)
     lines = report.lines(crawl.version_dir(live))
     lines += [f"{path}: {what}" for path, what in damaged_fetchlogs(crawl.segments)]
+    lines += [f"{path}: {what}" for path, what in damaged_changes(crawl.crawldb)]
     index, _ = index_state(crawl)
     if index:
         lines.append(index)
@@ -180,6 +182,12 @@ def repair_crawl(crawl: CrawlDir) -> Repair:
     for path in _move_aside(crawl, fetchlogs, aside):
         lines.append(
             f"moved damaged {path.relative_to(aside)} to {aside}: its round's scans are lost"
+        )
+    history = [path for path, _ in damaged_changes(crawl.crawldb)]
+    for path in _move_aside(crawl, history, aside):
+        lines.append(
+            f"moved damaged {path.relative_to(aside)} to {aside}: its round's media changes "
+            "are lost to the `changes` view"
         )
     index, indexed = index_state(crawl)
     return Repair(lines, True, index is not None or indexed != chosen.name, chosen.version)

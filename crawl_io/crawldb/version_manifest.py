@@ -163,11 +163,22 @@ def published_time(vdir: Path) -> datetime | None:
     path = vdir / MANIFEST_NAME
     try:
         record = json.loads(path.read_bytes())
-        return datetime.fromisoformat(record[PUBLISHED_KEY]).astimezone(UTC)
-    except (KeyError, TypeError, ValueError, AttributeError):
-        pass
-    except OSError:
+    except (OSError, ValueError):
         return None
+    return record_published(record, path)
+
+
+def record_published(record: object, path: Path) -> datetime | None:
+    """The time of a parsed manifest `record` (None: it did not parse, and the time is
+    unknown), else that of its file `path`."""
+    if not isinstance(record, dict):
+        return None
+    given = record.get(PUBLISHED_KEY)
+    if isinstance(given, str):
+        try:
+            return datetime.fromisoformat(given).astimezone(UTC)
+        except ValueError:
+            pass
     try:
         return datetime.fromtimestamp(path.stat().st_mtime, UTC)
     except OSError:
