@@ -77,27 +77,16 @@ def message_length(header: bytes) -> int:
     return length
 
 
-def _bounded_recv(transport: Tcp, timeout: float) -> bytes | None:
-    """Tcp.recv, its length checked first (message_length); b"" or None once closed."""
-    header, timeout = transport._recv(4, timeout)
-    if not header:
-        return b""
-    return transport._recv(message_length(header), timeout)[0]
-
-
-# Every connection of the process (the probe's, the crawl's, watch's, serve's) from its first
-# message on: the negotiate's answer is read before a connection could be given another recv.
-Tcp.recv = _bounded_recv
-
-
 class _WholeMessages:
-    """A transport's `recv` taking each message in one recv(MSG_WAITALL) into one bytes object.
+    """A transport's `recv` taking each message in one recv(MSG_WAITALL) into one bytes object
+    (or, not waiting for all, in the socket's pieces: Tcp.recv bounded, below).
     smbprotocol's own takes it in the socket's pieces, each copied into a zeroed bytearray that
     is copied whole after: of MiBs a READ, a fifth of a streaming server's CPU under the GIL
     (docs/web.md, "Streaming a copy")."""
 
-    def __init__(self, transport: Tcp) -> None:
+    def __init__(self, transport: Tcp, wait_all: bool = True) -> None:
         self._transport = transport
+        self._flags = socket.MSG_WAITALL if wait_all else 0  # 0: as the socket gives them
         # the socket and the lock under which smbprotocol's close waits for a receive to end
         # (it shuts the socket down first, which wakes one): Tcp has no public name for them
         self._socket: socket.socket = transport._sock
@@ -123,8 +112,8 @@ class _WholeMessages:
                 timeout -= time.monotonic() - started
                 if not ready:
                     raise TimeoutError(f"recv idle ({got}/{length} bytes)")
-                try:  # blocks until all is in, or the socket is shut down (partly then)
-                    data = self._socket.recv(length - got, socket.MSG_WAITALL)
+                try:  # MSG_WAITALL blocks until all is in, or the socket is shut down
+                    data = self._socket.recv(length - got, self._flags)
                 except OSError:  # reset or aborted by the peer: an end, as Tcp takes them
                     data = b""
             if not data:
@@ -133,6 +122,17 @@ class _WholeMessages:
             parts.append(data)
             got += len(data)
         return (parts[0] if len(parts) == 1 else b"".join(parts)), timeout
+
+
+def _bounded_recv(transport: Tcp, timeout: float) -> bytes | None:
+    """Tcp.recv as smbprotocol's own (pieces as the socket gives them, each within `timeout`),
+    the length checked first (message_length)."""
+    return _WholeMessages(transport, wait_all=False).receive(timeout)
+
+
+# Every connection of the process (the probe's, the crawl's, watch's, serve's) from its first
+# message on: the negotiate's answer is read before a connection could be given another recv.
+Tcp.recv = _bounded_recv
 
 
 def whole_messages(connection: Connection) -> None:

@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
-from sharecrawl.crawl_io.crawldb.version_manifest import write_manifest
 from sharecrawl.queries.index import build_index, update_index
 from sharecrawl.queries.index_store import identity_of, pinned
 from sharecrawl.queries.search import search
@@ -21,6 +19,7 @@ from sharecrawl.queries.search_arrays import mapped_arrays
 from sharecrawl.queries.search_file import arrays_path, damaged_sections, read_tables
 from tests.cliproc import run_cli
 from tests.test_search import MEDIA_ROWS, media, write_version
+from tests.test_search_imports import indexed_crawl
 
 QUERIES = [
     ("madonna", {}),
@@ -193,12 +192,7 @@ def tree(root: Path) -> dict[str, tuple[int, int]]:
 
 @pytest.mark.parametrize("arrays", ["kept", "stale"])
 def test_a_cold_search_writes_nothing(tmp_path: Path, arrays: str) -> None:
-    crawl = CrawlDir(tmp_path / "crawl")
-    crawl.make()
-    version = write_version(crawl.root, MEDIA_ROWS, name="v000001")
-    write_manifest(version, {})
-    (crawl.crawldb / "CURRENT").write_text("v000001\n")
-    build_index(version, crawl.index)
+    crawl = indexed_crawl(tmp_path / "crawl")
     if arrays == "stale":  # the index file replaced by a copy: its arrays name the old one
         shutil.copyfile(crawl.index, tmp_path / "copy")
         os.replace(tmp_path / "copy", crawl.index)

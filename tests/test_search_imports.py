@@ -44,13 +44,19 @@ def imported(stderr: str) -> set[str]:
     }
 
 
-def test_a_cold_search_imports_neither_the_web_nor_the_crawl(tmp_path: Path) -> None:
-    crawl = CrawlDir(tmp_path / "crawl")
+def indexed_crawl(root: Path) -> CrawlDir:
+    """A crawl directory at `root` whose live version v000001 holds MEDIA_ROWS, indexed."""
+    crawl = CrawlDir(root)
     crawl.make()
     version = write_version(crawl.root, MEDIA_ROWS, name="v000001")
     write_manifest(version, {})
     (crawl.crawldb / "CURRENT").write_text("v000001\n")
     build_index(version, crawl.index)
+    return crawl
+
+
+def test_a_cold_search_imports_neither_the_web_nor_the_crawl(tmp_path: Path) -> None:
+    crawl = indexed_crawl(tmp_path / "crawl")
 
     argv = ["search", "--json", "--crawl-dir", str(crawl.root), "madonna"]
     done = run_cli(*argv, env={"PYTHONPROFILEIMPORTTIME": "1"})
