@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
 
 from sharecrawl.crawl_io.checked import safe_name, stored_path
 from sharecrawl.crawl_io.sources import (
@@ -42,6 +43,14 @@ def _where(share: str, path: str) -> str:
     return stored_path(f"{share}/{path}")
 
 
+# Python's own file name decoding is shown_name's (UTF-8, surrogateescape) under every UTF-8
+# locale and in the C locale (PEP 538, 540): scandir by str then decodes in C, once a name.
+_FS_NAMES_SHOWN = (sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()) == (
+    "utf-8",
+    "surrogateescape",
+)
+
+
 def shown_name(raw: bytes) -> str:
     """A file name's bytes as the file source shows them, whatever the locale."""
     return raw.decode("utf-8", "surrogateescape")
@@ -68,10 +77,13 @@ class FileSource:
         return sorted(shown_name(n) for n in names if not n.startswith(b"."))
 
     def listdir(self, share: str, path: str) -> list[Entry]:
-        folder = self._fs_path(share, path)
+        folder: bytes | str = self._fs_path(share, path)
         entries: list[Entry] = []
         append, is_dir_mode, is_link_mode = entries.append, stat.S_ISDIR, stat.S_ISLNK
         new = tuple.__new__  # an Entry without its Python-level __new__: the same tuple
+        if _FS_NAMES_SHOWN:
+            folder = os.fsdecode(folder)  # names then come decoded as shown_name decodes them
+        raw_names = isinstance(folder, bytes)
         try:
             # The loop runs once per entry of the LAN: keep it to one stat and plain calls.
             with os.scandir(folder) as it:
@@ -80,8 +92,7 @@ class FileSource:
                     mode = st.st_mode
                     if is_link_mode(mode):
                         continue
-                    raw = item.name
-                    name = raw.decode("ascii") if raw.isascii() else shown_name(raw)
+                    name = shown_name(item.name) if raw_names else item.name
                     if is_dir_mode(mode):
                         append(new(Entry, (name, True, 0, st.st_mtime_ns // 1000)))
                     else:

@@ -56,6 +56,10 @@ class Ranges:
             if not key.is_share_root:
                 self._by_root.setdefault(key.root, []).append(key)
 
+    def roots(self, folder: str) -> bool:
+        """Does a range partition start at `folder` (a walk asks of every folder it lists)?"""
+        return folder in self._by_root
+
     def at(self, folder: str) -> list[PartitionKey]:
         """The range partitions rooted at `folder`, by lower bound (unbounded first)."""
         found = self._by_root.get(folder, [])

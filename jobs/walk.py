@@ -78,7 +78,7 @@ def walk_partition(
 
     def members(folder: str, entries: list[Entry]) -> list[Entry]:
         own = entries  # most folders root no range partition: nothing to leave out
-        if ranges.at(folder):
+        if ranges.roots(folder):
             own = [e for e in entries if not (e.is_dir and ranges.claiming(folder, e.name))]
         if expect is not None:
             ahead(folder, own)

@@ -41,7 +41,7 @@ from sharecrawl.queries.index_works import (
     work_postings,
     works_select,
 )
-from sharecrawl.queries.search_file import arrays_path, write_tables
+from sharecrawl.queries.search_file import arrays_path, read_tables, write_tables
 from sharecrawl.queries.search_tables import index_tables
 
 # The build's own bounds, not DuckDB's defaults (80 % of the RAM, a thread a core, spills
@@ -66,10 +66,11 @@ def duckdb_config(spill_dir: Path) -> dict[str, str | int | bool]:
 
 def _write(
     out_path: Path,
-    fill: Callable[[duckdb.DuckDBPyConnection], None],
+    fill: Callable[[duckdb.DuckDBPyConnection], bool],
     start_from: Path | None = None,
 ) -> None:
-    """Fill a new file, or a copy of `start_from`, with `fill`; rename it over `out_path`."""
+    """Fill a new file, or a copy of `start_from`, with `fill`; rename it over `out_path`.
+    `fill` says whether the search arrays of `start_from` still hold for the new file."""
 
     def write(tmp_path: Path) -> None:
         wal = Path(f"{tmp_path}.wal")  # DuckDB's log of a failed write
@@ -83,9 +84,9 @@ def _write(
                 shutil.copyfile(start_from, tmp_path)
                 writeback = start_writeback(tmp_path)
             with duckdb.connect(str(tmp_path), config=duckdb_config(spill)) as con:
-                fill(con)
+                same_arrays = fill(con)
                 con.execute("CHECKPOINT")
-            _write_arrays(tmp_path, out_path, spill)
+            _write_arrays(tmp_path, out_path, spill, start_from if same_arrays else None)
         finally:
             wal.unlink(missing_ok=True)
             shutil.rmtree(spill, ignore_errors=True)
@@ -95,14 +96,19 @@ def _write(
     write_atomic(out_path, write)
 
 
-def _write_arrays(index_path: Path, out_path: Path, spill: Path) -> None:
+def _write_arrays(index_path: Path, out_path: Path, spill: Path, same_as: Path | None) -> None:
     """Write the arrays file of the finished index file `index_path` (still under its temporary
     name), before that file is renamed to `out_path`: a reader then sees a pair or a mismatch
-    (queries.search_file)."""
-    config = duckdb_config(spill)
-    with duckdb.connect(str(index_path), read_only=True, config=config) as con:
-        tables = index_tables(con)
+    (queries.search_file). `same_as`: an index file whose arrays hold for this one too, whose
+    arrays file is copied when it reads whole, rather than read again from the index."""
     identity = identity_of(os.stat(index_path))
+    tables = None
+    if same_as is not None:
+        tables = read_tables(arrays_path(same_as), identity_of(os.stat(same_as)), verify=True)
+    if tables is None:
+        config = duckdb_config(spill)
+        with duckdb.connect(str(index_path), read_only=True, config=config) as con:
+            tables = index_tables(con)
     write_atomic(arrays_path(out_path), lambda tmp: write_tables(tmp, tables, identity))
 
 
@@ -113,7 +119,12 @@ _WORK_ID_INDEX = "CREATE INDEX IF NOT EXISTS works_work_id ON works (work_id)"
 
 def build_index(version_dir: Path, out_path: Path) -> None:
     """Build the index of `version_dir` from scratch into `out_path`, replacing it."""
-    _write(Path(out_path), lambda con: _build(con, Path(version_dir)))
+
+    def fill(con: duckdb.DuckDBPyConnection) -> bool:
+        _build(con, Path(version_dir))
+        return False  # its arrays are made from it
+
+    _write(Path(out_path), fill)
 
 
 def update_index(index_path: Path, old_dir: Path, new_dir: Path) -> UpdateCounts:
@@ -122,7 +133,7 @@ def update_index(index_path: Path, old_dir: Path, new_dir: Path) -> UpdateCounts
     index_path = Path(index_path)
     counts: list[UpdateCounts] = []
 
-    def fill(con: duckdb.DuckDBPyConnection) -> None:
+    def fill(con: duckdb.DuckDBPyConnection) -> bool:
         # One transaction: each commit's sync waits for every dirty page of the copy. A build
         # is not one: that holds more memory (1.9 GiB against 1.5 at 2 M media) for no gain.
         con.execute("BEGIN TRANSACTION")
@@ -131,6 +142,7 @@ def update_index(index_path: Path, old_dir: Path, new_dir: Path) -> UpdateCounts
         changed = counts[0].parts > 0 or counts[0].hosts_switched > 0
         _write_meta(con, Path(new_dir).name, full=False, changed=changed)
         con.execute("COMMIT")
+        return counts[0].same  # then the old file's search arrays hold for the new one
 
     _write(index_path, fill, start_from=index_path)
     return counts[0]
@@ -181,6 +193,7 @@ class UpdateCounts:
     hosts_switched: int  # hosts that went on or off line
     works: int  # works grouped and posted anew
     works_relabelled: int  # works brought up to date for their copies' online state alone
+    same: bool = False  # nothing a search reads changed: no media part, no host's row
 
 
 def _apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) -> UpdateCounts:
@@ -198,7 +211,16 @@ def _apply_update(con: duckdb.DuckDBPyConnection, old_dir: Path, new_dir: Path) 
         WHERE coalesce(b.online, false) <> coalesce(h.online, false)
         """
     )
+    # most rounds of a quiet LAN: no media part and no host's row changed (name, URL, online
+    # state: the display rows name the best copy's host), so the index stays as it is
+    same_hosts = not con.execute(
+        "SELECT EXISTS (FROM hosts_before EXCEPT ALL FROM hosts) "
+        "OR EXISTS (FROM hosts EXCEPT ALL FROM hosts_before)"
+    ).fetchone()[0]
     con.execute("DROP TABLE hosts_before")
+    if same_hosts and not diff.removed and not diff.added:
+        _drop(con, "switched")
+        return UpdateCounts(0, 0, 0, 0, 0, 0, 0, same=True)
 
     recorded = recorded_changes(old_dir, new_dir, diff)
     rest = recorded.rest

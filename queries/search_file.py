@@ -42,14 +42,19 @@ class Tables:
 
 
 def write_tables(path: Path, tables: Tables, identity: tuple[int, int, int]) -> None:
-    """Write `tables` to the new file `path`, naming index file `identity` (fsynced)."""
+    """Write `tables` to the new file `path`, naming index file `identity` (fsynced); tables
+    read from another file keep the CRCs it was checked against (read_tables' `verify`)."""
     sections: dict[str, list] = {}
     offset = 0
+    header = dict(tables.header)
+    known = header.pop("crc", {})
     for name, values in tables.arrays.items():
-        crc = zlib.crc32(np.ascontiguousarray(values).view(np.uint8).reshape(-1))
+        crc = known.get(name)
+        if crc is None:
+            crc = zlib.crc32(np.ascontiguousarray(values).view(np.uint8).reshape(-1))
         sections[name] = [offset, values.dtype.str, int(values.size), crc]
         offset += -(-values.nbytes // _ALIGN) * _ALIGN
-    header = {"format": FORMAT, "index": list(identity), **tables.header}
+    header = {"format": FORMAT, "index": list(identity), **header}
     # offsets are from the first section, which starts after the header's padding
     text = json.dumps(header | {"sections": sections, "data": offset}).encode()
     start = -(-(_PREFIX.size + len(text)) // _ALIGN) * _ALIGN
@@ -105,6 +110,8 @@ def _parse(mapped: mmap.mmap, size: int, identity: tuple[int, int, int]) -> Tabl
     if start + header["data"] != size:  # cut short, or more than it says
         return None
     sections = header.pop("sections")
+    for key in ("format", "index", "data"):  # the file's, not the tables'
+        del header[key]
     arrays = {
         name: np.frombuffer(mapped, dtype=np.dtype(dtype), count=count, offset=start + offset)
         for name, (offset, dtype, count, _) in sections.items()

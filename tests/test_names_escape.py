@@ -8,9 +8,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sharecrawl.crawl_io import filesource
 from sharecrawl.crawl_io.checked import (
     CheckedSource,
     name_on_host,
@@ -105,7 +107,13 @@ def test_a_name_and_the_name_its_escape_spells_are_two_files(lan: LAN, run_json)
     ]
 
 
-def test_a_share_named_in_bytes_reads_back(tmp_path: Path) -> None:
+@pytest.mark.parametrize("decoded_by", ["python", "shown_name"])
+def test_a_share_named_in_bytes_reads_back(
+    tmp_path: Path, decoded_by: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Names decode alike by Python's own UTF-8 file names and, under a locale of another
+    encoding, by shown_name."""
+    monkeypatch.setattr(filesource, "_FS_NAMES_SHOWN", decoded_by == "python")
     host = os.path.join(os.fsencode(tmp_path), b"h")
     os.makedirs(os.path.join(host, b"sh\xffare", b"dir\\x"))
     with open(os.path.join(host, b"sh\xffare", b"dir\\x", b"\xfe.txt"), "wb") as f:

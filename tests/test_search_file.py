@@ -18,7 +18,7 @@ from sharecrawl.queries.search import search
 from sharecrawl.queries.search_arrays import mapped_arrays
 from sharecrawl.queries.search_file import arrays_path, damaged_sections, read_tables
 from tests.cliproc import run_cli
-from tests.test_search import MEDIA_ROWS, media, write_version
+from tests.test_search import HOSTS, MEDIA_ROWS, media, write_version
 from tests.test_search_imports import indexed_crawl
 
 QUERIES = [
@@ -181,6 +181,42 @@ def test_an_update_replaces_the_pair_and_readers_never_see_a_mix(tmp_path: Path)
     arrays = mapped_arrays(index)  # the arrays file names the new index file
     assert arrays is not None and arrays.display is not None
     assert sorted(p.name for p in index.parent.iterdir()) == ["search.arrays", "search.duckdb"]
+
+
+def linked_version(root: Path, first: Path, name: str, hosts=HOSTS) -> Path:
+    """A version whose media parts are `first`'s, hard links as Publish makes them."""
+    version = write_version(root, [], hosts=hosts, name=name)
+    for part in (first / "media").iterdir():
+        (version / "media" / part.name).unlink(missing_ok=True)
+        os.link(part, version / "media" / part.name)
+    return version
+
+
+def test_an_update_that_changed_nothing_keeps_the_arrays(tmp_path: Path) -> None:
+    """A quiet round's update copies the arrays (CRCs checked) under the new index's name;
+    a host's new URL alone is a change: the display rows name it."""
+    first = write_version(tmp_path, MEDIA_ROWS, name="v000001")
+    index = tmp_path / "index" / "search.duckdb"
+    build_index(first, index)
+    before = answers(index)
+    old = read_tables(arrays_path(index), identity_of(os.stat(index)), verify=True)
+    assert old is not None
+    counts = update_index(index, first, linked_version(tmp_path, first, "v000002"))
+    assert counts.same and counts.parts == counts.works == 0
+    new = read_tables(arrays_path(index), identity_of(os.stat(index)), verify=True)
+    assert new is not None and damaged_sections(new) == []
+    assert new.header["crc"] == old.header["crc"] and len(new.header["crc"]) == 26
+    assert answers(index) == before
+    with pinned(index) as file:
+        assert file.version == "v000002"
+
+    moved = [(h, "smb://beta.lan" if h == "beta" else u, on) for h, u, on in HOSTS]
+    third = linked_version(tmp_path, first, "v000003", hosts=moved)
+    counts = update_index(index, tmp_path / "crawldb" / "v000002", third)
+    assert not counts.same
+    music = search(index, "madonna music")[0]
+    assert music["best"]["url"] == "smb://beta.lan/share/incoming/song_01.flac"
+    assert search(index, "madonna music") == by_duckdb(index, tmp_path)[1]
 
 
 def tree(root: Path) -> dict[str, tuple[int, int]]:
