@@ -190,11 +190,12 @@ def poll_lines(out_path: Path, seen: dict[str, float], stop: threading.Event) ->
 
 
 def imports_rss() -> float:
-    """RSS of a process that only imports what `sharecrawl watch` imports, MiB."""
+    """Peak RSS of a process that only imports what `sharecrawl watch` imports, MiB: its
+    VmHWM, as its rusage would count this process's RSS when it forked and exec'd."""
     code = (
-        "import resource, sharecrawl.cli.parser, sharecrawl.cli.services, "
+        "import sharecrawl.cli.parser, sharecrawl.cli.services, "
         "sharecrawl.sensors.watch, impacket.dcerpc.v5.srvs; "
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        "print([l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1])"
     )
     repo = Path(__file__).resolve().parent.parent
     out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
