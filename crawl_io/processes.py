@@ -101,15 +101,19 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def end_children(limit_s: float = 2.0) -> None:
-    """SIGKILL every process below this one; return once none runs (or after `limit_s`)."""
+def end_children(limit_s: float = 5.0) -> None:
+    """SIGKILL every process below this one; return once none runs (or after `limit_s`).
+    A process killed is waited for by its pid: once its parent is gone it is init's child,
+    no longer below this one, and may still be dying (and its files, to a cleanup, alive)."""
     deadline = time.monotonic() + limit_s
-    while (left := [p for p in descendants(os.getpid()) if alive(p)]) and (
+    killed: set[int] = set()
+    while (left := {p for p in killed.union(descendants(os.getpid())) if alive(p)}) and (
         time.monotonic() < deadline
     ):
-        for pid in left:
+        for pid in left - killed:
             with suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+        killed |= left
         time.sleep(0.02)
 
 

@@ -437,3 +437,32 @@ def test_a_crawl_waiting_on_a_thread_cleans_up_and_exits_at_once(tmp_path: Path)
     assert proc.returncode == 143
     assert stderr.decode().splitlines() == ["sharecrawl: interrupted: cleaned up"]
     assert marker.read_text() == "cleaned"
+
+
+def test_the_stop_waits_for_a_killed_worker_that_its_parents_death_made_inits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A unit test of end_children's waiting, the kernel faked: the fork server (10) and its
+    worker (11) are killed together; the server's death makes the worker init's child (no
+    longer below the crawl) while it is still dying, and its files must outlive the cleanup
+    only if it does."""
+    from sharecrawl.crawl_io import processes
+
+    dying = {10: 1, 11: 4}  # pid -> how many more looks find it still running
+    killed: list[int] = []
+
+    def descendants(_pid: int) -> list[int]:
+        return [10, 11] if 10 not in killed else []  # the server gone: the worker is init's
+
+    def alive(pid: int) -> bool:
+        if pid not in killed:
+            return True
+        dying[pid] -= 1
+        return dying[pid] >= 0
+
+    monkeypatch.setattr(processes, "descendants", descendants)
+    monkeypatch.setattr(processes, "alive", alive)
+    monkeypatch.setattr(processes.os, "kill", lambda pid, _sig: killed.append(pid))
+    processes.end_children()
+    assert sorted(killed) == [10, 11]  # each killed once
+    assert dying[11] < 0  # returned only once the worker was seen gone

@@ -4,6 +4,7 @@ the test's temporary folder (its path is printed; `pytest -s` shows it)."""
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -105,6 +106,21 @@ def api_calls(driver: WebDriver) -> list[str]:
     )
 
 
+DEBOUNCE_MS = 250  # app.js waits this long after the last key press
+
+# the page's own clock at every input event of the search box
+INPUT_TIMES = """
+window.inputTimes = [];
+document.getElementById("q").addEventListener("input", () => inputTimes.push(performance.now()));
+"""
+
+
+def pauses(driver: WebDriver) -> list[float]:
+    """Milliseconds between consecutive input events since INPUT_TIMES was installed."""
+    times = driver.execute_script("return window.inputTimes")
+    return [b - a for a, b in itertools.pairwise(times)]
+
+
 def console_problems(driver: WebDriver) -> list[str]:
     return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
 
@@ -114,12 +130,18 @@ def test_typing_updates_the_results_debounced(browser, server: Server, shots: Pa
     assert "New albums" in browser.find_element(By.ID, "results").text
     browser.save_screenshot(str(shots / "new.png"))
     box = browser.find_element(By.ID, "q")
-    for char in "madonna":  # a person typing, faster than the debounce
-        box.send_keys(char)
-        time.sleep(0.03)
+    browser.execute_script(INPUT_TIMES)
+    box.send_keys("madonna")  # seven key presses in a burst, as a person typing fast
     wait_for(lambda: loads(browser) >= 1 and "Frozen" in titles(browser))
     time.sleep(0.6)  # any late request would show up now
-    assert len(api_calls(browser)) == 1  # seven key presses, one request
+    calls = api_calls(browser)
+    assert calls[-1].endswith("/api/search?q=madonna")
+    # a request per pause of the debounce's length: one, unless the machine stalled the
+    # typing itself (the pauses are measured by the page, with a margin for its timers)
+    gaps = pauses(browser)
+    assert len(gaps) == 6
+    assert 1 + sum(g > DEBOUNCE_MS + 150 for g in gaps) <= len(calls)
+    assert len(calls) <= 1 + sum(g >= DEBOUNCE_MS - 20 for g in gaps), (gaps, calls)
     assert set(titles(browser)) == {"Frozen", "Music"}
     assert browser.current_url.endswith("/?q=madonna")
     assert "Madonna" in browser.find_element(By.ID, "facets").text or titles(browser)
