@@ -86,7 +86,8 @@ def _write(
             with duckdb.connect(str(tmp_path), config=duckdb_config(spill)) as con:
                 same_arrays = fill(con)
                 con.execute("CHECKPOINT")
-            _write_arrays(tmp_path, out_path, spill, start_from if same_arrays else None)
+                meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+            _write_arrays(tmp_path, out_path, spill, meta, start_from if same_arrays else None)
         finally:
             wal.unlink(missing_ok=True)
             shutil.rmtree(spill, ignore_errors=True)
@@ -96,11 +97,14 @@ def _write(
     write_atomic(out_path, write)
 
 
-def _write_arrays(index_path: Path, out_path: Path, spill: Path, same_as: Path | None) -> None:
+def _write_arrays(
+    index_path: Path, out_path: Path, spill: Path, meta: dict[str, str], same_as: Path | None
+) -> None:
     """Write the arrays file of the finished index file `index_path` (still under its temporary
     name), before that file is renamed to `out_path`: a reader then sees a pair or a mismatch
-    (queries.search_file). `same_as`: an index file whose arrays hold for this one too, whose
-    arrays file is copied when it reads whole, rather than read again from the index."""
+    (queries.search_file). It carries the index's `meta` (index_store.index_meta reads it
+    there). `same_as`: an index file whose arrays hold for this one too, whose arrays file is
+    copied when it reads whole, rather than read again from the index."""
     identity = identity_of(os.stat(index_path))
     tables = None
     if same_as is not None:
@@ -109,6 +113,7 @@ def _write_arrays(index_path: Path, out_path: Path, spill: Path, same_as: Path |
         config = duckdb_config(spill)
         with duckdb.connect(str(index_path), read_only=True, config=config) as con:
             tables = index_tables(con)
+    tables.header["meta"] = meta
     write_atomic(arrays_path(out_path), lambda tmp: write_tables(tmp, tables, identity))
 
 

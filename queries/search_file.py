@@ -96,6 +96,14 @@ def read_tables(
         return None
 
 
+def arrays_meta(index_path: Path, identity: tuple[int, int, int]) -> dict[str, str] | None:
+    """The meta of index file `identity` (at `index_path`) as its arrays file names it, or None
+    (no such arrays file, or one made before it carried the meta)."""
+    tables = read_tables(arrays_path(index_path), identity)
+    meta = tables.header.get("meta") if tables is not None else None
+    return dict(meta) if isinstance(meta, dict) else None
+
+
 def _parse(mapped: mmap.mmap, size: int, identity: tuple[int, int, int]) -> Tables | None:
     magic, length, crc = _PREFIX.unpack_from(mapped, 0)
     if magic != MAGIC or _PREFIX.size + length > size:

@@ -13,10 +13,15 @@ from pathlib import Path
 import pytest
 
 from sharecrawl.queries.index import build_index, update_index
-from sharecrawl.queries.index_store import identity_of, pinned
+from sharecrawl.queries.index_store import identity_of, index_meta, pinned
 from sharecrawl.queries.search import search
 from sharecrawl.queries.search_arrays import mapped_arrays
-from sharecrawl.queries.search_file import arrays_path, damaged_sections, read_tables
+from sharecrawl.queries.search_file import (
+    arrays_meta,
+    arrays_path,
+    damaged_sections,
+    read_tables,
+)
 from tests.cliproc import run_cli
 from tests.test_search import HOSTS, MEDIA_ROWS, media, write_version
 from tests.test_search_imports import indexed_crawl
@@ -118,6 +123,9 @@ def test_a_damaged_or_missing_arrays_file_never_answers(
         damage(arrays_path(index), how)
     assert mapped_arrays(index) is None
     assert answers(index) == expected
+    assert arrays_meta(index, identity_of(os.stat(index))) is None  # nor is its meta believed
+    meta = index_meta(index)
+    assert meta is not None and meta["version"] == "v000003"  # the index file's own
 
 
 def test_a_damaged_array_is_found_by_its_crc(built: Path, tmp_path: Path) -> None:
@@ -151,6 +159,9 @@ def test_a_stale_arrays_file_never_answers(built: Path, tmp_path: Path) -> None:
     shutil.copyfile(arrays_path(newer), arrays_path(index))  # the newer index's arrays
     assert mapped_arrays(index) is None
     assert answers(index) == expected
+    assert arrays_meta(index, identity_of(os.stat(index))) is None  # nor is its meta believed
+    meta = index_meta(index)
+    assert meta is not None and meta["version"] == "v000003"  # the index file's own
     assert "Holiday" not in {r["title"] for r in search(index, "madonna", all_hosts=True)}
 
 
@@ -209,6 +220,10 @@ def test_an_update_that_changed_nothing_keeps_the_arrays(tmp_path: Path) -> None
     assert answers(index) == before
     with pinned(index) as file:
         assert file.version == "v000002"
+    # the index's meta travels in its arrays file: a round's checks open no DuckDB
+    meta = arrays_meta(index, identity_of(os.stat(index)))
+    assert meta is not None and (meta["version"], meta["full_version"]) == ("v000002", "v000001")
+    assert index_meta(index) == meta
 
     moved = [(h, "smb://beta.lan" if h == "beta" else u, on) for h, u, on in HOSTS]
     third = linked_version(tmp_path, first, "v000003", hosts=moved)

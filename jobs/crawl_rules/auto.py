@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sharecrawl.jobs.crawl_rules.parse import Rule
 
@@ -37,21 +38,28 @@ def auto_rules(
     """Exclusion rules for the topmost folders with at least `min_entries` entries below them and
     at most `max_media_share` of their files media, on hosts with at least `min_host_media` media
     (a threshold, as Nutch's filter generator waits for one). Share roots never get a rule."""
-    import duckdb  # here, not at the top: fetch workers import this module and never need it
-
-    con = duckdb.connect()
-    con.register("stats", prefix_stats)
-    rows = con.execute(
-        """WITH hosts AS (SELECT host, sum(n_media) AS host_media FROM stats
-                          WHERE prefix = '' GROUP BY host)
-           SELECT s.host, s.share, s.prefix FROM stats s LEFT JOIN hosts USING (host)
-           WHERE s.prefix <> '' AND s.n_files + s.n_folders >= $min_entries
-             AND s.n_media <= $share * s.n_files
-             AND coalesce(hosts.host_media, 0) >= $min_host_media
-           ORDER BY s.host, s.share, s.prefix""",
-        {"min_entries": min_entries, "share": max_media_share, "min_host_media": min_host_media},
-    ).fetchall()
-    con.close()
+    stats = prefix_stats.select(["host", "share", "prefix", "n_files", "n_folders", "n_media"])
+    roots = stats.filter(pc.equal(stats["prefix"], ""))
+    host_media = {
+        row["host"]: row["n_media_sum"]
+        for row in roots.group_by("host").aggregate([("n_media", "sum")]).to_pylist()
+    }
+    files, media = (pc.field(c).cast(pa.float64()) for c in ("n_files", "n_media"))
+    big = stats.filter(
+        (pc.field("prefix") != "")
+        & (pc.field("n_files") + pc.field("n_folders") >= min_entries)
+        & (media <= files * float(max_media_share))
+    ).sort_by([("host", "ascending"), ("share", "ascending"), ("prefix", "ascending")])
+    rows = [
+        (host, share, prefix)
+        for host, share, prefix in zip(
+            big["host"].to_pylist(),
+            big["share"].to_pylist(),
+            big["prefix"].to_pylist(),
+            strict=True,
+        )
+        if (host_media.get(host) or 0) >= min_host_media
+    ]
     chosen = set(rows)
     rules = []
     for host, share, prefix in rows:
