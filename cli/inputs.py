@@ -8,7 +8,7 @@ import os
 import stat
 from typing import TYPE_CHECKING, Any
 
-from sharecrawl.crawl_io.sources import ConfigError, short_repr
+from sharecrawl.crawl_io.config_error import ConfigError, short_repr
 
 if TYPE_CHECKING:
     from argparse import Namespace

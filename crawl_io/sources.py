@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import NamedTuple, Protocol
 from urllib.parse import quote, unquote, urlsplit
 
+from sharecrawl.crawl_io.config_error import ConfigError, short_repr
+
 # `hosts.status`: hosts switched off are normal on a LAN; one that answers but refuses our
 # credentials or the share (configuration) is up, its files stay searchable, and it is loud.
 HOST_OK = "ok"
@@ -56,10 +58,6 @@ class AuthFailed(AccessDenied):
 
 class NotFound(SourceError):
     reason = "not found"
-
-
-class ConfigError(ValueError):
-    """A hosts file, URL or setting is malformed; the message says which and where."""
 
 
 class Entry(NamedTuple):
@@ -105,11 +103,6 @@ class HostURL:
 _FILE_ESCAPES = re.compile(r"%(?=[0-9A-Fa-f]{2})|[?#\x00-\x1f\x7f]|\s+$")
 # A DNS label (RFC 1035 §2.3.1, with the '_' of Windows LANs that RFC 2181 §11 allows).
 _DNS_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?")
-
-
-def short_repr(text: str, limit: int = 60) -> str:
-    """A value quoted for a one-line message, cut when long."""
-    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 def is_ip_address(name: str) -> bool:

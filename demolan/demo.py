@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+from sharecrawl.crawl_io.config_error import ConfigError
 from sharecrawl.crawl_io.crawldb.crawldir import CrawlDir
 from sharecrawl.crawl_io.crawldb.lock import LOCK_NAME, CrawlLock
-from sharecrawl.crawl_io.sources import ConfigError
 from sharecrawl.demolan.lan import build_lan, change_lan
 from sharecrawl.pipeline.rounds import run_round
 from sharecrawl.pipeline.settings import read_settings

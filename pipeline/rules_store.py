@@ -10,8 +10,8 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
+from sharecrawl.crawl_io.config_error import ConfigError
 from sharecrawl.crawl_io.crawldb.atomic import write_atomic
-from sharecrawl.crawl_io.sources import ConfigError
 from sharecrawl.jobs.crawl_rules import Rule, Rules, auto_rules, load_rules
 
 AUTO_HEADER = (

@@ -13,7 +13,7 @@ from pathlib import Path
 import luigi
 
 import sharecrawl
-from sharecrawl.crawl_io.sources import ConfigError
+from sharecrawl.crawl_io.config_error import ConfigError
 from sharecrawl.jobs.runner import JobRunner
 
 # the defaults: package data, beside the package's __init__.py in a checkout and installed

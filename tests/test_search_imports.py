@@ -24,6 +24,8 @@ NOT_IMPORTED = (
     "sharecrawl.demolan",
     "sharecrawl.cli.crawl",
     "sharecrawl.cli.services",
+    "sharecrawl.crawl_io.sources",  # URL and credential parsing: tens of milliseconds
+    "sharecrawl.crawl_io.crawldb.lock",  # a search takes no lock
     "luigi",
     "mrjob",
     "smbprotocol",

@@ -15,9 +15,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from sharecrawl.crawl_io.config_error import ConfigError
 from sharecrawl.crawl_io.crawldb import hints
 from sharecrawl.crawl_io.crawldb.crawldir import write_parquet
-from sharecrawl.crawl_io.sources import ConfigError
 
 log = logging.getLogger("sharecrawl")
 FRESH_LIMIT = 32

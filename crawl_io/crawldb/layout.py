@@ -7,9 +7,9 @@ import os
 import re
 from pathlib import Path
 
-from sharecrawl.crawl_io.crawldb.lock import LOCK_NAME
-from sharecrawl.crawl_io.sources import ConfigError
+from sharecrawl.crawl_io.config_error import ConfigError
 
+LOCK_NAME = "LOCK"  # the crawl lock's file (crawl_io.crawldb.lock)
 FORMAT = 1  # the on-disk format this sharecrawl reads and writes; crawldb/FORMAT records it
 FORMAT_NAME = "FORMAT"
 MANIFEST_NAME = "MANIFEST.json"  # written last: a version folder without it is unfinished

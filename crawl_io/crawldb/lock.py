@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-LOCK_NAME = "LOCK"
+from sharecrawl.crawl_io.crawldb.layout import LOCK_NAME
+
 EXIT_LOCKED = 75  # sysexits' EX_TEMPFAIL: another crawl runs; try again later
 
 

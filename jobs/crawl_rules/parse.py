@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
-from sharecrawl.crawl_io.sources import ConfigError
+from sharecrawl.crawl_io.config_error import ConfigError
 
 ACTIONS = ("include", "exclude")
 KEYS = ("host", "share", "path", "ipath", "ext", "type", "id")
