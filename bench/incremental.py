@@ -24,6 +24,7 @@ import argparse
 import os
 import resource
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -413,6 +414,21 @@ def publish_time(root: Path, hosts: int, files_per_host: int) -> float:
     return elapsed
 
 
+PUBLISH_RUNS = 3
+
+
+def publish_times(root: Path) -> tuple[float, float]:
+    """Median publish seconds with a 100 k and a 1 M crawldb, measured in turn after one
+    unmeasured publish (the first Update in a process loads its modules: 1.2 s more here):
+    one pair alone differs by 0.1 s from run to run, the whole of the goal's margin."""
+    publish_time(root / "pub-warm-up", 5, 20_000)
+    small, large = [], []
+    for n in range(PUBLISH_RUNS):
+        small.append(publish_time(root / f"pub-small-{n}", 5, 20_000))
+        large.append(publish_time(root / f"pub-large-{n}", 50, 20_000))
+    return statistics.median(small), statistics.median(large)
+
+
 def rounds_on_a_lan(root: Path, files: int) -> float:
     """A full, an unchanged and a 1 %-changed round; the unchanged one against listing alone."""
     t0 = time.perf_counter()
@@ -461,11 +477,10 @@ def main() -> int:
     try:
         ratio = None if args.publish_only else rounds_on_a_lan(root, args.files)
         with step("publish, 100 k and 1 M files"):
-            small = publish_time(root / "pub-small", 5, 20_000)
-            large = publish_time(root / "pub-large", 50, 20_000)
+            small, large = publish_times(root)
         print(
             f"publish with 100 k files: {small:.2f} s; with 1 M files: {large:.2f} s "
-            f"(same change: one partition of one host)"
+            f"(same change: one partition of one host; median of {PUBLISH_RUNS}, alternating)"
         )
         print(f"publish ratio 1 M / 100 k: {large / small:.2f} (goal <= 1.2)")
         if ratio is not None:
