@@ -55,19 +55,18 @@ def set_progress(send: Callable[[tuple], None]) -> None:
 
 
 @contextmanager
-def cycles_left_alone() -> Iterator[None]:
-    """No cycle collection meanwhile: a scan's walk makes tuples and strings by the million,
-    none in a cycle, which each collection would only traverse again (a fifth of a fetch's
-    CPU). Over the whole scan, not its walk alone: the first collection after it would walk
-    the entries still held (6 % of an unchanged round's fetch); what a scan's tag reads leave
-    in cycles waits for its end."""
+def cycle_collection(on: bool) -> Iterator[None]:
+    """Cycle collection on or off meanwhile. Off over a scan: its walk makes tuples and strings
+    by the million, none in a cycle, which each collection would only traverse again (a fifth
+    of a fetch's CPU), and over the whole scan, as the first collection after the walk would
+    traverse the entries still held (6 % of an unchanged round's fetch). On for its tag reads,
+    whose parsers and SMB reads may leave cycles, as many as the files a first scan reads."""
     was_on = gc.isenabled()
-    gc.disable()
+    (gc.enable if on else gc.disable)()
     try:
         yield
     finally:
-        if was_on:
-            gc.enable()
+        (gc.enable if was_on else gc.disable)()
 
 
 @dataclass
@@ -181,7 +180,8 @@ class _HostFetch:
                 listed = time.time()
                 log["listing_s"] = listed - started
                 self.listing.append(listing_table(key, entries))
-                self._read_new_tags(source, key, entries, log)
+                with cycle_collection(on=True):
+                    self._read_new_tags(source, key, entries, log)
                 log["tags_s"] = time.time() - listed
         self._finish(log, started, stats)
 
@@ -271,7 +271,7 @@ class _HostFetch:
                     key.share, Ranges(k for k in known.values() if k.share == key.share)
                 )
                 try:
-                    with cycles_left_alone():
+                    with cycle_collection(on=False):
                         self.scan(source, key, stored.get(key.id), ranges, shared)
                 except SourceError as e:
                     if isinstance(e, ShareNotFound):
