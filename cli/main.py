@@ -33,9 +33,8 @@ def error_status(error: BaseException) -> int | None:
         return found is not None and isinstance(error, getattr(found, name))
 
     status = None
-    if raised(
-        "sharecrawl.crawl_io.config_error", "ConfigError"
-    ):  # bad input, and cli.inputs.UsageError
+    # bad input, and cli.inputs.UsageError
+    if raised("sharecrawl.crawl_io.config_error", "ConfigError"):
         status = 2
     elif raised("sharecrawl.crawl_io.crawldb.lock", "LockError"):
         status = 75 if raised("sharecrawl.crawl_io.crawldb.lock", "CrawlLocked") else 1
