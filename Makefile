@@ -57,7 +57,7 @@ test-deps: $(STAMP)
 
 test: test-deps
 	@echo "dependencies the tests run with:"; $(BIN)/python -m pip list --format=freeze 2>/dev/null | \
-	  grep -iE '^(mrjob|luigi|pyarrow|duckdb|mutagen|smbprotocol|pyspnego|impacket|rich|guessit|snowballstemmer|starlette|uvicorn|jinja2|numpy|prometheus.client|pyspark|selenium|hypothesis|pytest|pytest.xdist)=='
+	  grep -iE '^(mrjob|luigi|pyarrow|duckdb|mutagen|smbprotocol|pyspnego|impacket|rich|guessit|pystemmer|starlette|uvicorn|jinja2|numpy|prometheus.client|pyspark|selenium|hypothesis|pytest|pytest.xdist)=='
 	@# four workers, a test file each at a time: most of a test's time is its children's
 	@# (the console script, smbd, chromium), so two cores keep four files going
 	$(BIN)/python -m pytest -n 4 --dist loadfile

@@ -6,6 +6,7 @@ once; failures become one line and their exit status (docs/DESIGN.md), signals 1
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -60,6 +61,9 @@ def error_status(error: BaseException) -> int | None:
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # the process's own command (not a test's call): signals stop it
         stop_on_signals()
+        # numpy's OpenBLAS starts a spinning thread per core as it loads (0.1 CPU s, which
+        # a cold search waits for on busy cores); nothing here multiplies matrices
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         from sharecrawl.cli.parser import parser
         from sharecrawl.crawl_io.terminal_log import setup_logging
@@ -68,8 +72,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         setup_logging(args.verbose, quiet=getattr(args, "quiet", False))
         return command(args.command)(args)
     except BrokenPipeError:  # `sharecrawl search ... | head`: the reader has what it wanted
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as e:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # imported where a file is opened: a search by the arrays fil
 
 # Readers take no other; an index of another format is rebuilt, never updated. It changes
 # whenever what the index holds or how text is read (queries.text) does.
-FORMAT = "3"
+FORMAT = "4"
 Identity = tuple[int, int, int]  # inode, mtime in ns, size: a replaced file differs in all
 REQUIRED_TABLES = ("works", "copies", "hosts", "terms", "postings", "meta")
 
@@ -29,9 +29,9 @@ class IndexUnreadable(Exception):
     """The search index file is damaged; the message says what rebuilds it."""
 
     @classmethod
-    def damaged(cls, path: Path | str, why: str) -> IndexUnreadable:
+    def damaged(cls, path: Path | str, why: str, *, state: str = "damaged") -> IndexUnreadable:
         return cls(
-            f"search index {path} is damaged ({why}): the next round rebuilds it "
+            f"search index {path} is {state} ({why}): the next round rebuilds it "
             "(`sharecrawl crawl`)"
         )
 
@@ -43,9 +43,9 @@ class Swapped(Exception):
 class Unopenable(Exception):
     """The index file of this identity does not open as an index: why, in one line."""
 
-    def __init__(self, identity: Identity, why: str) -> None:
+    def __init__(self, identity: Identity, why: str, state: str = "damaged") -> None:
         super().__init__(why)
-        self.identity = identity
+        self.identity, self.state = identity, state
 
 
 SWAPS_TRIED = 50  # swaps met in a row while opening before giving up (a round makes one)
@@ -82,8 +82,8 @@ class IndexFile:
                     self.con.execute("SELECT key, value FROM meta").fetchall()
                 )
                 if (found := self.meta.get("format")) != FORMAT:
-                    why = f"of another format ({found or '1'}, not {FORMAT})"
-                    raise Unopenable(self.identity, why)
+                    why = f"format {found or '1'}, this one's is {FORMAT}"
+                    raise Unopenable(self.identity, why, "of another sharecrawl")
                 for table in REQUIRED_TABLES:  # a garbled file fails here, not later
                     self.con.execute(f"SELECT count(*) FROM {table}").fetchone()
             except (Swapped, FileNotFoundError):
@@ -192,7 +192,7 @@ def open_index(index_path: Path) -> tuple[IndexFile, bool]:
             except FileNotFoundError:  # removed between the stat and the open
                 raise _no_index(index_path) from None
             except Unopenable as e:
-                error = IndexUnreadable.damaged(index_path, str(e))
+                error = IndexUnreadable.damaged(index_path, str(e), state=e.state)
                 slot.damaged = (e.identity, str(error))
                 raise error from None
             new.enter()

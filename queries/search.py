@@ -108,9 +108,7 @@ def _rank(
     works = _Works(arrays, all_hosts)
     words = query.words()
     if words:
-        candidates, matched, all_typos, all_scores = _match(works, query, words, limit)
-        if len(matched):  # of the works passing the filters, those matching the most words
-            candidates = candidates[matched == matched.max()]
+        candidates, all_typos, all_scores = _match(works, query, words, limit)
         # scored now: a word on half the works need not have all of them looked up
         scores = all_scores[candidates] + arrays.prior[candidates]
         typos = all_typos[candidates]
@@ -157,12 +155,12 @@ def _select(works: _Works, query: AndQuery, found: tuple) -> tuple:
 
 def _match(
     works: _Works, query: AndQuery, words: Words, limit: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Of the works matching any query word (and every field-restricted one) and passing the
-    filters: their rows and how many words each matches; and for every work, how many words
-    only through a term one edit away and its BM25F score (without the copies prior). Typos
-    are looked for when fewer than `limit` such works match every word; one scoring pass
-    either way, adding per word its typos' impacts then its own (the same sum, same order)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows of the works passing the filters that match the most query words (and every
+    field-restricted one); and for every work, how many words it matches only through a term
+    one edit away and its BM25F score (without the copies prior). Typos are looked for when
+    fewer than `limit` works pass and match every word; one scoring pass either way, adding per
+    word its typos' impacts then its own (the same sum, same order)."""
     arrays = works.arrays
     n_works = len(arrays.work_ids)
     matched = np.zeros(n_works, dtype=np.int16)
@@ -177,9 +175,9 @@ def _match(
         if word_mask is not None:
             required_matched[rows] += 1
     n_required = sum(mask is not None for _, _, mask in exact)
-    selected = _select(works, query, _candidates(matched, required_matched, n_required))
+    best, most = _most_matched(works, query, matched, required_matched, n_required, len(words))
     near = None
-    if limit and np.count_nonzero(selected[1] == len(words)) < limit:
+    if limit and (most < len(words) or len(best) < limit):
         near = [
             tuple(t for t in arrays.near_terms(forms[0]) if t not in forms)
             if forms and fuzzy_word(forms[0])
@@ -206,19 +204,29 @@ def _match(
                 required_matched[near_rows] += 1
         scores[rows] += impacts
     if near:
-        selected = _select(works, query, _candidates(matched, required_matched, n_required))
-    candidates, matched_of = selected
-    return candidates, matched_of, typos, scores
+        best, _ = _most_matched(works, query, matched, required_matched, n_required, len(words))
+    return best, typos, scores
 
 
-def _candidates(
-    matched: np.ndarray, required_matched: np.ndarray, n_required: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of the works matching a word (and every field-restricted one), and how many."""
-    candidates = np.flatnonzero(matched)
-    if n_required:
-        candidates = candidates[required_matched[candidates] == n_required]
-    return candidates, matched[candidates]
+def _most_matched(
+    works: _Works,
+    query: AndQuery,
+    matched: np.ndarray,
+    required_matched: np.ndarray,
+    n_required: int,
+    most: int,
+) -> tuple[np.ndarray, int]:
+    """Rows of the works passing the filters (and matching every field-restricted word) that
+    match the most words, and how many that is (0: none). Looked for from `most` down: a word
+    on half the works is only gathered when no work matches more than it."""
+    for count in range(most, 0, -1):
+        rows = np.flatnonzero(matched == count)
+        if n_required:
+            rows = rows[required_matched[rows] == n_required]
+        (rows,) = _select(works, query, (rows,))
+        if len(rows):
+            return rows, count
+    return np.zeros(0, dtype=np.intp), 0
 
 
 def _word_postings(
@@ -238,6 +246,13 @@ def _word_postings(
         return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32)
     if len(parts) == 1:
         return parts[0]
+    if sum(len(rows) for rows, _ in parts) * 16 < n_works:  # few: sorted, not over every work
+        rows, impacts = (np.concatenate(p) for p in zip(*parts, strict=True))
+        order = np.lexsort((-impacts, rows))  # by row, its best impact first
+        rows, impacts = rows[order], impacts[order]
+        first = np.ones(len(rows), dtype=bool)
+        first[1:] = rows[1:] != rows[:-1]
+        return rows[first], impacts[first]
     best = np.zeros(n_works, dtype=np.float32)
     for rows, impacts in parts:  # rows are distinct within one term's postings
         best[rows] = np.maximum(best[rows], impacts)

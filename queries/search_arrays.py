@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from sharecrawl.queries.fuzzy import KeyTable, one_edit, query_hashes
-from sharecrawl.queries.index_store import IndexFile, identity_of
+from sharecrawl.queries.index_store import FORMAT, IndexFile, identity_of
 from sharecrawl.queries.querylang import COPY_FIELDS
 from sharecrawl.queries.search_file import Tables, arrays_path, read_tables
 from sharecrawl.queries.search_tables import (
@@ -219,7 +219,8 @@ _mapped_lock = threading.Lock()
 
 def mapped_arrays(index_path: Path) -> SearchArrays | None:
     """The arrays file of the index at `index_path` as this process mapped it, if it matches
-    the file the path names now (else None: read the index, which says what is wrong)."""
+    the file the path names now and is of this FORMAT (else None: read the index, which says
+    what is wrong)."""
     key = os.path.abspath(index_path)
     try:
         identity = identity_of(os.stat(key))
@@ -230,8 +231,8 @@ def mapped_arrays(index_path: Path) -> SearchArrays | None:
         if held is not None and held[0] == identity:
             return held[1]
         tables = read_tables(arrays_path(Path(key)), identity)
-        if tables is None:
-            _mapped.pop(key, None)
+        if tables is None or tables.header.get("meta", {}).get("format") != FORMAT:
+            _mapped.pop(key, None)  # an index of another format: opening it says what to do
             return None
         arrays = from_tables(tables)
         _mapped[key] = (identity, arrays)

@@ -5,10 +5,11 @@ letters folded, compounds whole and by parts, Snowball stems and loose spellings
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from functools import lru_cache
 
-import snowballstemmer
+import Stemmer  # PyStemmer
 
 # Russian letters, then Ukrainian and Belarusian ones met on Russian-speaking LANs
 _TRANSLIT = str.maketrans("абвгдеёзийклмнопрстуфыэіґў", "abvgdeeziyklmnoprstufyeigu", "ъь") | {
@@ -39,8 +40,16 @@ GENERIC_WORDS = frozenset(
     "trek pesnya zapis fayl diski".split()
 )
 
-_english = snowballstemmer.stemmer("english")
-_russian = snowballstemmer.stemmer("russian")
+_stemmers = threading.local()  # a Snowball stemmer holds its word while it works: one per thread
+
+
+def snowball_stem(language: str, word: str) -> str:
+    """The Snowball stem of a casefolded word (libstemmer's, by PyStemmer)."""
+    stemmer = getattr(_stemmers, language, None)
+    if stemmer is None:
+        stemmer = Stemmer.Stemmer(language)
+        setattr(_stemmers, language, stemmer)
+    return stemmer.stemWord(word)
 
 
 def transliterate(text: str) -> str:
@@ -86,10 +95,10 @@ def word_forms(word: str) -> tuple[str, ...]:
     if _CYRILLIC_RE.search(word):
         cyrillic = word.replace("ё", "е")
         surface = strip_accents(transliterate(cyrillic))
-        stem = strip_accents(transliterate(_russian.stemWord(cyrillic))) or surface
+        stem = strip_accents(transliterate(snowball_stem("russian", cyrillic))) or surface
     else:
         surface = strip_accents(word)
-        stem = _english.stemWord(surface) if surface.isalpha() else surface
+        stem = snowball_stem("english", surface) if surface.isalpha() else surface
     return tuple(dict.fromkeys((surface, stem or surface, loose(surface))))
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -17,7 +18,7 @@ from sharecrawl.crawl_io.readable import readable_url
 from sharecrawl.queries.index import build_index
 from sharecrawl.queries.index_store import index_version
 from sharecrawl.queries.querylang import parse_query
-from sharecrawl.queries.search import QueryError, format_results, search
+from sharecrawl.queries.search import QueryError, _word_postings, format_results, search
 from sharecrawl.queries.search_results import copy_url, episodes_gathered
 
 NOW = datetime(2024, 5, 1, tzinfo=UTC)
@@ -544,3 +545,19 @@ def test_the_terminal_lists_a_series_in_season_and_episode_order(index: Path) ->
     assert episodes == [(5, 10), (6, 1), (6, 2), (6, 3)]
     lines = format_results(episodes_gathered(results)).splitlines()[::2]
     assert [line.split(".")[0].strip() for line in lines] == ["1", "2", "3", "4"]
+
+
+@pytest.mark.parametrize("n_works", [10, 1000])  # over every work, and sorted (few postings)
+def test_a_words_terms_give_each_work_once_with_its_best_impact(n_works: int) -> None:
+    found = {
+        "frozen": (np.array([5, 2], np.int32), np.array([0.5, 0.25], np.float32), np.uint8([1, 1])),
+        "froze": (
+            np.array([2, 9], np.int32),
+            np.array([0.75, 0.125], np.float32),
+            np.uint8([1, 2]),
+        ),
+    }
+    rows, impacts = _word_postings(n_works, found, ("frozen", "froze", "absent"), None)
+    assert rows.tolist() == [2, 5, 9] and impacts.tolist() == [0.75, 0.5, 0.125]
+    rows, impacts = _word_postings(n_works, found, ("frozen", "froze"), 1)  # field bit 1 alone
+    assert rows.tolist() == [2, 5] and impacts.tolist() == [0.75, 0.5]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sharecrawl.queries.index import build_index, update_index
-from sharecrawl.queries.index_store import identity_of, index_meta, pinned
+from sharecrawl.queries.index_store import IndexUnreadable, identity_of, index_meta, pinned
 from sharecrawl.queries.search import search
 from sharecrawl.queries.search_arrays import mapped_arrays
 from sharecrawl.queries.search_file import (
@@ -163,6 +163,23 @@ def test_a_stale_arrays_file_never_answers(built: Path, tmp_path: Path) -> None:
     meta = index_meta(index)
     assert meta is not None and meta["version"] == "v000003"  # the index file's own
     assert "Holiday" not in {r["title"] for r in search(index, "madonna", all_hosts=True)}
+
+
+def test_an_index_of_another_format_is_never_answered_by_its_arrays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An index (and arrays file) an older sharecrawl wrote, whose text rules were others: the
+    search says so and what rebuilds it, not what the old stems find."""
+    with monkeypatch.context() as old:
+        old.setattr("sharecrawl.queries.index.FORMAT", "3")
+        index = fresh_index(tmp_path / "crawl")
+    assert read_tables(arrays_path(index), identity_of(os.stat(index))) is not None
+    assert mapped_arrays(index) is None
+    with pytest.raises(
+        IndexUnreadable,
+        match=r"of another sharecrawl \(format 3, this one's is 4\): the next round",
+    ):
+        search(index, "madonna")
 
 
 def test_an_update_replaces_the_pair_and_readers_never_see_a_mix(tmp_path: Path) -> None:
