@@ -380,7 +380,9 @@ def spark_cluster(home: Path, workers: int = 1) -> Iterator[str]:
                 alive = [w for w in spark_json(ui)["workers"] if w["state"] == "ALIVE"]
                 if len(alive) == workers:
                     break
-            except OSError:
+            except (OSError, ValueError):
+                # ValueError: a master just up answers /json/ with its HTML page until
+                # the JSON handler is attached (seen once on a loaded CI machine)
                 pass
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
                 logs = "".join(
