@@ -381,8 +381,8 @@ def spark_cluster(home: Path, workers: int = 1) -> Iterator[str]:
                 if len(alive) == workers:
                     break
             except (OSError, ValueError):
-                # ValueError: a master just up answers /json/ with its HTML page until
-                # the JSON handler is attached (seen once on a loaded CI machine)
+                # ValueError: a master just up answered /json/ with an HTML page once, on
+                # a loaded CI machine (likely before its JSON handler was attached)
                 pass
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
                 logs = "".join(
