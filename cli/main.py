@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from sharecrawl.cli.parser import parser
         from sharecrawl.crawl_io.terminal_log import setup_logging
 
-        args = parser().parse_args(argv)
+        args = parser(sys.argv[1:] if argv is None else argv).parse_args(argv)
         setup_logging(args.verbose, quiet=getattr(args, "quiet", False))
         return command(args.command)(args)
     except BrokenPipeError:  # `sharecrawl search ... | head`: the reader has what it wanted

@@ -9,7 +9,7 @@ import os
 import re
 import shutil
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -369,8 +369,11 @@ COMMANDS: dict[str, tuple[str, Callable[[OneLineParser], None]]] = {
 }
 
 
-def parser() -> OneLineParser:
-    """The whole command line; a subcommand's `command` names the function that runs it."""
+def parser(argv: Sequence[str] = ()) -> OneLineParser:
+    """The command line; a subcommand's `command` names the function that runs it. Given the
+    arguments it will parse, only the command they name gets its options (adding every
+    command's costs a cold `sharecrawl search` 8 ms); help and a mistyped command, the whole."""
+    named = next((a for a in argv if a[:1] != "-"), None)  # --verbose, the one global, has no value
     p = OneLineParser(
         prog="sharecrawl",
         epilog=EXIT_STATUSES,
@@ -384,7 +387,9 @@ def parser() -> OneLineParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (short, add_options) in COMMANDS.items():
         description = " ".join((add_options.__doc__ or "").split())
-        add_options(sp := sub.add_parser(name, help=short, description=description))
+        sp = sub.add_parser(name, help=short, description=description)
+        if named not in COMMANDS or name == named:
+            add_options(sp)
         # after the command too; unset there, the global flag's value stands
         sp.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS, help=verbose)
     return p

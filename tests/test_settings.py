@@ -222,6 +222,24 @@ def test_help_shows_the_packaged_defaults(
     assert re.search(rf"default\W+{re.escape(default)}\b", text), text
 
 
+COMMANDS = "crawl search sql status check serve watch demo simulate".split()
+
+
+def test_the_whole_command_line_where_no_one_command_is_named(tmp_path: Path) -> None:
+    """A command's own run builds only its options (cli.parser); the top help, a mistyped
+    command and a command's help after the global flag still see them all."""
+    top = bare_run(tmp_path, "--help")
+    assert top.returncode == 0, top.stderr
+    assert all(re.search(rf"^    {name} +\S", top.stdout, re.M) for name in COMMANDS), top.stdout
+    typo = bare_run(tmp_path, "serch", "madonna")
+    assert typo.returncode == 2 and typo.stdout == ""
+    assert "invalid choice: 'serch' (choose from " + ", ".join(map(repr, COMMANDS)) in typo.stderr
+    serve = bare_run(tmp_path, "--verbose", "serve", "--help")
+    assert serve.returncode == 0 and "--port" in serve.stdout, serve.stderr
+    wrong = bare_run(tmp_path, "search", "--port", "1", "madonna")  # serve's option, not search's
+    assert wrong.returncode == 2 and "unrecognized arguments: --port (" in wrong.stderr
+
+
 def test_a_crawl_needs_no_config_file_but_the_packaged_one(tmp_path: Path) -> None:
     """Every setting a round reads (host_timeout_s, liveness_timeout_s, partition limits...)
     comes from the package's luigi.cfg when no other config file exists."""

@@ -106,7 +106,7 @@ def test_a_service_is_confined_to_the_crawl_directory(unit: Path) -> None:
 def test_a_service_command_is_one_the_parser_takes(unit: Path) -> None:
     program, *args = shlex.split(service(unit)["ExecStart"])
     assert program == INSTALLED
-    parsed = parser().parse_args(args)
+    parsed = parser(args).parse_args(args)
     assert parsed.crawl_dir == "/var/lib/sharecrawl/crawl"
     assert parsed.command == unit.stem.removeprefix("sharecrawl-")
 
