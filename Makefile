@@ -18,7 +18,7 @@ install: $(STAMP) bytecode
 # where PYTHONDONTWRITEBYTECODE is set every command would compile each module it imports
 # (30 ms of a cold `sharecrawl search`). Incremental: only changed sources are compiled.
 bytecode: $(STAMP)
-	$(BIN)/python -m compileall -q -x '/\.venv/|/demo-lan/|/crawl/|/build/' . >/dev/null
+	$(BIN)/python -m compileall -q -x '^\./(\.venv|demo-lan|crawl|build)/' . >/dev/null
 
 demo: install
 	$(BIN)/sharecrawl demo --workdir demo-lan
