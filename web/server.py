@@ -77,21 +77,10 @@ def _run_workers(
     crawl_dir: Path, sock: socket.socket, workers: int, stream: StreamSettings | None
 ) -> int:
     """`workers` processes accepting on one socket (a request is CPU work under one GIL per
-    process); this one only waits for them and passes a stop on."""
-    children = []
-    for _ in range(workers):
-        pid = os.fork()  # before any thread or database exists in this process
-        if pid == 0:
-            code = 1
-            try:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
-                _run_one(crawl_dir, sock, stream)
-                code = 0
-            finally:
-                os._exit(code)
-        children.append(pid)
-
+    process); this one only waits for them and passes a stop on. Its handler is set before the
+    first fork, and each fork runs with the stop signals blocked: a stop at any moment reaches
+    every worker forked, and no more are (a stop just after the last fork once exited 143)."""
+    children: list[int] = []
     stopped: list[int] = []
 
     def stop(sig: int, frame: object) -> None:
@@ -100,8 +89,26 @@ def _run_workers(
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGTERM)
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    stop_signals = {signal.SIGTERM, signal.SIGINT}
+    for sig in stop_signals:
+        signal.signal(sig, stop)
+    for _ in range(workers):
+        if stopped:
+            break
+        unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
+        pid = os.fork()  # before any thread or database exists in this process
+        if pid == 0:
+            code = 1
+            try:
+                for sig in stop_signals:
+                    signal.signal(sig, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
+                _run_one(crawl_dir, sock, stream)
+                code = 0
+            finally:
+                os._exit(code)
+        children.append(pid)
+        signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)  # a stop meanwhile: handled now
     codes = [os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) for child in children]
     # a stop that reached a worker before its server's handlers (the whole group is signalled:
     # Ctrl-C, systemd's control group) ends it by the signal itself: stopped, not failed
